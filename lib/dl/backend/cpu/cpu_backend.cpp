@@ -1,0 +1,358 @@
+// The CPU backend: shape and dtype checks, then dispatch to the templated kernels.
+#include <cstring>
+
+#include "dl/backend/backend.hpp"
+#include "dl/backend/cpu/kernels.hpp"
+
+namespace dl {
+
+namespace {
+
+// Shape checks: a mismatch is a bug in the caller, reported with the op and the tensors.
+void expect(bool ok, const char* op, const std::string& what) {
+  if (!ok) throw_runtime(op, ": ", what);
+}
+
+void expect_float(const char* op, std::initializer_list<const Tensor*> ts) {
+  DType d = (*ts.begin())->dtype();
+  for (const Tensor* t : ts) {
+    if (!t->defined()) continue;
+    expect(t->device().is_cpu(), op, "tensor " + t->describe() + " is on " + t->device().name());
+    expect(t->dtype() == d && (d == DType::f32 || d == DType::f64), op,
+           "the CPU backend takes f32 or f64 tensors of one dtype, got " + t->describe());
+  }
+}
+
+template <class T>
+T* ptr(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+// Calls fn.template operator()<T>() with T = float or double per the tensor's dtype.
+template <class F>
+void dispatch(const Tensor& t, F&& fn) {
+  if (t.dtype() == DType::f32) {
+    fn(float{});
+  } else {
+    fn(double{});
+  }
+}
+
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return Device::cpu(); }
+  std::string name() const override { return "cpu"; }
+
+  Tensor empty(Shape shape, DType dtype) override { return Tensor::empty(std::move(shape), dtype); }
+  void zero(Tensor& t) override { t.zero_(); }
+  void copy(Tensor& dst, const Tensor& src) override { dst.copy_from(src); }
+
+  void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) override {
+    const char* op = "encoder_forward";
+    expect_float(op, {&out, &wte, &wpe});
+    expect(tokens.dtype() == DType::i32 && tokens.ndim() == 2, op, "tokens must be i32[B,T], got " + tokens.describe());
+    int64_t B = tokens.size(0), T = tokens.size(1), C = wte.size(1), V = wte.size(0);
+    expect(out.numel() == B * T * C && wpe.size(1) == C && wpe.size(0) >= T, op,
+           "out " + out.describe() + ", wte " + wte.describe() + ", wpe " + wpe.describe() + ", tokens " +
+               tokens.describe());
+    check_tokens(tokens, V);
+    dispatch(out, [&](auto z) {
+      using F = decltype(z);
+      cpu::encoder_forward(ptr<F>(out), tokens.data<int32_t>(), ptr<F>(wte), ptr<F>(wpe), B, T, C);
+    });
+  }
+
+  void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) override {
+    expect_float("encoder_backward", {&dout, &dwte, &dwpe});
+    int64_t B = tokens.size(0), T = tokens.size(1), C = dwte.size(1);
+    dispatch(dout, [&](auto z) {
+      using F = decltype(z);
+      cpu::encoder_backward(ptr<F>(dwte), ptr<F>(dwpe), ptr<F>(dout), tokens.data<int32_t>(), B, T, C);
+    });
+  }
+
+  void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                         const Tensor& bias) override {
+    const char* op = "layernorm_forward";
+    expect_float(op, {&out, &mean, &rstd, &inp, &weight, &bias});
+    int64_t C = inp.size(-1), N = inp.numel() / C;
+    expect(out.numel() == N * C && mean.numel() == N && rstd.numel() == N && weight.numel() == C &&
+               bias.numel() == C,
+           op, "inp " + inp.describe() + ", out " + out.describe() + ", weight " + weight.describe());
+    dispatch(inp, [&](auto z) {
+      using F = decltype(z);
+      cpu::layernorm_forward(ptr<F>(out), ptr<F>(mean), ptr<F>(rstd), ptr<F>(inp), ptr<F>(weight),
+                             ptr<F>(bias), N, C);
+    });
+  }
+
+  void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                          const Tensor& weight, const Tensor& mean, const Tensor& rstd, bool accumulate) override {
+    const char* op = "layernorm_backward";
+    expect_float(op, {&dinp, &dweight, &dbias, &dout, &inp, &weight, &mean, &rstd});
+    int64_t C = inp.size(-1), N = inp.numel() / C;
+    expect(dinp.numel() == N * C && dout.numel() == N * C && dweight.numel() == C && dbias.numel() == C, op,
+           "dinp " + dinp.describe() + ", dout " + dout.describe() + ", inp " + inp.describe());
+    dispatch(inp, [&](auto z) {
+      using F = decltype(z);
+      cpu::layernorm_backward(ptr<F>(dinp), ptr<F>(dweight), ptr<F>(dbias), ptr<F>(dout), ptr<F>(inp),
+                              ptr<F>(weight), ptr<F>(mean), ptr<F>(rstd), N, C, accumulate);
+    });
+  }
+
+  static void matmul_dims(const char* op, const Tensor& inp, const Tensor& weight, WeightLayout layout,
+                          int64_t& N, int64_t& IC, int64_t& OC) {
+    expect(weight.ndim() == 2, op, "weight must be 2-D, got " + weight.describe());
+    IC = inp.size(-1);
+    N = inp.numel() / IC;
+    int64_t w_in = layout == WeightLayout::in_out ? weight.size(0) : weight.size(1);
+    OC = layout == WeightLayout::in_out ? weight.size(1) : weight.size(0);
+    expect(w_in == IC, op, "input " + inp.describe() + " does not match weight " + weight.describe());
+  }
+
+  void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                      WeightLayout layout) override {
+    const char* op = "matmul_forward";
+    expect_float(op, {&out, &inp, &weight, &bias});
+    int64_t N, IC, OC;
+    matmul_dims(op, inp, weight, layout, N, IC, OC);
+    expect(out.numel() == N * OC && (!bias.defined() || bias.numel() == OC), op,
+           "out " + out.describe() + " for input " + inp.describe() + " x weight " + weight.describe());
+    dispatch(inp, [&](auto z) {
+      using F = decltype(z);
+      cpu::matmul_forward(ptr<F>(out), ptr<F>(inp), ptr<F>(weight), ptr<F>(bias), N, IC, OC,
+                          layout == WeightLayout::in_out);
+    });
+  }
+
+  void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                       const Tensor& weight, WeightLayout layout, bool accumulate) override {
+    const char* op = "matmul_backward";
+    expect_float(op, {&dout, &dinp, &dweight, &dbias, &inp, &weight});
+    int64_t N, IC, OC;
+    matmul_dims(op, inp, weight, layout, N, IC, OC);
+    expect(dout.numel() == N * OC && (!dinp.defined() || dinp.numel() == N * IC) &&
+               dweight.numel() == weight.numel() && (!dbias.defined() || dbias.numel() == OC),
+           op, "dout " + dout.describe() + ", inp " + inp.describe() + ", weight " + weight.describe());
+    dispatch(inp, [&](auto z) {
+      using F = decltype(z);
+      cpu::matmul_backward(ptr<F>(dinp), ptr<F>(dweight), ptr<F>(dbias), ptr<F>(dout), ptr<F>(inp),
+                           ptr<F>(weight), N, IC, OC, layout == WeightLayout::in_out, accumulate);
+    });
+  }
+
+  Shape attention_state_shape(int64_t B, int64_t T, int64_t C, int n_head) const override {
+    return {B, n_head, T, T};
+  }
+
+  void attention_dims(const char* op, const Tensor& qkv, int n_head, int64_t& B, int64_t& T, int64_t& C) {
+    expect(qkv.ndim() == 3 && qkv.size(2) % 3 == 0, op, "qkv must be [B,T,3C], got " + qkv.describe());
+    B = qkv.size(0);
+    T = qkv.size(1);
+    C = qkv.size(2) / 3;
+    expect(n_head > 0 && C % n_head == 0, op, "C=" + std::to_string(C) + " not divisible by heads");
+  }
+
+  void attention_forward(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) override {
+    const char* op = "attention_forward";
+    expect_float(op, {&out, &state, &qkv});
+    int64_t B, T, C;
+    attention_dims(op, qkv, n_head, B, T, C);
+    expect(out.numel() == B * T * C && state.numel() == B * n_head * T * T, op,
+           "out " + out.describe() + ", state " + state.describe() + ", qkv " + qkv.describe());
+    dispatch(qkv, [&](auto z) {
+      using F = decltype(z);
+      cpu::attention_forward(ptr<F>(out), ptr<F>(state), ptr<F>(qkv), B, T, C, n_head);
+    });
+  }
+
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& state,
+                          int n_head) override {
+    const char* op = "attention_backward";
+    expect_float(op, {&dqkv, &dout, &qkv, &state});
+    int64_t B, T, C;
+    attention_dims(op, qkv, n_head, B, T, C);
+    expect(dqkv.numel() == qkv.numel() && dout.numel() == B * T * C, op,
+           "dqkv " + dqkv.describe() + ", dout " + dout.describe());
+    dispatch(qkv, [&](auto z) {
+      using F = decltype(z);
+      cpu::attention_backward(ptr<F>(dqkv), ptr<F>(dout), ptr<F>(qkv), ptr<F>(state), B, T, C, n_head, false);
+    });
+  }
+
+  void gelu_forward(Tensor& out, const Tensor& inp) override {
+    expect_float("gelu_forward", {&out, &inp});
+    expect(out.numel() == inp.numel(), "gelu_forward", out.describe() + " vs " + inp.describe());
+    dispatch(inp, [&](auto z) {
+      using F = decltype(z);
+      cpu::gelu_forward(ptr<F>(out), ptr<F>(inp), inp.numel());
+    });
+  }
+  void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override {
+    expect_float("gelu_backward", {&dinp, &dout, &inp});
+    expect(dinp.numel() == inp.numel() && dout.numel() == inp.numel(), "gelu_backward", inp.describe());
+    dispatch(inp, [&](auto z) {
+      using F = decltype(z);
+      cpu::gelu_backward(ptr<F>(dinp), ptr<F>(dout), ptr<F>(inp), inp.numel(), accumulate);
+    });
+  }
+  void relu_forward(Tensor& out, const Tensor& inp) override {
+    expect_float("relu_forward", {&out, &inp});
+    expect(out.numel() == inp.numel(), "relu_forward", out.describe() + " vs " + inp.describe());
+    dispatch(inp, [&](auto z) {
+      using F = decltype(z);
+      cpu::relu_forward(ptr<F>(out), ptr<F>(inp), inp.numel());
+    });
+  }
+  void relu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override {
+    expect_float("relu_backward", {&dinp, &dout, &inp});
+    expect(dinp.numel() == inp.numel() && dout.numel() == inp.numel(), "relu_backward", inp.describe());
+    dispatch(inp, [&](auto z) {
+      using F = decltype(z);
+      cpu::relu_backward(ptr<F>(dinp), ptr<F>(dout), ptr<F>(inp), inp.numel(), accumulate);
+    });
+  }
+
+  void add(Tensor& out, const Tensor& a, const Tensor& b) override {
+    expect_float("add", {&out, &a, &b});
+    expect(out.numel() == a.numel() && a.numel() == b.numel(), "add",
+           out.describe() + " = " + a.describe() + " + " + b.describe());
+    dispatch(a, [&](auto z) {
+      using F = decltype(z);
+      cpu::add(ptr<F>(out), ptr<F>(a), ptr<F>(b), a.numel());
+    });
+  }
+
+  void crossentropy_dims(const char* op, const Tensor& logits, const Tensor& targets, int64_t& N, int64_t& V) {
+    V = logits.size(-1);
+    N = logits.numel() / V;
+    expect(targets.dtype() == DType::i32 && targets.numel() == N, op,
+           "targets must be i32 with one entry per logits row: logits " + logits.describe() + ", targets " +
+               targets.describe());
+    const int32_t* t = targets.data<int32_t>();
+    for (int64_t r = 0; r < N; ++r) {
+      if (t[r] >= V)
+        throw_usage(op, ": target ", t[r], " at row ", r, " is outside the ", V, " classes of the output");
+    }
+  }
+
+  void crossentropy_forward(Tensor& losses, Tensor& correct, const Tensor& logits, const Tensor& targets) override {
+    const char* op = "crossentropy_forward";
+    expect_float(op, {&logits, &losses});
+    int64_t N, V;
+    crossentropy_dims(op, logits, targets, N, V);
+    expect(losses.numel() == N && (!correct.defined() || (correct.numel() == N && correct.dtype() == DType::i32)),
+           op, "losses " + losses.describe() + " for logits " + logits.describe());
+    dispatch(logits, [&](auto z) {
+      using F = decltype(z);
+      cpu::crossentropy_forward(ptr<F>(losses), correct.defined() ? correct.data<int32_t>() : nullptr,
+                                ptr<F>(logits), targets.data<int32_t>(), N, V);
+    });
+  }
+
+  void crossentropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets, double dloss) override {
+    const char* op = "crossentropy_backward";
+    expect_float(op, {&dlogits, &logits});
+    int64_t N, V;
+    crossentropy_dims(op, logits, targets, N, V);
+    expect(dlogits.numel() == logits.numel(), op, dlogits.describe() + " vs " + logits.describe());
+    dispatch(logits, [&](auto z) {
+      using F = decltype(z);
+      cpu::crossentropy_backward(ptr<F>(dlogits), ptr<F>(logits), targets.data<int32_t>(), N, V, F(dloss));
+    });
+  }
+
+  void argmax(Tensor& out, const Tensor& logits) override {
+    expect_float("argmax", {&logits});
+    int64_t V = logits.size(-1), N = logits.numel() / V;
+    expect(out.dtype() == DType::i32 && out.numel() == N, "argmax", out.describe());
+    dispatch(logits, [&](auto z) {
+      using F = decltype(z);
+      cpu::argmax(out.data<int32_t>(), ptr<F>(logits), N, V);
+    });
+  }
+
+  void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override {
+    expect_float("adamw_step", {&param, &grad, &m, &v});
+    expect(grad.numel() == param.numel() && m.numel() == param.numel() && v.numel() == param.numel(),
+           "adamw_step", "param " + param.describe() + ", grad " + grad.describe());
+    dispatch(param, [&](auto z) {
+      using F = decltype(z);
+      cpu::adamw_step(ptr<F>(param), ptr<F>(grad), ptr<F>(m), ptr<F>(v), param.numel(), p.lr, p.beta1, p.beta2,
+                      p.eps, p.weight_decay, p.step, p.grad_scale);
+    });
+  }
+
+  void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p) override {
+    expect_float("sgd_step", {&param, &grad, &momentum});
+    dispatch(param, [&](auto z) {
+      using F = decltype(z);
+      cpu::sgd_step(ptr<F>(param), ptr<F>(grad), ptr<F>(momentum), param.numel(), p.lr, p.momentum, p.dampening,
+                    p.weight_decay, p.nesterov, p.first_step, p.grad_scale);
+    });
+  }
+
+  double sum(const Tensor& x) override {
+    expect_float("sum", {&x});
+    double s = 0;
+    dispatch(x, [&](auto z) {
+      using F = decltype(z);
+      const F* p = ptr<F>(x);
+      s = parallel_sum(x.numel(), 4096, [&](int64_t lo, int64_t hi) {
+        double a = 0;
+        for (int64_t i = lo; i < hi; ++i) a += p[i];
+        return a;
+      });
+    });
+    return s;
+  }
+
+  double sum_squares(const Tensor& x) override {
+    expect_float("sum_squares", {&x});
+    double s = 0;
+    dispatch(x, [&](auto z) {
+      using F = decltype(z);
+      const F* p = ptr<F>(x);
+      s = parallel_sum(x.numel(), 4096, [&](int64_t lo, int64_t hi) {
+        double a = 0;
+#pragma omp simd reduction(+ : a)
+        for (int64_t i = lo; i < hi; ++i) a += static_cast<double>(p[i]) * p[i];
+        return a;
+      });
+    });
+    return s;
+  }
+
+  void scale(Tensor& x, double s) override {
+    expect_float("scale", {&x});
+    dispatch(x, [&](auto z) {
+      using F = decltype(z);
+      F* p = ptr<F>(x);
+      F f = F(s);
+      parallel_for(x.numel(), 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+        for (int64_t i = lo; i < hi; ++i) p[i] *= f;
+      });
+    });
+  }
+
+ private:
+  static void check_tokens(const Tensor& tokens, int64_t V) {
+    const int32_t* t = tokens.data<int32_t>();
+    int64_t T = tokens.size(1);
+    for (int64_t i = 0; i < tokens.numel(); ++i) {
+      if (t[i] < 0 || t[i] >= V)
+        throw_usage("token id ", t[i], " at batch row ", i / T, ", position ", i % T,
+                    " is outside the model's vocabulary of ", V, " (check model.vocab_size against the data)");
+    }
+  }
+};
+
+}  // namespace
+
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace dl

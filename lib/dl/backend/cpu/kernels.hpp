@@ -1,0 +1,527 @@
+// CPU kernels, templated on the element type (float for training, double for the
+// finite-difference tests). Every forward is written next to its backward, llm.c style.
+// Parallel loops split rows (or heads, or channel blocks) so each output element is written by
+// one thread; reductions across rows use fixed blocks so results do not depend on thread count.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include <cblas.h>
+
+#include "dl/backend/cpu/math.hpp"
+#include "dl/core/parallel.hpp"
+
+namespace dl::cpu {
+
+// Rows per block in cross-row reductions (LayerNorm dweight/dbias). Fixed, never derived from the
+// thread count, so the summation order is the same on every machine.
+inline constexpr int64_t kReduceRows = 64;
+
+inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
+              static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+}
+inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+                 int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
+              static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+}
+
+// Grain sizes: enough work per chunk that claiming it costs little next to doing it.
+inline int64_t row_grain(int64_t row_len) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(row_len, 1)); }
+
+// ---------------------------------------------------------------------------------------------
+// Encoder: token + position embeddings.
+
+template <class T>
+void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B, int64_t Tn,
+                     int64_t C) {
+  parallel_for(B * Tn, row_grain(C), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* te = wte + static_cast<int64_t>(tokens[r]) * C;
+      const T* pe = wpe + (r % Tn) * C;
+      T* o = out + r * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) o[c] = te[c] + pe[c];
+    }
+  });
+}
+
+template <class T>
+void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int64_t B, int64_t Tn,
+                      int64_t C) {
+  // Split channels so scattered token rows never collide between threads; rows are visited in
+  // order, so the sums are deterministic.
+  int64_t cblock = 16;
+  int64_t nblocks = (C + cblock - 1) / cblock;
+  parallel_for(nblocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t blk = lo; blk < hi; ++blk) {
+      int64_t c0 = blk * cblock, c1 = std::min(C, c0 + cblock);
+      for (int64_t r = 0; r < B * Tn; ++r) {
+        const T* d = dout + r * C;
+        T* te = dwte + static_cast<int64_t>(tokens[r]) * C;
+        T* pe = dwpe + (r % Tn) * C;
+        for (int64_t c = c0; c < c1; ++c) {
+          te[c] += d[c];
+          pe[c] += d[c];
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm over the last dimension, eps 1e-5 (GPT-2).
+
+template <class T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int64_t N,
+                       int64_t C) {
+  const T eps = T(1e-5);
+  parallel_for(N, row_grain(C), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* x = inp + r * C;
+      T s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t c = 0; c < C; ++c) s += x[c];
+      T m = s / T(C);
+      T v = 0;
+#pragma omp simd reduction(+ : v)
+      for (int64_t c = 0; c < C; ++c) v += (x[c] - m) * (x[c] - m);
+      T rs = T(1) / std::sqrt(v / T(C) + eps);
+      T* o = out + r * C;
+#pragma omp simd
+      for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * rs * w[c] + b[c];
+      mean[r] = m;
+      rstd[r] = rs;
+    }
+  });
+}
+
+template <class T>
+void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
+                        const T* rstd, int64_t N, int64_t C, bool accumulate) {
+  int64_t nblocks = (N + kReduceRows - 1) / kReduceRows;
+  std::vector<T> partial(static_cast<size_t>(nblocks * 2 * C), T(0));
+  parallel_for(nblocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t blk = lo; blk < hi; ++blk) {
+      T* pdw = partial.data() + blk * 2 * C;
+      T* pdb = pdw + C;
+      int64_t r1 = std::min(N, (blk + 1) * kReduceRows);
+      for (int64_t r = blk * kReduceRows; r < r1; ++r) {
+        const T* x = inp + r * C;
+        const T* d = dout + r * C;
+        T m = mean[r], rs = rstd[r];
+        T dnorm_mean = 0, dnorm_norm_mean = 0;
+#pragma omp simd reduction(+ : dnorm_mean, dnorm_norm_mean)
+        for (int64_t c = 0; c < C; ++c) {
+          T norm = (x[c] - m) * rs;
+          T dnorm = w[c] * d[c];
+          dnorm_mean += dnorm;
+          dnorm_norm_mean += dnorm * norm;
+        }
+        dnorm_mean /= T(C);
+        dnorm_norm_mean /= T(C);
+        T* dx = dinp + r * C;
+#pragma omp simd
+        for (int64_t c = 0; c < C; ++c) {
+          T norm = (x[c] - m) * rs;
+          T dnorm = w[c] * d[c];
+          T g = (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rs;
+          dx[c] = accumulate ? dx[c] + g : g;
+          pdw[c] += d[c] * norm;
+          pdb[c] += d[c];
+        }
+      }
+    }
+  });
+  for (int64_t blk = 0; blk < nblocks; ++blk) {
+    const T* pdw = partial.data() + blk * 2 * C;
+    const T* pdb = pdw + C;
+    for (int64_t c = 0; c < C; ++c) {
+      dw[c] += pdw[c];
+      db[c] += pdb[c];
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Matmul: out[N,OC] = inp[N,IC] x W (+ bias). in_out: W is [IC,OC]; otherwise W is [OC,IC].
+
+template <class T>
+void add_bias(T* out, const T* bias, int64_t N, int64_t OC) {
+  parallel_for(N, row_grain(OC), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      T* o = out + r * OC;
+#pragma omp simd
+      for (int64_t c = 0; c < OC; ++c) o[c] += bias[c];
+    }
+  });
+}
+
+template <class T>
+void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int64_t N, int64_t IC, int64_t OC,
+                    bool in_out) {
+  if (in_out) {
+    gemm(false, false, N, OC, IC, T(1), inp, IC, w, OC, T(0), out, OC);
+  } else {
+    gemm(false, true, N, OC, IC, T(1), inp, IC, w, IC, T(0), out, OC);
+  }
+  if (bias) add_bias(out, bias, N, OC);
+}
+
+// Column sums of dout[N,OC] added to dbias: channel blocks per thread, rows in order.
+template <class T>
+void bias_backward(T* dbias, const T* dout, int64_t N, int64_t OC) {
+  int64_t cblock = 64;
+  int64_t nblocks = (OC + cblock - 1) / cblock;
+  parallel_for(nblocks, 1, [&](int64_t lo, int64_t hi) {
+    T acc[64];
+    for (int64_t blk = lo; blk < hi; ++blk) {
+      int64_t c0 = blk * cblock, n = std::min(OC - c0, cblock);
+      for (int64_t c = 0; c < n; ++c) acc[c] = 0;
+      for (int64_t r = 0; r < N; ++r) {
+        const T* d = dout + r * OC + c0;
+#pragma omp simd
+        for (int64_t c = 0; c < n; ++c) acc[c] += d[c];
+      }
+      for (int64_t c = 0; c < n; ++c) dbias[c0 + c] += acc[c];
+    }
+  });
+}
+
+template <class T>
+void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int64_t N,
+                     int64_t IC, int64_t OC, bool in_out, bool accumulate) {
+  T beta = accumulate ? T(1) : T(0);
+  if (in_out) {
+    if (dinp) gemm(false, true, N, IC, OC, T(1), dout, OC, w, OC, beta, dinp, IC);
+    gemm(true, false, IC, OC, N, T(1), inp, IC, dout, OC, T(1), dw, OC);
+  } else {
+    if (dinp) gemm(false, false, N, IC, OC, T(1), dout, OC, w, IC, beta, dinp, IC);
+    gemm(true, false, OC, IC, N, T(1), dout, OC, inp, IC, T(1), dw, IC);
+  }
+  if (dbias) bias_backward(dbias, dout, N, OC);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Causal self-attention. qkv[B,T,3C] holds q | k | v; head h owns columns [h*hs, (h+1)*hs) of
+// each. The CPU state is the softmax matrix att[B,H,T,T] (zeros above the diagonal). Each (b,h)
+// pair is one task; K and V are transposed into per-task scratch so the inner loops run over
+// contiguous memory.
+
+template <class T>
+void attention_forward(T* out, T* att, const T* qkv, int64_t B, int64_t Tn, int64_t C, int64_t H) {
+  const int64_t hs = C / H;
+  const int64_t C3 = 3 * C;
+  const T scale = T(1) / std::sqrt(T(hs));
+  parallel_for(B * H, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> kt(static_cast<size_t>(hs * Tn));
+    for (int64_t task = lo; task < hi; ++task) {
+      int64_t b = task / H, h = task % H;
+      const T* base = qkv + b * Tn * C3 + h * hs;
+      for (int64_t j = 0; j < Tn; ++j) {
+        const T* k = base + j * C3 + C;
+        for (int64_t d = 0; d < hs; ++d) kt[d * Tn + j] = k[d];
+      }
+      for (int64_t i = 0; i < Tn; ++i) {
+        const T* q = base + i * C3;
+        T* a = att + (task * Tn + i) * Tn;
+        int64_t n = i + 1;
+        for (int64_t j = 0; j < n; ++j) a[j] = 0;
+        for (int64_t d = 0; d < hs; ++d) {
+          T qd = q[d] * scale;
+          const T* kd = kt.data() + d * Tn;
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) a[j] += qd * kd[j];
+        }
+        T mx = a[0];
+        for (int64_t j = 1; j < n; ++j) mx = std::max(mx, a[j]);
+        T s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < n; ++j) {
+          a[j] = vexp(a[j] - mx);
+          s += a[j];
+        }
+        T inv = T(1) / s;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) a[j] *= inv;
+        for (int64_t j = n; j < Tn; ++j) a[j] = 0;
+        T* o = out + (b * Tn + i) * C + h * hs;
+        for (int64_t d = 0; d < hs; ++d) o[d] = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const T* v = base + j * C3 + 2 * C;
+          T p = a[j];
+#pragma omp simd
+          for (int64_t d = 0; d < hs; ++d) o[d] += p * v[d];
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int64_t B, int64_t Tn,
+                        int64_t C, int64_t H, bool accumulate) {
+  const int64_t hs = C / H;
+  const int64_t C3 = 3 * C;
+  const T scale = T(1) / std::sqrt(T(hs));
+  parallel_for(B * H, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> kt(static_cast<size_t>(hs * Tn)), vt(static_cast<size_t>(hs * Tn));
+    std::vector<T> dk(static_cast<size_t>(Tn * hs)), dv(static_cast<size_t>(Tn * hs));
+    std::vector<T> ds(static_cast<size_t>(Tn)), dq(static_cast<size_t>(hs));
+    for (int64_t task = lo; task < hi; ++task) {
+      int64_t b = task / H, h = task % H;
+      const T* base = qkv + b * Tn * C3 + h * hs;
+      for (int64_t j = 0; j < Tn; ++j) {
+        const T* k = base + j * C3 + C;
+        const T* v = base + j * C3 + 2 * C;
+        for (int64_t d = 0; d < hs; ++d) {
+          kt[d * Tn + j] = k[d];
+          vt[d * Tn + j] = v[d];
+        }
+      }
+      std::fill(dk.begin(), dk.end(), T(0));
+      std::fill(dv.begin(), dv.end(), T(0));
+      for (int64_t i = 0; i < Tn; ++i) {
+        const T* a = att + (task * Tn + i) * Tn;
+        const T* dO = dout + (b * Tn + i) * C + h * hs;
+        const T* q = base + i * C3;
+        int64_t n = i + 1;
+        // dP[j] = dO_i . V_j
+        for (int64_t j = 0; j < n; ++j) ds[j] = 0;
+        for (int64_t d = 0; d < hs; ++d) {
+          T g = dO[d];
+          const T* vd = vt.data() + d * Tn;
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) ds[j] += g * vd[j];
+        }
+        // softmax backward: dS = P * (dP - sum(P * dP)), with the 1/sqrt(hs) folded in
+        T dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t j = 0; j < n; ++j) dot += a[j] * ds[j];
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) ds[j] = a[j] * (ds[j] - dot) * scale;
+        // dQ_i = dS K ; dK_j += dS_j Q_i ; dV_j += P_j dO_i
+        for (int64_t d = 0; d < hs; ++d) {
+          const T* kd = kt.data() + d * Tn;
+          T s = 0;
+#pragma omp simd reduction(+ : s)
+          for (int64_t j = 0; j < n; ++j) s += ds[j] * kd[j];
+          dq[d] = s;
+        }
+        for (int64_t j = 0; j < n; ++j) {
+          T sj = ds[j], pj = a[j];
+          T* dkj = dk.data() + j * hs;
+          T* dvj = dv.data() + j * hs;
+#pragma omp simd
+          for (int64_t d = 0; d < hs; ++d) {
+            dkj[d] += sj * q[d];
+            dvj[d] += pj * dO[d];
+          }
+        }
+        T* dqi = dqkv + (b * Tn + i) * C3 + h * hs;
+        for (int64_t d = 0; d < hs; ++d) dqi[d] = accumulate ? dqi[d] + dq[d] : dq[d];
+      }
+      for (int64_t j = 0; j < Tn; ++j) {
+        T* dkj = dqkv + (b * Tn + j) * C3 + C + h * hs;
+        T* dvj = dkj + C;
+        for (int64_t d = 0; d < hs; ++d) {
+          dkj[d] = accumulate ? dkj[d] + dk[j * hs + d] : dk[j * hs + d];
+          dvj[d] = accumulate ? dvj[d] + dv[j * hs + d] : dv[j * hs + d];
+        }
+      }
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activations.
+
+template <class T>
+inline T gelu_inner_k() {
+  return T(0.7978845608028654);  // sqrt(2/pi)
+}
+
+template <class T>
+void gelu_forward(T* out, const T* inp, int64_t n) {
+  const T k = gelu_inner_k<T>();
+  parallel_for(n, 8192, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      T x = inp[i];
+      T u = k * (x + T(0.044715) * x * x * x);
+      out[i] = T(0.5) * x * (T(1) + vtanh(u));
+    }
+  });
+}
+
+template <class T>
+void gelu_backward(T* dinp, const T* dout, const T* inp, int64_t n, bool accumulate) {
+  const T k = gelu_inner_k<T>();
+  parallel_for(n, 8192, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      T x = inp[i];
+      T u = k * (x + T(0.044715) * x * x * x);
+      T th = vtanh(u);
+      T sech2 = T(1) - th * th;
+      T grad = T(0.5) * (T(1) + th) + T(0.5) * x * sech2 * k * (T(1) + T(3 * 0.044715) * x * x);
+      T g = grad * dout[i];
+      dinp[i] = accumulate ? dinp[i] + g : g;
+    }
+  });
+}
+
+template <class T>
+void relu_forward(T* out, const T* inp, int64_t n) {
+  parallel_for(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) out[i] = inp[i] > T(0) ? inp[i] : T(0);
+  });
+}
+
+template <class T>
+void relu_backward(T* dinp, const T* dout, const T* inp, int64_t n, bool accumulate) {
+  parallel_for(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      T g = inp[i] > T(0) ? dout[i] : T(0);
+      dinp[i] = accumulate ? dinp[i] + g : g;
+    }
+  });
+}
+
+template <class T>
+void add(T* out, const T* a, const T* b, int64_t n) {
+  parallel_for(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Softmax cross-entropy.
+
+template <class T>
+void crossentropy_forward(T* losses, int32_t* correct, const T* logits, const int32_t* targets, int64_t N,
+                          int64_t V) {
+  parallel_for(N, row_grain(V), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* l = logits + r * V;
+      int32_t t = targets[r];
+      int64_t am = 0;
+      T mx = l[0];
+      for (int64_t j = 1; j < V; ++j) {
+        if (l[j] > mx) {
+          mx = l[j];
+          am = j;
+        }
+      }
+      if (correct) correct[r] = (t >= 0 && am == t) ? 1 : 0;
+      if (t < 0) {
+        losses[r] = 0;
+        continue;
+      }
+      T s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = 0; j < V; ++j) s += vexp(l[j] - mx);
+      losses[r] = std::log(s) + mx - l[t];
+    }
+  });
+}
+
+template <class T>
+void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, int64_t N, int64_t V,
+                           T dloss) {
+  parallel_for(N, row_grain(V), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* l = logits + r * V;
+      T* d = dlogits + r * V;
+      int32_t t = targets[r];
+      if (t < 0) {
+        for (int64_t j = 0; j < V; ++j) d[j] = 0;
+        continue;
+      }
+      T mx = l[0];
+      for (int64_t j = 1; j < V; ++j) mx = std::max(mx, l[j]);
+      T s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = 0; j < V; ++j) {
+        d[j] = vexp(l[j] - mx);
+        s += d[j];
+      }
+      T inv = dloss / s;
+#pragma omp simd
+      for (int64_t j = 0; j < V; ++j) d[j] *= inv;
+      d[t] -= dloss;
+    }
+  });
+}
+
+template <class T>
+void argmax(int32_t* out, const T* logits, int64_t N, int64_t V) {
+  parallel_for(N, row_grain(V), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* l = logits + r * V;
+      int64_t am = 0;
+      for (int64_t j = 1; j < V; ++j)
+        if (l[j] > l[am]) am = j;
+      out[r] = static_cast<int32_t>(am);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Optimizers, element-wise over flat ranges. AdamW follows torch.optim.AdamW's order of
+// operations (decay, lerp of the first moment, sqrt(v)/sqrt(bc2) + eps) so the two agree to
+// rounding.
+
+template <class T>
+void adamw_step(T* p, const T* g, T* m, T* v, int64_t n, double lr, double beta1, double beta2,
+                double eps, double wd, int64_t step, double gscale) {
+  const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+  const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+  const T decay = T(1.0 - lr * wd);
+  const T step_size = T(lr / bc1);
+  const T bc2_sqrt = T(std::sqrt(bc2));
+  const T b1 = T(beta1), b2 = T(beta2), one_b1 = T(1.0 - beta1), one_b2 = T(1.0 - beta2);
+  const T e = T(eps), gs = T(gscale);
+  parallel_for(n, 8192, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      T gi = g[i] * gs;
+      T pi = p[i] * decay;
+      T mi = m[i] + one_b1 * (gi - m[i]);
+      T vi = b2 * v[i] + one_b2 * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      p[i] = pi - step_size * mi / (std::sqrt(vi) / bc2_sqrt + e);
+    }
+  });
+  (void)b1;
+}
+
+template <class T>
+void sgd_step(T* p, const T* g, T* buf, int64_t n, double lr, double momentum, double dampening,
+              double wd, bool nesterov, bool first_step, double gscale) {
+  const T lr_t = T(lr), mom = T(momentum), damp = T(1.0 - dampening), wd_t = T(wd), gs = T(gscale);
+  parallel_for(n, 8192, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      T d = g[i] * gs + wd_t * p[i];
+      if (mom != T(0)) {
+        T b = first_step ? d : mom * buf[i] + damp * d;
+        buf[i] = b;
+        d = nesterov ? d + mom * b : b;
+      }
+      p[i] -= lr_t * d;
+    }
+  });
+}
+
+}  // namespace dl::cpu

@@ -1,0 +1,162 @@
+#include "dl/core/parallel.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <cblas.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define DL_PAUSE() _mm_pause()
+#else
+#define DL_PAUSE() std::this_thread::yield()
+#endif
+
+namespace dl {
+
+namespace {
+
+// Workers spin briefly on the job generation (loops come in quick succession inside a step),
+// then sleep on a condition variable, so an idle pool costs no CPU. (Not std::atomic::wait:
+// libstdc++ 12 loses wake-ups with it.)
+class Pool {
+ public:
+  explicit Pool(int threads) {
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~Pool() {
+    stop_.store(true);
+    publish();
+    for (auto& t : workers_) t.join();
+  }
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  void run(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
+    std::lock_guard<std::mutex> lock(run_mutex_);  // one parallel loop at a time
+    fn_ = &fn;
+    n_ = n;
+    chunk_ = chunk;
+    next_.store(0);
+    busy_.store(static_cast<int>(workers_.size()));
+    publish();
+    drain();
+    while (busy_.load(std::memory_order_acquire) != 0) DL_PAUSE();
+  }
+
+ private:
+  void publish() {
+    {
+      std::lock_guard<std::mutex> lock(sleep_mutex_);
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    if (sleepers_.load() > 0) wake_.notify_all();
+  }
+  void drain() {
+    for (;;) {
+      int64_t lo = next_.fetch_add(chunk_);
+      if (lo >= n_) return;
+      (*fn_)(lo, std::min(n_, lo + chunk_));
+    }
+  }
+  void work() {
+    uint64_t seen = generation_.load();
+    for (;;) {
+      uint64_t g;
+      int spins = 0;
+      while ((g = generation_.load(std::memory_order_acquire)) == seen) {
+        if (++spins < 4000) {
+          DL_PAUSE();
+        } else {
+          std::unique_lock<std::mutex> lock(sleep_mutex_);
+          sleepers_.fetch_add(1);
+          wake_.wait(lock, [&] { return generation_.load() != seen; });
+          sleepers_.fetch_sub(1);
+        }
+      }
+      seen = g;
+      if (stop_.load()) return;
+      drain();
+      busy_.fetch_sub(1, std::memory_order_release);
+    }
+  }
+
+  std::vector<std::thread> workers_;
+  std::mutex run_mutex_;
+  std::mutex sleep_mutex_;
+  std::condition_variable wake_;
+  std::atomic<int> sleepers_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> next_{0};
+  std::atomic<int> busy_{0};
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0, chunk_ = 1;
+};
+
+int default_threads() {
+  if (const char* env = std::getenv("DL_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::mutex g_pool_mutex;
+std::unique_ptr<Pool> g_pool;
+int g_threads = 0;
+
+Pool& pool() {
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
+  if (!g_pool) {
+    if (g_threads <= 0) g_threads = default_threads();
+    g_pool = std::make_unique<Pool>(g_threads);
+    openblas_set_num_threads(g_threads);
+  }
+  return *g_pool;
+}
+
+}  // namespace
+
+void set_num_threads(int n) {
+  std::lock_guard<std::mutex> lock(g_pool_mutex);
+  g_threads = n > 0 ? n : default_threads();
+  g_pool.reset();
+  g_pool = std::make_unique<Pool>(g_threads);
+  openblas_set_num_threads(g_threads);
+}
+
+int num_threads() { return pool().size(); }
+
+void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  Pool& p = pool();
+  if (p.size() == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  // A few chunks per thread balance uneven work without much claiming overhead.
+  int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, static_cast<int64_t>(p.size()) * 4);
+  int64_t chunk = (n + chunks - 1) / chunks;
+  p.run(n, chunk, fn);
+}
+
+double parallel_sum(int64_t n, int64_t block, const std::function<double(int64_t, int64_t)>& fn) {
+  if (n <= 0) return 0.0;
+  block = std::max<int64_t>(block, 1);
+  int64_t blocks = (n + block - 1) / block;
+  std::vector<double> partial(static_cast<size_t>(blocks));
+  parallel_for(blocks, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t b = lo; b < hi; ++b) partial[b] = fn(b * block, std::min(n, (b + 1) * block));
+  });
+  double s = 0.0;
+  for (double x : partial) s += x;
+  return s;
+}
+
+}  // namespace dl

@@ -1,0 +1,42 @@
+// Model: what the training loop, evaluation and sampling see of a network.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dl/nn/params.hpp"
+
+namespace dl {
+
+// One micro-batch on the host. GPT: inputs i32[B,T] token ids, targets i32[B,T].
+// MLP: inputs f32[B,F] features, targets i32[B] class ids. A negative target is ignored.
+struct Batch {
+  Tensor inputs;
+  Tensor targets;
+};
+
+// Sums over the micro-batch, so callers can normalise over any number of micro-batches/ranks.
+struct ForwardStats {
+  double loss_sum = 0.0;  // sum of per-target cross-entropy losses
+  int64_t targets = 0;    // number of targets >= 0
+  int64_t correct = 0;    // targets whose argmax prediction is right
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string kind() const = 0;
+  virtual ParamSet& params() = 0;
+  // Runs forward and keeps what backward needs. Per-row correctness stays in correct().
+  virtual ForwardStats forward(const Batch& batch) = 0;
+  // Adds d(dloss * sum of losses)/d(param) to params().grad for the last forward.
+  virtual void backward(double dloss) = 0;
+  // i32, one entry per target row of the last forward: 1 where the argmax is the target.
+  virtual const Tensor& correct() const = 0;
+  // Logits of the last forward, [rows, classes].
+  virtual const Tensor& logits() const = 0;
+  // Bytes held for activations (forward state and backward scratch) at the last batch shape.
+  virtual int64_t activation_bytes() const = 0;
+};
+
+}  // namespace dl

@@ -1,0 +1,48 @@
+// Helpers shared by the tests: scratch folders, running binaries and scripts, reading files.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dl::test {
+
+namespace fs = std::filesystem;
+
+// A fresh folder under the build's temp area, removed when the object goes away.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag = "t");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs a program with an argument vector (no shell), optional stdin text and extra environment
+// entries ("KEY=VALUE"), and a wall-clock timeout in seconds (exit_code -1 on timeout).
+RunResult run(const std::string& program, const std::vector<std::string>& args, const std::string& input = "",
+              const std::vector<std::string>& env = {}, double timeout_s = 600);
+
+// Path of a dlkit tool binary ("dl-train") in this build.
+std::string tool(const std::string& name);
+// Path under the source tree / the shared reference folder.
+fs::path source_path(const std::string& rel);
+fs::path shared_path(const std::string& rel);
+// The interpreter with PyTorch (Debian's python3-torch).
+std::string torch_python();
+
+std::string read_file(const fs::path& p);
+void write_file(const fs::path& p, const std::string& content);
+std::vector<std::string> lines(const std::string& text);
+
+}  // namespace dl::test
