@@ -22,8 +22,7 @@ namespace dl {
 namespace {
 
 // Workers spin briefly on the job generation (loops come in quick succession inside a step),
-// then sleep on a condition variable, so an idle pool costs no CPU. (Not std::atomic::wait:
-// libstdc++ 12 loses wake-ups with it.)
+// then sleep on a condition variable, so an idle pool costs no CPU.
 class Pool {
  public:
   explicit Pool(int threads) {
@@ -64,7 +63,8 @@ class Pool {
     }
   }
   void work() {
-    uint64_t seen = generation_.load();
+    // Generation 0 is the pool's birth; a job may be published before this thread first runs.
+    uint64_t seen = 0;
     for (;;) {
       uint64_t g;
       int spins = 0;

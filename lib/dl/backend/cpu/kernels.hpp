@@ -211,8 +211,79 @@ void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, cons
 // ---------------------------------------------------------------------------------------------
 // Causal self-attention. qkv[B,T,3C] holds q | k | v; head h owns columns [h*hs, (h+1)*hs) of
 // each. The CPU state is the softmax matrix att[B,H,T,T] (zeros above the diagonal). Each (b,h)
-// pair is one task; K and V are transposed into per-task scratch so the inner loops run over
-// contiguous memory.
+// pair is one task: its operands are copied into zero-padded contiguous buffers, and every
+// product is C = A x B with B row-major, computed by a register-tiled kernel that skips the
+// blocks the causal mask makes zero.
+
+// Vector of 64 bytes (16 floats or 8 doubles) through GCC vector extensions, so the same code
+// compiles to AVX-512, AVX2 or SSE.
+template <class T>
+struct Vec {
+  typedef T type __attribute__((vector_size(64), aligned(sizeof(T))));
+  static constexpr int64_t width = 64 / sizeof(T);
+};
+
+inline constexpr int64_t kTileRows = 4;
+
+// C[r][0..N) = sum_{k in [k0, k1)} A[r][k] * B[k][0..N) for r < kTileRows. N is a multiple of
+// 2 vector widths; A, B, C rows are lda/ldb/ldc elements apart.
+template <class T>
+inline void tile_gemm(const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, int64_t N, int64_t k0,
+                      int64_t k1) {
+  using V = typename Vec<T>::type;
+  constexpr int64_t W = Vec<T>::width;
+  for (int64_t n0 = 0; n0 < N; n0 += 2 * W) {
+    V acc[kTileRows][2];
+    for (int64_t r = 0; r < kTileRows; ++r) acc[r][0] = acc[r][1] = V{};
+    for (int64_t k = k0; k < k1; ++k) {
+      const V b0 = *reinterpret_cast<const V*>(B + k * ldb + n0);
+      const V b1 = *reinterpret_cast<const V*>(B + k * ldb + n0 + W);
+      for (int64_t r = 0; r < kTileRows; ++r) {
+        const T a = A[r * lda + k];
+        acc[r][0] += a * b0;
+        acc[r][1] += a * b1;
+      }
+    }
+    for (int64_t r = 0; r < kTileRows; ++r) {
+      *reinterpret_cast<V*>(C + r * ldc + n0) = acc[r][0];
+      *reinterpret_cast<V*>(C + r * ldc + n0 + W) = acc[r][1];
+    }
+  }
+}
+
+// Per-task scratch: padded sizes and buffers, reused across the tasks of one thread.
+template <class T>
+struct AttnScratch {
+  int64_t Tp = 0, Dp = 0;  // T and hs rounded up to 2 vector widths
+  std::vector<T> q, k, kt, v, vt, s, st, o, dO;
+
+  AttnScratch(int64_t seq, int64_t hs) {
+    int64_t step = 2 * Vec<T>::width;
+    Tp = (seq + step - 1) / step * step;
+    Dp = (hs + step - 1) / step * step;
+    for (auto* b : {&q, &k, &v, &o, &dO}) b->assign(static_cast<size_t>(Tp * Dp), T(0));
+    for (auto* b : {&kt, &vt}) b->assign(static_cast<size_t>(Dp * Tp), T(0));
+    for (auto* b : {&s, &st}) b->assign(static_cast<size_t>(Tp * Tp), T(0));
+  }
+  // Copies head columns [col, col + hs) of rows with stride `ld` into a [Tp][Dp] buffer
+  // (optionally scaled) and its transpose [Dp][Tp]; padding stays zero.
+  void load(std::vector<T>& dst, std::vector<T>* dst_t, const T* src, int64_t ld, int64_t T_, int64_t hs,
+            T scale = T(1)) {
+    for (int64_t i = 0; i < T_; ++i)
+      for (int64_t d = 0; d < hs; ++d) {
+        T x = src[i * ld + d] * scale;
+        dst[i * Dp + d] = x;
+        if (dst_t) (*dst_t)[d * Tp + i] = x;
+      }
+  }
+};
+
+// Rounds the causal column bound of row block [i0, i0 + kTileRows) up to whole vector pairs.
+template <class T>
+inline int64_t causal_cols(int64_t i0, int64_t Tp) {
+  int64_t step = 2 * Vec<T>::width;
+  return std::min(Tp, (i0 + kTileRows + step - 1) / step * step);
+}
 
 template <class T>
 void attention_forward(T* out, T* att, const T* qkv, int64_t B, int64_t Tn, int64_t C, int64_t H) {
@@ -220,45 +291,45 @@ void attention_forward(T* out, T* att, const T* qkv, int64_t B, int64_t Tn, int6
   const int64_t C3 = 3 * C;
   const T scale = T(1) / std::sqrt(T(hs));
   parallel_for(B * H, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> kt(static_cast<size_t>(hs * Tn));
+    AttnScratch<T> w(Tn, hs);
+    const int64_t Tp = w.Tp, Dp = w.Dp;
     for (int64_t task = lo; task < hi; ++task) {
       int64_t b = task / H, h = task % H;
       const T* base = qkv + b * Tn * C3 + h * hs;
-      for (int64_t j = 0; j < Tn; ++j) {
-        const T* k = base + j * C3 + C;
-        for (int64_t d = 0; d < hs; ++d) kt[d * Tn + j] = k[d];
+      w.load(w.q, nullptr, base, C3, Tn, hs, scale);
+      w.load(w.k, &w.kt, base + C, C3, Tn, hs);
+      w.load(w.v, nullptr, base + 2 * C, C3, Tn, hs);
+      for (int64_t i0 = 0; i0 < Tp; i0 += kTileRows) {
+        // Scores for the causal columns of this row block, then a masked softmax per row.
+        int64_t ncols = causal_cols<T>(i0, Tp);
+        tile_gemm(w.q.data() + i0 * Dp, Dp, w.kt.data(), Tp, w.s.data() + i0 * Tp, Tp, ncols, 0, Dp);
+        for (int64_t i = i0; i < std::min(i0 + kTileRows, Tn); ++i) {
+          T* a = w.s.data() + i * Tp;
+          int64_t n = i + 1;
+          T mx = a[0];
+          for (int64_t j = 1; j < n; ++j) mx = std::max(mx, a[j]);
+          T sum = 0;
+#pragma omp simd reduction(+ : sum)
+          for (int64_t j = 0; j < n; ++j) {
+            a[j] = vexp(a[j] - mx);
+            sum += a[j];
+          }
+          T inv = T(1) / sum;
+#pragma omp simd
+          for (int64_t j = 0; j < n; ++j) a[j] *= inv;
+          for (int64_t j = n; j < ncols; ++j) a[j] = 0;
+          T* dst = att + (task * Tn + i) * Tn;
+          for (int64_t j = 0; j < Tn; ++j) dst[j] = a[j < ncols ? j : 0] * T(j < n);
+        }
+        for (int64_t i = std::max(i0, Tn); i < i0 + kTileRows; ++i)
+          for (int64_t j = 0; j < ncols; ++j) w.s[i * Tp + j] = 0;
+        // O = P V over the non-zero columns of P.
+        tile_gemm(w.s.data() + i0 * Tp, Tp, w.v.data(), Dp, w.o.data() + i0 * Dp, Dp, Dp, 0,
+                  std::min(i0 + kTileRows, Tn));
       }
       for (int64_t i = 0; i < Tn; ++i) {
-        const T* q = base + i * C3;
-        T* a = att + (task * Tn + i) * Tn;
-        int64_t n = i + 1;
-        for (int64_t j = 0; j < n; ++j) a[j] = 0;
-        for (int64_t d = 0; d < hs; ++d) {
-          T qd = q[d] * scale;
-          const T* kd = kt.data() + d * Tn;
-#pragma omp simd
-          for (int64_t j = 0; j < n; ++j) a[j] += qd * kd[j];
-        }
-        T mx = a[0];
-        for (int64_t j = 1; j < n; ++j) mx = std::max(mx, a[j]);
-        T s = 0;
-#pragma omp simd reduction(+ : s)
-        for (int64_t j = 0; j < n; ++j) {
-          a[j] = vexp(a[j] - mx);
-          s += a[j];
-        }
-        T inv = T(1) / s;
-#pragma omp simd
-        for (int64_t j = 0; j < n; ++j) a[j] *= inv;
-        for (int64_t j = n; j < Tn; ++j) a[j] = 0;
         T* o = out + (b * Tn + i) * C + h * hs;
-        for (int64_t d = 0; d < hs; ++d) o[d] = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          const T* v = base + j * C3 + 2 * C;
-          T p = a[j];
-#pragma omp simd
-          for (int64_t d = 0; d < hs; ++d) o[d] += p * v[d];
-        }
+        for (int64_t d = 0; d < hs; ++d) o[d] = w.o[i * Dp + d];
       }
     }
   });
@@ -271,70 +342,63 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int6
   const int64_t C3 = 3 * C;
   const T scale = T(1) / std::sqrt(T(hs));
   parallel_for(B * H, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> kt(static_cast<size_t>(hs * Tn)), vt(static_cast<size_t>(hs * Tn));
-    std::vector<T> dk(static_cast<size_t>(Tn * hs)), dv(static_cast<size_t>(Tn * hs));
-    std::vector<T> ds(static_cast<size_t>(Tn)), dq(static_cast<size_t>(hs));
+    AttnScratch<T> w(Tn, hs);
+    const int64_t Tp = w.Tp, Dp = w.Dp;
+    // P and P^T (padded), dP -> dS in place, dS^T; results dQ, dK, dV.
+    std::vector<T> p(static_cast<size_t>(Tp * Tp), T(0)), pt(static_cast<size_t>(Tp * Tp), T(0));
+    std::vector<T> dq(static_cast<size_t>(Tp * Dp)), dk(static_cast<size_t>(Tp * Dp)), dv(static_cast<size_t>(Tp * Dp));
     for (int64_t task = lo; task < hi; ++task) {
       int64_t b = task / H, h = task % H;
       const T* base = qkv + b * Tn * C3 + h * hs;
-      for (int64_t j = 0; j < Tn; ++j) {
-        const T* k = base + j * C3 + C;
-        const T* v = base + j * C3 + 2 * C;
-        for (int64_t d = 0; d < hs; ++d) {
-          kt[d * Tn + j] = k[d];
-          vt[d * Tn + j] = v[d];
-        }
-      }
-      std::fill(dk.begin(), dk.end(), T(0));
-      std::fill(dv.begin(), dv.end(), T(0));
+      w.load(w.q, nullptr, base, C3, Tn, hs);
+      w.load(w.k, nullptr, base + C, C3, Tn, hs);
+      w.load(w.v, &w.vt, base + 2 * C, C3, Tn, hs);
+      w.load(w.dO, nullptr, dout + b * Tn * C + h * hs, C, Tn, hs);
       for (int64_t i = 0; i < Tn; ++i) {
         const T* a = att + (task * Tn + i) * Tn;
-        const T* dO = dout + (b * Tn + i) * C + h * hs;
-        const T* q = base + i * C3;
-        int64_t n = i + 1;
-        // dP[j] = dO_i . V_j
-        for (int64_t j = 0; j < n; ++j) ds[j] = 0;
-        for (int64_t d = 0; d < hs; ++d) {
-          T g = dO[d];
-          const T* vd = vt.data() + d * Tn;
-#pragma omp simd
-          for (int64_t j = 0; j < n; ++j) ds[j] += g * vd[j];
+        for (int64_t j = 0; j <= i; ++j) {
+          p[i * Tp + j] = a[j];
+          pt[j * Tp + i] = a[j];
         }
-        // softmax backward: dS = P * (dP - sum(P * dP)), with the 1/sqrt(hs) folded in
-        T dot = 0;
+      }
+      for (int64_t i0 = 0; i0 < Tp; i0 += kTileRows) {
+        // dP = dO V^T on the causal columns, then dS = P * (dP - rowsum(P * dP)) / sqrt(hs).
+        int64_t ncols = causal_cols<T>(i0, Tp);
+        tile_gemm(w.dO.data() + i0 * Dp, Dp, w.vt.data(), Tp, w.s.data() + i0 * Tp, Tp, ncols, 0, Dp);
+        for (int64_t i = i0; i < i0 + kTileRows; ++i) {
+          T* ds = w.s.data() + i * Tp;
+          const T* pi = p.data() + i * Tp;
+          int64_t n = i < Tn ? i + 1 : 0;
+          T dot = 0;
 #pragma omp simd reduction(+ : dot)
-        for (int64_t j = 0; j < n; ++j) dot += a[j] * ds[j];
+          for (int64_t j = 0; j < n; ++j) dot += pi[j] * ds[j];
 #pragma omp simd
-        for (int64_t j = 0; j < n; ++j) ds[j] = a[j] * (ds[j] - dot) * scale;
-        // dQ_i = dS K ; dK_j += dS_j Q_i ; dV_j += P_j dO_i
-        for (int64_t d = 0; d < hs; ++d) {
-          const T* kd = kt.data() + d * Tn;
-          T s = 0;
-#pragma omp simd reduction(+ : s)
-          for (int64_t j = 0; j < n; ++j) s += ds[j] * kd[j];
-          dq[d] = s;
+          for (int64_t j = 0; j < n; ++j) ds[j] = pi[j] * (ds[j] - dot) * scale;
+          for (int64_t j = n; j < ncols; ++j) ds[j] = 0;
+          for (int64_t j = 0; j < n; ++j) w.st[j * Tp + i] = ds[j];
         }
-        for (int64_t j = 0; j < n; ++j) {
-          T sj = ds[j], pj = a[j];
-          T* dkj = dk.data() + j * hs;
-          T* dvj = dv.data() + j * hs;
-#pragma omp simd
-          for (int64_t d = 0; d < hs; ++d) {
-            dkj[d] += sj * q[d];
-            dvj[d] += pj * dO[d];
-          }
-        }
+        // dQ = dS K over the non-zero columns of dS.
+        tile_gemm(w.s.data() + i0 * Tp, Tp, w.k.data(), Dp, dq.data() + i0 * Dp, Dp, Dp, 0,
+                  std::min(i0 + kTileRows, Tn));
+      }
+      // dK = dS^T Q and dV = P^T dO: row j of dS^T and P^T is non-zero from column j on.
+      for (int64_t j0 = 0; j0 < Tp; j0 += kTileRows) {
+        int64_t k0 = std::min(j0, Tn);
+        tile_gemm(w.st.data() + j0 * Tp, Tp, w.q.data(), Dp, dk.data() + j0 * Dp, Dp, Dp, k0, Tn);
+        tile_gemm(pt.data() + j0 * Tp, Tp, w.dO.data(), Dp, dv.data() + j0 * Dp, Dp, Dp, k0, Tn);
+      }
+      for (int64_t i = 0; i < Tn; ++i) {
         T* dqi = dqkv + (b * Tn + i) * C3 + h * hs;
-        for (int64_t d = 0; d < hs; ++d) dqi[d] = accumulate ? dqi[d] + dq[d] : dq[d];
-      }
-      for (int64_t j = 0; j < Tn; ++j) {
-        T* dkj = dqkv + (b * Tn + j) * C3 + C + h * hs;
-        T* dvj = dkj + C;
+        T* dki = dqi + C;
+        T* dvi = dqi + 2 * C;
         for (int64_t d = 0; d < hs; ++d) {
-          dkj[d] = accumulate ? dkj[d] + dk[j * hs + d] : dk[j * hs + d];
-          dvj[d] = accumulate ? dvj[d] + dv[j * hs + d] : dv[j * hs + d];
+          T gq = dq[i * Dp + d], gk = dk[i * Dp + d], gv = dv[i * Dp + d];
+          dqi[d] = accumulate ? dqi[d] + gq : gq;
+          dki[d] = accumulate ? dki[d] + gk : gk;
+          dvi[d] = accumulate ? dvi[d] + gv : gv;
         }
       }
+      // Leave p/pt/st zero for the next task (their non-zero pattern is the same lower triangle).
     }
   });
 }

@@ -1,0 +1,213 @@
+#include "dl/cli/table.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "dl/core/error.hpp"
+
+namespace dl {
+
+OutputFormat parse_output_format(const std::string& s) {
+  if (s == "table") return OutputFormat::table;
+  if (s == "json") return OutputFormat::json;
+  if (s == "jsonl") return OutputFormat::jsonl;
+  if (s == "csv") return OutputFormat::csv;
+  if (s == "md") return OutputFormat::md;
+  throw_usage("unknown output format '", s, "' (use table, json, jsonl, csv or md)");
+}
+
+std::string format_name(OutputFormat f) {
+  switch (f) {
+    case OutputFormat::table: return "table";
+    case OutputFormat::json: return "json";
+    case OutputFormat::jsonl: return "jsonl";
+    case OutputFormat::csv: return "csv";
+    case OutputFormat::md: return "md";
+  }
+  return "table";
+}
+
+Cell Cell::str(std::string s) { return Cell{nlohmann::json(s), s}; }
+Cell Cell::num(double v, std::string text) {
+  return Cell{std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr), std::move(text)};
+}
+Cell Cell::integer(int64_t v) { return Cell{nlohmann::json(v), std::to_string(v)}; }
+Cell Cell::boolean(bool v, std::string yes, std::string no) { return Cell{nlohmann::json(v), v ? yes : no}; }
+Cell Cell::null(std::string text) { return Cell{nlohmann::json(nullptr), std::move(text)}; }
+
+void Table::add_row(std::vector<Cell> row) {
+  DL_CHECK(row.size() == columns_.size(), "row has ", row.size(), " cells for ", columns_.size(), " columns");
+  rows_.push_back(std::move(row));
+}
+
+nlohmann::json Table::to_json() const {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& r : rows_) {
+    nlohmann::json obj = nlohmann::json::object();
+    for (size_t i = 0; i < columns_.size(); ++i) obj[columns_[i].key] = r[i].value;
+    arr.push_back(std::move(obj));
+  }
+  return arr;
+}
+
+namespace {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string raw_text(const nlohmann::json& v) {
+  if (v.is_null()) return "";
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_float()) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.10g", v.get<double>());
+    return buf;
+  }
+  return v.dump();
+}
+
+// Display width in terminal cells: UTF-8 continuation bytes take no cell.
+size_t display_width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string pad(const std::string& s, size_t width, bool right) {
+  size_t w = display_width(s);
+  std::string fill(width > w ? width - w : 0, ' ');
+  return right ? fill + s : s + fill;
+}
+
+}  // namespace
+
+std::string Table::render(OutputFormat f) const {
+  std::ostringstream os;
+  switch (f) {
+    case OutputFormat::json: {
+      // Keep column order: build each object in order with ordered_json.
+      nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+      for (const auto& r : rows_) {
+        nlohmann::ordered_json obj;
+        for (size_t i = 0; i < columns_.size(); ++i) obj[columns_[i].key] = r[i].value;
+        arr.push_back(std::move(obj));
+      }
+      os << arr.dump(2) << "\n";
+      break;
+    }
+    case OutputFormat::jsonl:
+      for (const auto& r : rows_) {
+        nlohmann::ordered_json obj;
+        for (size_t i = 0; i < columns_.size(); ++i) obj[columns_[i].key] = r[i].value;
+        os << obj.dump() << "\n";
+      }
+      break;
+    case OutputFormat::csv: {
+      for (size_t i = 0; i < columns_.size(); ++i) os << (i ? "," : "") << csv_field(columns_[i].key);
+      os << "\n";
+      for (const auto& r : rows_) {
+        for (size_t i = 0; i < columns_.size(); ++i) os << (i ? "," : "") << csv_field(raw_text(r[i].value));
+        os << "\n";
+      }
+      break;
+    }
+    case OutputFormat::md: {
+      os << "|";
+      for (const auto& c : columns_) os << " " << c.header << " |";
+      os << "\n|";
+      for (const auto& c : columns_) os << (c.right ? " ---: |" : " --- |");
+      os << "\n";
+      for (const auto& r : rows_) {
+        os << "|";
+        for (const auto& cell : r) os << " " << cell.text << " |";
+        os << "\n";
+      }
+      for (const auto& n : notes_) os << "\n" << n << "\n";
+      break;
+    }
+    case OutputFormat::table: {
+      std::vector<size_t> width(columns_.size());
+      for (size_t i = 0; i < columns_.size(); ++i) {
+        width[i] = display_width(columns_[i].header);
+        for (const auto& r : rows_) width[i] = std::max(width[i], display_width(r[i].text));
+      }
+      for (size_t i = 0; i < columns_.size(); ++i)
+        os << (i ? "  " : "") << pad(columns_[i].header, width[i], columns_[i].right);
+      os << "\n";
+      for (const auto& r : rows_) {
+        std::string line;
+        for (size_t i = 0; i < columns_.size(); ++i) line += (i ? "  " : "") + pad(r[i].text, width[i], columns_[i].right);
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        os << line << "\n";
+      }
+      for (const auto& n : notes_) os << n << "\n";
+      break;
+    }
+  }
+  return os.str();
+}
+
+std::string format_fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string format_bytes(double bytes, bool binary) {
+  const char* dec[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+  const char* bin[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double base = binary ? 1024.0 : 1000.0;
+  int i = 0;
+  double v = bytes;
+  while (std::fabs(v) >= base && i < 5) {
+    v /= base;
+    ++i;
+  }
+  return (i == 0 ? format_fixed(v, 0) : format_fixed(v, std::fabs(v) < 10 ? 2 : (std::fabs(v) < 100 ? 1 : 0))) + " " +
+         (binary ? bin[i] : dec[i]);
+}
+
+std::string format_si(double v, const std::string& unit, int precision) {
+  if (!std::isfinite(v)) return "-";
+  const char* pre[] = {"", "k", "M", "G", "T", "P", "E"};
+  int i = 0;
+  double x = v;
+  while (std::fabs(x) >= 1000.0 && i < 6) {
+    x /= 1000.0;
+    ++i;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", precision, x);
+  return std::string(buf) + " " + pre[i] + unit;
+}
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s)) return "-";
+  if (s < 1e-6) return format_fixed(s * 1e9, 0) + " ns";
+  if (s < 1e-3) return format_fixed(s * 1e6, s < 1e-5 ? 2 : 1) + " us";
+  if (s < 1.0) return format_fixed(s * 1e3, s < 1e-2 ? 2 : 1) + " ms";
+  if (s < 120.0) return format_fixed(s, 1) + " s";
+  int64_t total = static_cast<int64_t>(std::llround(s));
+  int64_t h = total / 3600, m = (total % 3600) / 60, sec = total % 60;
+  char buf[64];
+  if (h > 0) std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(h), static_cast<long long>(m));
+  else std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(m), static_cast<long long>(sec));
+  return buf;
+}
+
+bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO) == 1; }
+bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+}  // namespace dl

@@ -1,0 +1,613 @@
+// TOML -> Config: parsing, --set overrides, validation, data-path resolution, TOML output and key
+// docs. Every key is named once, in visit_config() (schema.hpp); everything here walks that list.
+#include "dl/config/config.hpp"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "dl/config/schema.hpp"
+#include "dl/core/error.hpp"
+
+namespace dl {
+
+namespace fs = std::filesystem;
+using config_schema::Spec;
+using config_schema::visit_config;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Formatting
+
+// Shortest text that reads back as the same double ("0.001", "0.0006", "1e-08", "2"), in fixed
+// notation unless the exponent is far from 0.
+std::string format_number(double x) {
+  char buf[400];
+  auto r = std::to_chars(buf, buf + sizeof buf, x);
+  std::string s(buf, r.ptr);
+  if (auto e = s.find('e'); e != std::string::npos) {
+    int exp = std::atoi(s.c_str() + e + 1);
+    if (exp >= -5 && exp < 16) {
+      r = std::to_chars(buf, buf + sizeof buf, x, std::chars_format::fixed);
+      s.assign(buf, r.ptr);
+    }
+  }
+  return s;
+}
+
+// A TOML float literal that round-trips exactly: always has '.' or 'e' (or is inf/nan).
+std::string format_float(double x) {
+  std::string s = format_number(x);
+  if (s.find_first_of(".eEin") == std::string::npos) s += ".0";
+  return s;
+}
+
+// A TOML basic string literal.
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\b': out += "\\b"; break;
+      case '\t': out += "\\t"; break;
+      case '\n': out += "\\n"; break;
+      case '\f': out += "\\f"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string join(const std::vector<std::string>& parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? std::string(sep) : std::string()) + parts[i];
+  return out;
+}
+
+// Values in TOML syntax, for config_to_toml() and the defaults in config_key_docs().
+std::string toml_value(int64_t v, const Spec& spec) { return spec.auto_int && v == -1 ? "\"auto\"" : std::to_string(v); }
+std::string toml_value(double v, const Spec&) { return format_float(v); }
+std::string toml_value(bool v, const Spec&) { return v ? "true" : "false"; }
+std::string toml_value(const std::string& v, const Spec&) { return quote(v); }
+std::string toml_value(const std::vector<int64_t>& v, const Spec&) {
+  std::vector<std::string> parts;
+  for (int64_t x : v) parts.push_back(std::to_string(x));
+  return "[" + join(parts, ", ") + "]";
+}
+
+std::string type_name(int64_t, const Spec& spec) { return spec.auto_int ? "int or \"auto\"" : "int"; }
+std::string type_name(double, const Spec&) { return "float"; }
+std::string type_name(bool, const Spec&) { return "bool"; }
+std::string type_name(const std::string&, const Spec&) { return "string"; }
+std::string type_name(const std::vector<int64_t>&, const Spec&) { return "int array"; }
+
+// "in [0, 0.5]", ">= 1", "> 0", "" (no range). An upper bound of kIntMax is overflow protection
+// only and not worth a reader's attention.
+std::string describe_range(const Spec& s) {
+  bool has_lo = std::isfinite(s.lo);
+  bool has_hi = std::isfinite(s.hi) && s.hi != config_schema::kIntMax;
+  if (has_lo && has_hi)
+    return "in " + std::string(s.lo_open ? "(" : "[") + format_number(s.lo) + ", " + format_number(s.hi) +
+           (s.hi_open ? ")" : "]");
+  if (has_lo) return (s.lo_open ? "> " : ">= ") + format_number(s.lo);
+  if (has_hi) return (s.hi_open ? "< " : "<= ") + format_number(s.hi);
+  return "";
+}
+
+bool in_range(double x, const Spec& s) {
+  if (s.lo_open ? !(x > s.lo) : !(x >= s.lo)) return false;
+  if (s.hi_open ? !(x < s.hi) : !(x <= s.hi)) return false;
+  return true;
+}
+
+std::string choices_text(const Spec& s) {
+  std::vector<std::string> c(s.choices.begin(), s.choices.end());
+  return join(c, ", ");
+}
+
+constexpr std::string_view kSourceForms = "synthetic:addition, text:PATH, tokens:GLOB or csv:PATH";
+// Tasks the data module generates for "synthetic:NAME".
+const std::vector<std::string_view> kSyntheticTasks = {"addition"};
+
+// What a key accepts, for docs and TOML comments.
+std::string allowed_text(const Spec& s) {
+  std::string a;
+  if (!s.choices.empty()) a = "one of " + choices_text(s);
+  if (s.source) a = std::string(kSourceForms) + (s.may_be_empty ? ", or empty" : "");
+  std::string r = describe_range(s);
+  if (!r.empty()) a = r;
+  if (s.auto_int) a += (a.empty() ? "" : ", or ") + std::string("\"auto\"");
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Did-you-mean
+
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+struct KeyName {
+  std::string section, key;
+  std::string full() const { return section + "." + key; }
+};
+
+std::vector<KeyName> all_keys() {
+  std::vector<KeyName> keys;
+  Config c;
+  visit_config(c, [&](std::string_view s, std::string_view k, auto&, const Spec&) {
+    keys.push_back({std::string(s), std::string(k)});
+  });
+  return keys;
+}
+
+std::vector<std::string> all_sections() {
+  std::vector<std::string> out;
+  for (const auto& k : all_keys())
+    if (out.empty() || out.back() != k.section) out.push_back(k.section);
+  return out;
+}
+
+bool is_section(std::string_view name) {
+  auto s = all_sections();
+  return std::find(s.begin(), s.end(), name) != s.end();
+}
+
+// The known key closest to section.key (section may be empty for a key outside any section),
+// counting a known key with the same name in another section as one edit away.
+std::optional<std::string> suggest_key(std::string_view section, std::string_view key) {
+  std::string full = section.empty() ? std::string(key) : std::string(section) + "." + std::string(key);
+  size_t limit = std::clamp<size_t>(key.size() / 3, 1, 3);
+  std::optional<std::string> best;
+  size_t best_score = SIZE_MAX;
+  for (const auto& k : all_keys()) {
+    bool same_section = k.section == section;
+    size_t d = std::min(edit_distance(full, k.full()), edit_distance(key, k.key) + (same_section ? 0 : 1));
+    if (d > limit) continue;
+    size_t score = 2 * d + (same_section ? 0 : 1);
+    if (score < best_score) best_score = score, best = k.full();
+  }
+  return best;
+}
+
+std::optional<std::string> suggest_section(std::string_view name) {
+  size_t limit = std::clamp<size_t>(name.size() / 3, 1, 3);
+  std::optional<std::string> best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& s : all_sections()) {
+    size_t d = edit_distance(name, s);
+    if (d <= limit && d < best_d) best_d = d, best = s;
+  }
+  return best;
+}
+
+[[noreturn]] void unknown_key(const std::string& where, std::string_view section, std::string_view key) {
+  std::string full = section.empty() ? std::string(key) : std::string(section) + "." + std::string(key);
+  if (auto s = suggest_key(section, key)) throw_usage(where, ": unknown key '", full, "' — did you mean '", *s, "'?");
+  if (section.empty())
+    throw_usage(where, ": unknown key '", full, "'; keys belong in a section: [", join(all_sections(), "], ["), "]");
+  std::vector<std::string> names;
+  for (const auto& k : all_keys())
+    if (k.section == section) names.push_back(k.key);
+  throw_usage(where, ": unknown key '", full, "'; the keys of [", section, "] are ", join(names, ", "));
+}
+
+[[noreturn]] void unknown_section(const std::string& where, std::string_view name) {
+  if (auto s = suggest_section(name)) throw_usage(where, ": unknown section '", name, "' — did you mean '", *s, "'?");
+  throw_usage(where, ": unknown section '", name, "'; the sections are ", join(all_sections(), ", "));
+}
+
+// ---------------------------------------------------------------------------------------------
+// TOML nodes -> fields
+
+std::string render(const toml::node& n) {
+  if (auto s = n.as_string()) return quote(s->get());
+  if (auto i = n.as_integer()) return std::to_string(i->get());
+  if (auto f = n.as_floating_point()) return format_float(f->get());
+  if (auto b = n.as_boolean()) return b->get() ? "true" : "false";
+  if (auto a = n.as_array()) {
+    std::vector<std::string> parts;
+    for (const auto& e : *a) parts.push_back(render(e));
+    return "[" + join(parts, ", ") + "]";
+  }
+  std::ostringstream os;
+  n.visit([&](const auto& x) { os << x; });
+  return os.str();
+}
+
+// "string \"four\"", "float 4.5", "table"
+std::string describe(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "string " + render(n);
+    case toml::node_type::integer: return "integer " + render(n);
+    case toml::node_type::floating_point: return "float " + render(n);
+    case toml::node_type::boolean: return "boolean " + render(n);
+    case toml::node_type::array: return "array " + render(n);
+    case toml::node_type::table: return "table";
+    case toml::node_type::date: return "date " + render(n);
+    case toml::node_type::time: return "time " + render(n);
+    case toml::node_type::date_time: return "date-time " + render(n);
+    default: return "nothing";
+  }
+}
+
+struct Target {
+  std::string where;     // "FILE:LINE" or "--set KEY=VALUE"
+  std::string full_key;  // "model.n_layer"
+  const std::string* raw = nullptr;  // --set: the value's text, used as-is for string keys
+};
+
+[[noreturn]] void type_error(const Target& t, std::string_view expected, const toml::node& n) {
+  throw_usage(t.where, ": ", t.full_key, " must be ", expected, ", got ", describe(n));
+}
+
+void assign(int64_t& field, const toml::node& n, const Spec& spec, const Target& t) {
+  if (auto i = n.as_integer()) {
+    field = i->get();
+    return;
+  }
+  if (spec.auto_int) {
+    if (auto s = n.as_string(); s && s->get() == "auto") {
+      field = -1;
+      return;
+    }
+    type_error(t, "an integer or \"auto\"", n);
+  }
+  type_error(t, "an integer", n);
+}
+
+void assign(double& field, const toml::node& n, const Spec&, const Target& t) {
+  if (auto f = n.as_floating_point()) field = f->get();
+  else if (auto i = n.as_integer()) field = static_cast<double>(i->get());
+  else type_error(t, "a number", n);
+}
+
+void assign(bool& field, const toml::node& n, const Spec&, const Target& t) {
+  if (auto b = n.as_boolean()) field = b->get();
+  else type_error(t, "true or false", n);
+}
+
+void assign(std::string& field, const toml::node& n, const Spec&, const Target& t) {
+  if (auto s = n.as_string()) field = s->get();
+  else if (t.raw) field = *t.raw;  // --set train.device=inf: the text, not the float
+  else type_error(t, "a string", n);
+}
+
+void assign(std::vector<int64_t>& field, const toml::node& n, const Spec&, const Target& t) {
+  auto a = n.as_array();
+  if (!a) type_error(t, "an array of integers", n);
+  std::vector<int64_t> v;
+  for (const auto& e : *a) {
+    auto i = e.as_integer();
+    if (!i) type_error(t, "an array of integers", n);
+    v.push_back(i->get());
+  }
+  field = std::move(v);
+}
+
+// Where each key got its value from; keys left at their default have no entry.
+struct Origin {
+  std::string where;  // "FILE:LINE" or "--set KEY=VALUE"
+  fs::path base;      // relative data paths resolve against this
+  bool from_set = false;
+};
+using Origins = std::map<std::string, Origin>;
+
+// Sets section.key from a TOML node; false when no such key exists.
+bool set_key(Config& c, std::string_view section, std::string_view key, const toml::node& n, const Target& t) {
+  bool found = false;
+  visit_config(c, [&](std::string_view s, std::string_view k, auto& field, const Spec& spec) {
+    if (found || s != section || k != key) return;
+    found = true;
+    assign(field, n, spec, t);
+  });
+  return found;
+}
+
+std::string at_line(std::string_view source_name, const toml::source_region& r) {
+  if (r.begin.line == 0) return std::string(source_name);
+  return str(source_name, ":", r.begin.line);
+}
+
+std::string trim(std::string_view s) {
+  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
+}
+
+void apply_override(Config& c, Origins& origins, const std::string& ov) {
+  std::string where = "--set " + ov;
+  size_t eq = ov.find('=');
+  std::string name = trim(ov.substr(0, eq));
+  size_t dot = name.find('.');
+  std::string section = dot == std::string::npos ? std::string() : name.substr(0, dot);
+  std::string key = dot == std::string::npos ? name : name.substr(dot + 1);
+  if (eq == std::string::npos) {
+    if (auto s = suggest_key(section, key); s && *s != name)
+      throw_usage(where, ": expected section.key=value; unknown key '", name, "' — did you mean '", *s, "'?");
+    throw_usage(where, ": expected section.key=value, e.g. --set ", name.empty() ? "model.n_layer" : name, "=VALUE");
+  }
+  if (section.empty()) unknown_key(where, "", key);
+  if (!is_section(section)) {
+    if (auto s = suggest_key(section, key)) throw_usage(where, ": unknown key '", name, "' — did you mean '", *s, "'?");
+    unknown_section(where, section);
+  }
+  std::string raw = trim(ov.substr(eq + 1));
+  // The value as TOML ("4", "1e-3", "[32,32]", "\"x\"", "true"); failing that, the text itself.
+  toml::table parsed;
+  bool ok = false;
+  try {
+    std::string doc = "x = " + raw + "\n";
+    parsed = toml::parse(std::string_view(doc), std::string_view("--set"));
+    ok = parsed.size() == 1 && parsed.contains("x");
+  } catch (const toml::parse_error&) {
+  }
+  toml::value<std::string> as_text(raw);
+  const toml::node& node = ok ? *parsed.get("x") : static_cast<const toml::node&>(as_text);
+  Target t{where, name, &raw};
+  if (!set_key(c, section, key, node, t)) unknown_key(where, section, key);
+  origins[name] = Origin{where, fs::current_path(), true};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+struct Checker {
+  Config& cfg;
+  const Origins& origins;
+  std::string default_where;  // errors about keys left at their default (a bug) name the source
+  fs::path default_base;
+
+  std::string where(const std::string& key) const {
+    auto it = origins.find(key);
+    return it == origins.end() ? default_where : it->second.where;
+  }
+
+  // `name` is the key, or one element of it ("model.hidden[1]").
+  void check_range(const std::string& key, const std::string& name, double x, const std::string& got,
+                   const Spec& spec, bool allow_auto = false) {
+    if (in_range(x, spec)) return;
+    if (spec.hi == config_schema::kIntMax && x > spec.hi)
+      throw_usage(where(key), ": ", name, " must be <= ", format_number(spec.hi), ", got ", got);
+    throw_usage(where(key), ": ", name, " must be ", describe_range(spec), allow_auto ? " or \"auto\"" : "", ", got ", got);
+  }
+
+  void check(const std::string& key, int64_t& v, const Spec& spec) {
+    if (spec.auto_int && v == -1) return;
+    check_range(key, key, static_cast<double>(v), std::to_string(v), spec, spec.auto_int);
+  }
+  void check(const std::string& key, double& v, const Spec& spec) {
+    if (!std::isfinite(v)) throw_usage(where(key), ": ", key, " must be a finite number, got ", format_number(v));
+    check_range(key, key, v, format_number(v), spec);
+  }
+  void check(const std::string&, bool&, const Spec&) {}
+  void check(const std::string& key, std::vector<int64_t>& v, const Spec& spec) {
+    if (v.empty() && !spec.may_be_empty) throw_usage(where(key), ": ", key, " must not be empty");
+    for (size_t i = 0; i < v.size(); ++i)
+      check_range(key, str(key, "[", i, "]"), static_cast<double>(v[i]), std::to_string(v[i]), spec);
+  }
+  void check(const std::string& key, std::string& v, const Spec& spec) {
+    if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), v) == spec.choices.end())
+      throw_usage(where(key), ": ", key, " must be one of ", choices_text(spec), "; got ", quote(v));
+    if (spec.source) resolve_source(key, v, spec);
+  }
+
+  // Checks a data source and makes its path absolute.
+  void resolve_source(const std::string& key, std::string& v, const Spec& spec) {
+    if (v.empty()) {
+      if (spec.may_be_empty) return;
+      throw_usage(where(key), ": ", key, " must not be empty; use ", kSourceForms);
+    }
+    size_t colon = v.find(':');
+    std::string kind = colon == std::string::npos ? std::string() : v.substr(0, colon);
+    if (kind != "synthetic" && kind != "text" && kind != "tokens" && kind != "csv")
+      throw_usage(where(key), ": ", key, " must be ", kSourceForms, "; got ", quote(v));
+    std::string arg = v.substr(colon + 1);
+    if (kind == "synthetic") {
+      if (std::find(kSyntheticTasks.begin(), kSyntheticTasks.end(), arg) == kSyntheticTasks.end()) {
+        std::vector<std::string> names(kSyntheticTasks.begin(), kSyntheticTasks.end());
+        throw_usage(where(key), ": ", key, ": unknown synthetic task ", quote(arg), "; known: ", join(names, ", "));
+      }
+      return;
+    }
+    if (arg.empty())
+      throw_usage(where(key), ": ", key, ": ", kind, ": needs a ", kind == "tokens" ? "glob" : "path", ", e.g. ",
+                  kind, kind == "tokens" ? ":data/shard_*.bin" : kind == "csv" ? ":data/train.csv" : ":data/input.txt");
+    auto it = origins.find(key);
+    bool from_set = it != origins.end() && it->second.from_set;
+    fs::path base = it == origins.end() ? default_base : it->second.base;
+    fs::path p(arg);
+    bool relative = p.is_relative();
+    std::string note = !relative ? ""
+                       : from_set ? " (paths in --set are relative to the current directory)"
+                                  : " (paths are relative to the config file's folder)";
+    if (kind == "tokens") {
+      // Glob metacharacters in the base folder itself must match literally.
+      std::string pattern = arg;
+      if (relative) {
+        std::string b;
+        for (char ch : base.lexically_normal().string()) {
+          if (ch == '*' || ch == '?' || ch == '[' || ch == '\\') b += '\\';
+          b += ch;
+        }
+        pattern = (fs::path(b) / p).lexically_normal().string();
+      }
+      if (glob_files(pattern).empty()) throw_usage(where(key), ": ", key, ": no files match ", pattern, note);
+      v = "tokens:" + pattern;
+      return;
+    }
+    fs::path abs = relative ? (base / p).lexically_normal() : p.lexically_normal();
+    std::error_code ec;
+    auto st = fs::status(abs, ec);
+    if (!fs::exists(st)) throw_usage(where(key), ": ", key, ": file not found: ", abs.string(), note);
+    if (!fs::is_regular_file(st)) throw_usage(where(key), ": ", key, ": not a regular file: ", abs.string(), note);
+    v = kind + ":" + abs.string();
+  }
+
+  // The dotted name of a field of cfg, found by address in the one list.
+  std::string key_of(const void* field) {
+    std::string name;
+    visit_config(cfg, [&](std::string_view s, std::string_view k, auto& f, const Spec&) {
+      if (static_cast<const void*>(&f) == field) name = std::string(s) + "." + std::string(k);
+    });
+    DL_CHECK(!name.empty(), "field is not in visit_config");
+    return name;
+  }
+
+  // Fails naming the first of `fields` that was set (file line or --set), else the source.
+  template <class... Args>
+  [[noreturn]] void fail(std::initializer_list<const void*> fields, Args&&... msg) {
+    std::string at = default_where;
+    for (const void* f : fields)
+      if (auto it = origins.find(key_of(f)); it != origins.end()) {
+        at = it->second.where;
+        break;
+      }
+    throw_usage(at, ": ", std::forward<Args>(msg)...);
+  }
+
+  void run() {
+    visit_config(cfg, [&](std::string_view s, std::string_view k, auto& field, const Spec& spec) {
+      check(std::string(s) + "." + std::string(k), field, spec);
+    });
+    const auto& m = cfg.model;
+    if (m.type == "gpt" && m.n_embd % m.n_head != 0)
+      fail({&m.n_embd, &m.n_head}, key_of(&m.n_embd), " (", m.n_embd, ") must be divisible by ", key_of(&m.n_head),
+           " (", m.n_head, ") for a gpt model");
+    const auto& sc = cfg.schedule;
+    if (sc.decay_steps == 0 && sc.warmup_steps > cfg.train.steps)
+      fail({&sc.warmup_steps, &cfg.train.steps}, key_of(&sc.warmup_steps), " (", sc.warmup_steps, ") must be <= ",
+           key_of(&cfg.train.steps), " (", cfg.train.steps, ") unless ", key_of(&sc.decay_steps), " is set");
+  }
+};
+
+Config parse_impl(std::string_view text, std::string_view source_name, const fs::path& base_dir,
+                  const std::vector<std::string>& overrides) {
+  fs::path base = fs::absolute(base_dir).lexically_normal();
+  toml::table root;
+  try {
+    root = toml::parse(text, source_name);
+  } catch (const toml::parse_error& e) {
+    throw_usage(source_name, ":", e.source().begin.line, ":", e.source().begin.column,
+                ": TOML syntax error: ", e.description());
+  }
+  Config cfg;
+  Origins origins;
+  for (auto&& [skey, snode] : root) {
+    std::string section(skey.str());
+    std::string where = at_line(source_name, skey.source().begin.line ? skey.source() : snode.source());
+    auto table = snode.as_table();
+    if (!table) {
+      if (is_section(section))
+        throw_usage(where, ": ", section, " must be a section ([", section, "] followed by its keys), got ", describe(snode));
+      unknown_key(where, "", section);
+    }
+    if (!is_section(section)) unknown_section(where, section);
+    for (auto&& [k, node] : *table) {
+      std::string key(k.str());
+      std::string kwhere = at_line(source_name, k.source().begin.line ? k.source() : node.source());
+      Target t{kwhere, section + "." + key, nullptr};
+      if (!set_key(cfg, section, key, node, t)) unknown_key(kwhere, section, key);
+      origins[t.full_key] = Origin{kwhere, base, false};
+    }
+  }
+  for (const auto& ov : overrides) apply_override(cfg, origins, ov);
+  Checker{cfg, origins, std::string(source_name), base}.run();
+  return cfg;
+}
+
+}  // namespace
+
+Config parse_config(std::string_view toml_text, std::string_view source_name, const fs::path& base_dir,
+                    const std::vector<std::string>& overrides) {
+  return parse_impl(toml_text, source_name, base_dir, overrides);
+}
+
+Config load_config(const fs::path& file, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  auto st = fs::status(file, ec);
+  if (!fs::exists(st)) throw_usage("config file not found: ", file.string());
+  if (fs::is_directory(st)) throw_usage("config file is a directory: ", file.string());
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw_usage("cannot read config file ", file.string());
+  return parse_impl(text.str(), file.string(), fs::absolute(file).parent_path(), overrides);
+}
+
+std::string config_to_toml(const Config& config) {
+  std::string out;
+  std::string_view section;
+  visit_config(config, [&](std::string_view s, std::string_view k, const auto& field, const Spec& spec) {
+    if (s != section) {
+      out += str(section.empty() ? "" : "\n", "[", s, "]\n");
+      section = s;
+    }
+    std::string allowed = allowed_text(spec);
+    out += str("# ", spec.help, allowed.empty() ? "" : " (" + allowed + ")", "\n");
+    out += str(k, " = ", toml_value(field, spec), "\n");
+  });
+  return out;
+}
+
+std::vector<ConfigKeyDoc> config_key_docs() {
+  std::vector<ConfigKeyDoc> docs;
+  const Config defaults;
+  visit_config(defaults, [&](std::string_view s, std::string_view k, const auto& field, const Spec& spec) {
+    docs.push_back({str(s, ".", k), type_name(field, spec), toml_value(field, spec), std::string(spec.help),
+                    allowed_text(spec)});
+  });
+  return docs;
+}
+
+std::vector<std::string> glob_files(const std::string& pattern) {
+  glob_t g{};
+  int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
+  std::vector<std::string> out;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) {
+      std::error_code ec;
+      if (fs::is_regular_file(g.gl_pathv[i], ec)) out.emplace_back(g.gl_pathv[i]);
+    }
+  ::globfree(&g);
+  if (rc != 0 && rc != GLOB_NOMATCH) throw_runtime("cannot expand ", pattern, ": glob failed (", rc, ")");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+DataSourceSpec split_data_source(std::string_view source) {
+  size_t colon = source.find(':');
+  if (colon == std::string_view::npos) return {std::string(), std::string(source)};
+  return {std::string(source.substr(0, colon)), std::string(source.substr(colon + 1))};
+}
+
+}  // namespace dl

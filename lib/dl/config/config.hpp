@@ -1,0 +1,147 @@
+// The training configuration: TOML sections [model] [data] [optim] [schedule] [train]
+// [parallel] [log], each a typed struct with defaults. Every key is declared once, in
+// visit_config() (config.cpp), with its type, range and help; loading, --set overrides,
+// validation, --print-config and the docs all walk that one list.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dl {
+
+struct ModelConfig {
+  std::string type = "gpt";  // "gpt" | "mlp"
+  // gpt
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;
+  int64_t block_size = 128;  // sequence length used for training and the position table size
+  int64_t vocab_size = 256;
+  double init_std = 0.02;    // gpt: weights N(0, init_std); mlp layers use Kaiming normal
+  // mlp
+  std::vector<int64_t> hidden = {64, 64};
+  std::string activation = "relu";  // "relu" | "gelu"
+
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct DataConfig {
+  // "synthetic:addition" | "text:PATH" | "tokens:GLOB" | "csv:PATH". Paths in a config file are
+  // relative to that file's folder; the resolved config holds absolute paths.
+  std::string source = "synthetic:addition";
+  std::string val_source;     // optional separate validation source, same forms
+  double val_fraction = 0.1;  // held-out tail when val_source is empty
+  int64_t digits = 3;         // synthetic:addition operand digits
+  int64_t label_column = -1;  // csv: label column index, negative counts from the end
+  bool normalize = true;      // csv: standardise features with the training split's mean/std
+
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct OptimConfig {
+  std::string name = "adamw";  // "adamw" | "sgd"
+  double lr = 1e-3;
+  double weight_decay = 0.1;  // decoupled for AdamW; not applied to biases and LayerNorm
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double momentum = 0.9;  // sgd
+  bool nesterov = false;  // sgd
+  double grad_clip = 1.0;  // global gradient-norm clipping; 0 disables
+
+  bool operator==(const OptimConfig&) const = default;
+};
+
+struct ScheduleConfig {
+  std::string decay = "cosine";  // "cosine" | "linear" | "constant"
+  int64_t warmup_steps = 0;      // linear warm-up from 0
+  int64_t decay_steps = 0;       // steps over which lr decays to min_lr_ratio * lr; 0 = train.steps
+  double min_lr_ratio = 0.1;
+
+  bool operator==(const ScheduleConfig&) const = default;
+};
+
+struct TrainConfig {
+  int64_t steps = 1000;
+  int64_t batch_size = 16;  // sequences (gpt) or examples (mlp) per micro-batch per data-parallel rank
+  int64_t grad_accum = 1;   // micro-batches per optimizer step
+  int64_t seed = 1337;
+  std::string device = "cpu";      // "cpu" | "cuda" | "auto"
+  std::string precision = "fp32";  // "fp32" | "bf16" | "fp16"
+  int64_t threads = 0;             // CPU threads; 0 = all cores
+  int64_t eval_every = 100;        // steps between validation passes; 0 = only at the end
+  int64_t eval_batches = 4;        // micro-batches per validation pass
+  int64_t checkpoint_every = 0;    // steps between checkpoints; 0 = only at the end
+  int64_t keep_checkpoints = 3;    // newest K checkpoints kept
+
+  bool operator==(const TrainConfig&) const = default;
+};
+
+struct ParallelConfig {
+  int64_t dp = 1;  // -1 means "auto": world / (tp * pp)
+  int64_t tp = 1;
+  int64_t pp = 1;
+  int64_t zero = 0;                 // 0..3
+  std::string offload = "none";     // "none" | "cpu"
+  int64_t microbatches = 1;         // pipeline micro-batches
+  std::string schedule = "1f1b";    // "gpipe" | "1f1b"
+  bool activation_checkpointing = false;
+
+  bool operator==(const ParallelConfig&) const = default;
+};
+
+struct LogConfig {
+  int64_t every = 10;          // steps between log lines / metrics records
+  bool tensorboard = true;     // write an events file in the run directory
+  std::string progress = "auto";  // "auto" (bar on a terminal) | "bar" | "lines" | "none"
+  int64_t samples = 4;         // generated samples shown at each evaluation (gpt)
+
+  bool operator==(const LogConfig&) const = default;
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  OptimConfig optim;
+  ScheduleConfig schedule;
+  TrainConfig train;
+  ParallelConfig parallel;
+  LogConfig log;
+
+  bool operator==(const Config&) const = default;
+};
+
+// Loads a TOML file, applies "--set" overrides ("section.key=value"), validates every key, and
+// resolves data paths. Throws dl::Error(usage) naming the file, line and key.
+Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+// The same from TOML text; `source_name` names it in errors; relative data paths resolve
+// against `base_dir`.
+Config parse_config(std::string_view toml_text, std::string_view source_name,
+                    const std::filesystem::path& base_dir, const std::vector<std::string>& overrides = {});
+// The fully resolved config as TOML: every section and key, in declaration order.
+std::string config_to_toml(const Config& config);
+
+// One line per key for --help and docs: "model.n_layer (int, default 4): ..."
+struct ConfigKeyDoc {
+  std::string key;   // "model.n_layer"
+  std::string type;  // "int", "float", "bool", "string", "int array", "int or \"auto\""
+  std::string default_value;
+  std::string help;
+  std::string allowed;  // "" | ">= 1" | "in [0, 0.5]" | "one of cpu, cuda, auto" | ...
+};
+std::vector<ConfigKeyDoc> config_key_docs();
+
+// Regular files matching a glob pattern (POSIX glob(3)), sorted; empty when none match.
+std::vector<std::string> glob_files(const std::string& pattern);
+
+// A data source split at its first ':': "text:/abs/x.txt" -> {"text", "/abs/x.txt"}. In a loaded
+// Config the kind is one of synthetic, text, tokens, csv and paths/globs are absolute.
+struct DataSourceSpec {
+  std::string kind;
+  std::string arg;
+};
+DataSourceSpec split_data_source(std::string_view source);
+
+}  // namespace dl

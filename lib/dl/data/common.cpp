@@ -1,0 +1,73 @@
+// Shared pieces of dl/data: memory-mapped files, split sizes, source strings, id checks.
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dl/data/sources.hpp"
+
+namespace dl::data {
+
+MappedFile::MappedFile(const std::string& path, std::string_view what) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw_usage(what, ": cannot open '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw_usage(what, ": cannot stat '", path, "': ", std::strerror(e));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw_usage(what, ": '", path, "' is not a regular file");
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      throw_runtime(what, ": cannot map '", path, "' (", size_, " bytes): ", std::strerror(e));
+    }
+    data_ = static_cast<const unsigned char*>(p);
+  }
+  ::close(fd);  // the mapping keeps the file alive
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+}
+
+void MappedFile::advise_random() const {
+  if (data_) ::madvise(const_cast<unsigned char*>(data_), size_, MADV_RANDOM);
+}
+
+int64_t val_count(int64_t n, double fraction) {
+  if (fraction <= 0) return 0;
+  int64_t k = std::llround(static_cast<double>(n) * fraction);
+  return k < 1 ? 1 : k;
+}
+
+SourceSpec parse_source(const std::string& source, std::string_view key) {
+  auto colon = source.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == source.size())
+    throw_usage(key, " = \"", source, "\" is not a data source; use \"synthetic:addition\", \"text:PATH\", ",
+                "\"tokens:GLOB\" or \"csv:PATH\"");
+  SourceSpec s{source.substr(0, colon), source.substr(colon + 1), source};
+  if (s.kind != "synthetic" && s.kind != "text" && s.kind != "tokens" && s.kind != "csv")
+    throw_usage(key, " = \"", source, "\": unknown source kind '", s.kind,
+                "'; use synthetic:addition, text:PATH, tokens:GLOB or csv:PATH");
+  if (s.kind == "synthetic" && s.arg != "addition")
+    throw_usage(key, " = \"", source, "\": unknown synthetic task '", s.arg, "'; the built-in task is addition");
+  return s;
+}
+
+void check_example_ids(const std::vector<int64_t>& ids, int64_t n, std::string_view what) {
+  for (int64_t id : ids)
+    if (id < 0 || id >= n) throw_runtime(what, ": example id ", id, " is out of range [0, ", n, ")");
+}
+
+}  // namespace dl::data

@@ -1,0 +1,112 @@
+// Datasets and the deterministic data order.
+//
+// A Dataset is a finite, indexable set of examples for one split (train or validation).
+// Sequence datasets (GPT) yield windows of block_size + 1 token ids: inputs are the first
+// block_size, targets the last block_size (a negative target is ignored by the loss). Feature
+// datasets (MLP) yield a feature row and a class id.
+//
+// The order in which examples are visited is a pure function of (seed, epoch, position): see
+// Sampler. Nothing about it depends on the number of threads, ranks or previous runs, so a
+// resumed or re-sharded run reads exactly the same examples.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dl/config/config.hpp"
+#include "dl/nn/model.hpp"
+
+namespace dl {
+
+// A task-specific score over the per-row correctness flags of a forward pass, e.g. exact-match
+// accuracy of whole answers for synthetic:addition.
+struct TaskScore {
+  std::string name;  // metric name, e.g. "exact_match"
+  int64_t hits = 0;
+  int64_t total = 0;
+};
+
+// A prompt and its expected completion, for showing what a model learned (dl-train sample and
+// the evaluation samples of the demo).
+struct PromptExample {
+  std::string prompt;    // text fed to the model, e.g. "123+456="
+  std::string expected;  // the completion a perfect model generates, e.g. "975;"
+};
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  virtual std::vector<int32_t> encode(const std::string& text) const = 0;
+  virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
+  virtual std::string name() const = 0;  // "bytes" | "ids"
+};
+// Byte-level (ids 0..255), used for text:, csv: is not tokenized, synthetic:addition.
+std::unique_ptr<Tokenizer> make_byte_tokenizer();
+// For token shards whose vocabulary dlkit does not ship: text is whitespace-separated ids.
+std::unique_ptr<Tokenizer> make_id_tokenizer();
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  // One line for logs: source, split, size.
+  virtual std::string describe() const = 0;
+  // Number of examples in this split (> 0).
+  virtual int64_t size() const = 0;
+  // Stacks the given examples into one host batch:
+  //   sequence: inputs i32[n, block_size], targets i32[n, block_size]
+  //   features: inputs f32[n, n_features], targets i32[n]
+  // An example id outside [0, size()) is a runtime error.
+  virtual Batch make_batch(const std::vector<int64_t>& example_ids) const = 0;
+
+  virtual bool is_sequence() const = 0;
+  // sequence datasets: smallest vocabulary that holds every id the data can contain
+  virtual int64_t min_vocab_size() const { return 0; }
+  // feature datasets
+  virtual int64_t n_features() const { return 0; }
+  virtual int64_t n_classes() const { return 0; }
+
+  // Task score from a forward pass over `batch` whose per-row correctness is `correct`
+  // (i32, one flag per target row). Empty when the data has no task metric beyond accuracy.
+  virtual std::optional<TaskScore> score(const Batch& batch, const Tensor& correct) const { return std::nullopt; }
+  // Up to n prompts with known answers (synthetic tasks); empty for plain text.
+  virtual std::vector<PromptExample> prompts(int64_t n) const { return {}; }
+  // How a prompt plus a generated completion reads for a person, e.g. "123+456=579 (ok)".
+  virtual std::string render(const std::string& prompt, const std::string& completion) const {
+    return prompt + completion;
+  }
+  // Generation stops after this text (synthetic:addition ends answers with ";"); empty: never.
+  virtual std::string stop_text() const { return {}; }
+};
+
+struct DataSplits {
+  std::unique_ptr<Dataset> train;
+  std::unique_ptr<Dataset> val;        // null when there is no validation data: val_fraction = 0
+                                       // and no val_source (synthetic:addition always has one)
+  std::unique_ptr<Tokenizer> tokenizer;  // null for feature data
+};
+
+// Opens config.data for a model with the given sequence length (model.block_size; ignored for
+// feature data). Throws dl::Error(usage) naming the file and what is wrong (missing file, empty
+// glob, bad shard header, too little data for one window, unparsable CSV cell with its line).
+DataSplits open_datasets(const DataConfig& data, int64_t block_size, uint64_t seed);
+
+// The visiting order of one split: position p of the endless stream maps to example
+// permutation_e(p mod n) with e = p / n, where permutation_e is a keyed bijection of [0, n)
+// (a Feistel network with cycle-walking: O(1) memory, any position computable directly).
+class Sampler {
+ public:
+  Sampler(int64_t n, uint64_t seed, std::string_view stream = "data/train");
+  int64_t size() const { return n_; }
+  int64_t example_at(int64_t position) const;
+  // Example ids for positions [first, first + count).
+  std::vector<int64_t> examples(int64_t first, int64_t count) const;
+
+ private:
+  int64_t n_;
+  uint64_t key_;
+  int half_bits_;
+};
+
+}  // namespace dl

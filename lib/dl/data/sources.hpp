@@ -1,0 +1,97 @@
+// Internals of dl/data shared by its .cpp files (and the data tests): the concrete sources that
+// open_datasets() dispatches to, and a read-only memory-mapped file.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "dl/data/dataset.hpp"
+
+namespace dl::data {
+
+// A whole file mapped read-only (MAP_PRIVATE). Empty files are allowed (data() is null).
+// Throws dl::Error(usage) naming `what` (e.g. "text:/abs/file.txt") when the file cannot be opened.
+class MappedFile {
+ public:
+  MappedFile(const std::string& path, std::string_view what);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const unsigned char* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  // Hints that the mapping will now be read at random places (training windows).
+  void advise_random() const;
+
+ private:
+  std::string path_;
+  const unsigned char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Number of examples held out for validation from `n`: round(n * fraction), at least 1 when
+// fraction > 0. Does not check that something is left for training.
+int64_t val_count(int64_t n, double fraction);
+
+// The split part of a source: "synthetic:addition" -> kind "synthetic", arg "addition".
+struct SourceSpec {
+  std::string kind;
+  std::string arg;
+  std::string text;  // the whole source string, for messages
+};
+SourceSpec parse_source(const std::string& source, std::string_view key);
+
+// What an opener makes of its source: both splits (validation held out by data.val_fraction;
+// .val is null when that is 0, except for synthetic data whose validation set is a separate
+// stream), or the whole source as the training split (data.val_source is set), or the whole
+// source as the validation split (it is data.val_source).
+enum class Role { split, train, val };
+
+DataSplits open_addition(const DataConfig& data, int64_t block_size, uint64_t seed, Role role);
+DataSplits open_text(const std::string& path, const DataConfig& data, int64_t block_size, Role role);
+DataSplits open_tokens(const std::string& pattern, const DataConfig& data, int64_t block_size, Role role);
+// csv: both files are parsed together so that label ids and feature statistics agree;
+// `val_path` empty means "hold out data.val_fraction of `train_path`".
+DataSplits open_csv(const std::string& train_path, const std::string& val_path, const DataConfig& data,
+                    uint64_t seed);
+
+// Base of the token-window datasets: min_vocab_size() is settable so that both splits report
+// one vocabulary (the larger of the two sources).
+class SequenceDataset : public Dataset {
+ public:
+  bool is_sequence() const override { return true; }
+  int64_t min_vocab_size() const override { return vocab_; }
+  void set_min_vocab(int64_t v) { vocab_ = v; }
+
+ protected:
+  int64_t vocab_ = 256;
+};
+
+// synthetic:addition helpers: the text of a problem and the length of one problem in tokens.
+std::string addition_problem(int64_t a, int64_t b, int digits);
+int64_t addition_problem_len(int digits);
+
+// Checks example ids against [0, n) before stacking a batch (runtime error otherwise).
+void check_example_ids(const std::vector<int64_t>& ids, int64_t n, std::string_view what);
+
+// Stacks windows of T + 1 tokens into inputs (first T) and targets (last T). window(id) returns a
+// pointer to example id's first token, of any integer element type.
+template <class WindowFn>
+Batch window_batch(const std::vector<int64_t>& ids, int64_t T, WindowFn&& window) {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  Batch b{Tensor::empty({n, T}, DType::i32), Tensor::empty({n, T}, DType::i32)};
+  for (int64_t r = 0; r < n; ++r) {
+    const auto* w = window(ids[static_cast<size_t>(r)]);
+    int32_t* in = b.inputs.data<int32_t>() + r * T;
+    int32_t* tg = b.targets.data<int32_t>() + r * T;
+    for (int64_t t = 0; t < T; ++t) {
+      in[t] = static_cast<int32_t>(w[t]);
+      tg[t] = static_cast<int32_t>(w[t + 1]);
+    }
+  }
+  return b;
+}
+
+}  // namespace dl::data

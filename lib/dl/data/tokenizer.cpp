@@ -1,0 +1,68 @@
+// The two tokenizers dlkit ships: raw bytes, and whitespace-separated decimal ids.
+#include <cctype>
+#include <charconv>
+
+#include "dl/data/dataset.hpp"
+
+namespace dl {
+
+namespace {
+
+class ByteTokenizer final : public Tokenizer {
+ public:
+  std::vector<int32_t> encode(const std::string& text) const override {
+    std::vector<int32_t> ids(text.size());
+    for (size_t i = 0; i < text.size(); ++i) ids[i] = static_cast<unsigned char>(text[i]);
+    return ids;
+  }
+  // Ids outside 0..255 (a model with a larger vocabulary can sample them) decode to U+FFFD.
+  std::string decode(const std::vector<int32_t>& ids) const override {
+    std::string out;
+    out.reserve(ids.size());
+    for (int32_t id : ids) {
+      if (id >= 0 && id < 256) out.push_back(static_cast<char>(static_cast<unsigned char>(id)));
+      else out += "\xEF\xBF\xBD";
+    }
+    return out;
+  }
+  std::string name() const override { return "bytes"; }
+};
+
+class IdTokenizer final : public Tokenizer {
+ public:
+  std::vector<int32_t> encode(const std::string& text) const override {
+    std::vector<int32_t> ids;
+    size_t i = 0;
+    while (i < text.size()) {
+      while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+      if (i == text.size()) break;
+      size_t j = i;
+      while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j]))) ++j;
+      std::string_view word(text.data() + i, j - i);
+      int32_t id = 0;
+      auto [p, ec] = std::from_chars(word.data(), word.data() + word.size(), id);
+      if (ec != std::errc() || p != word.data() + word.size() || id < 0)
+        throw_usage("'", word, "' is not a token id (the ids tokenizer reads whitespace-separated ",
+                    "non-negative decimal ids, e.g. \"15496 11 995\")");
+      ids.push_back(id);
+      i = j;
+    }
+    return ids;
+  }
+  std::string decode(const std::vector<int32_t>& ids) const override {
+    std::string out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) out.push_back(' ');
+      out += std::to_string(ids[i]);
+    }
+    return out;
+  }
+  std::string name() const override { return "ids"; }
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
+std::unique_ptr<Tokenizer> make_id_tokenizer() { return std::make_unique<IdTokenizer>(); }
+
+}  // namespace dl

@@ -1,0 +1,214 @@
+#include "dl/io/atomic_file.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <utility>
+
+#include "dl/core/error.hpp"
+#include "dl/io/crc32c.hpp"
+
+namespace dl {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kBufferBytes = 1 << 20;  // gather writes smaller than this
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// ".name.tmp-<pid>-<n>" next to the target: hidden, unique per process and per call, and in the
+// same folder so the final rename stays on one filesystem.
+fs::path temp_name_for(const fs::path& path) {
+  static std::atomic<uint64_t> counter{0};
+  // Built with str() rather than "." + string: g++ 12 reports a false -Wrestrict on the latter.
+  std::string name = str(".", path.filename().string(), ".tmp-", ::getpid(), "-", counter.fetch_add(1));
+  return path.parent_path() / name;
+}
+
+fs::path parent_or_dot(const fs::path& p) {
+  fs::path parent = p.parent_path();
+  return parent.empty() ? fs::path(".") : parent;
+}
+
+void fsync_path(const fs::path& p, int flags) {
+  int fd = ::open(p.c_str(), flags | O_CLOEXEC);
+  if (fd < 0) throw_runtime("cannot open ", p.string(), " to sync it: ", errno_text(errno));
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  // Some filesystems cannot fsync a folder (EINVAL); nothing more can be done there, and the
+  // data of the files themselves is already synced.
+  if (rc != 0 && err != EINVAL) throw_runtime("cannot sync ", p.string(), ": ", errno_text(err));
+}
+
+// rename() without replacing an existing target. renameat2(RENAME_NOREPLACE) closes the window
+// between "check it does not exist" and "rename"; filesystems without it get the check instead.
+void rename_no_replace(const fs::path& from, const fs::path& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return;
+  int err = errno;
+  if (err == EINVAL || err == ENOSYS) {
+    if (fs::exists(to)) err = EEXIST;
+    else if (::rename(from.c_str(), to.c_str()) == 0) return;
+    else err = errno;
+  }
+  if (err == EEXIST || err == ENOTEMPTY)
+    throw_runtime("cannot publish ", from.string(), " as ", to.string(),
+                  ": the target already exists; remove it or choose another name");
+  throw_runtime("cannot rename ", from.string(), " to ", to.string(), ": ", errno_text(err));
+}
+
+}  // namespace
+
+void fsync_dir(const fs::path& dir) { fsync_path(dir.empty() ? fs::path(".") : dir, O_RDONLY | O_DIRECTORY); }
+
+void write_file_atomic(const fs::path& path, std::string_view data) {
+  AtomicFileWriter w(path);
+  w.write(data);
+  w.commit();
+}
+
+void publish_dir_atomic(const fs::path& tmp_dir, const fs::path& final_dir) {
+  std::error_code ec;
+  if (!fs::is_directory(tmp_dir, ec))
+    throw_runtime("cannot publish ", tmp_dir.string(), ": it is not a folder");
+  // Every file's data and every entry must be durable before the folder gets its final name;
+  // otherwise a crash could leave a complete-looking checkpoint with empty files in it.
+  for (auto it = fs::recursive_directory_iterator(tmp_dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_directory()) fsync_dir(it->path());
+    else if (it->is_regular_file()) fsync_path(it->path(), O_RDONLY);
+  }
+  if (ec) throw_runtime("cannot list ", tmp_dir.string(), " to sync it: ", ec.message());
+  fsync_dir(tmp_dir);
+  rename_no_replace(tmp_dir, final_dir);
+  fsync_dir(parent_or_dot(final_dir));
+  // A move between folders changes two folders; both must reach the disk.
+  std::error_code ec_a, ec_b;
+  fs::path from_parent = fs::weakly_canonical(parent_or_dot(tmp_dir), ec_a);
+  fs::path to_parent = fs::weakly_canonical(parent_or_dot(final_dir), ec_b);
+  if (ec_a || ec_b || from_parent != to_parent) fsync_dir(parent_or_dot(tmp_dir));
+}
+
+AtomicFileWriter::~AtomicFileWriter() { abandon(); }
+
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& other) noexcept { *this = std::move(other); }
+
+AtomicFileWriter& AtomicFileWriter::operator=(AtomicFileWriter&& other) noexcept {
+  if (this != &other) {
+    abandon();
+    path_ = std::move(other.path_);
+    tmp_ = std::move(other.tmp_);
+    fd_ = std::exchange(other.fd_, -1);
+    buf_ = std::move(other.buf_);
+    bytes_ = other.bytes_;
+    crc_ = other.crc_;
+  }
+  return *this;
+}
+
+void AtomicFileWriter::open(const fs::path& path) {
+  abandon();
+  if (path.filename().empty()) throw_runtime("cannot write '", path.string(), "': the path names a folder");
+  path_ = path;
+  tmp_ = temp_name_for(path);
+  bytes_ = 0;
+  crc_ = 0;
+  buf_.clear();
+  // Keep the permissions of a file being replaced (a user may have made metrics world-readable).
+  mode_t mode = 0644;
+  struct stat st {};
+  const bool replacing = ::stat(path.c_str(), &st) == 0;
+  if (replacing) mode = st.st_mode & 07777;
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd_ < 0) {
+    int err = errno;
+    tmp_.clear();
+    throw_runtime("cannot create a temp file to write ", path.string(), ": ", errno_text(err),
+                  err == ENOENT ? " (does the folder exist?)" : "");
+  }
+  // The open() mode is filtered by the umask; set it explicitly when replacing a file.
+  if (replacing) (void)::fchmod(fd_, mode);
+  buf_.reserve(kBufferBytes);
+}
+
+void AtomicFileWriter::write_fd(const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t k = ::write(fd_, p, n);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      std::string msg = str("cannot write ", path_.string(), ": ", errno_text(err),
+                            err == ENOSPC ? " (free some disk space and retry)" : "");
+      abandon();
+      throw_runtime(msg);
+    }
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+
+void AtomicFileWriter::flush_buffer() {
+  if (buf_.empty()) return;
+  write_fd(buf_.data(), buf_.size());
+  buf_.clear();
+}
+
+void AtomicFileWriter::write(const void* data, size_t n) {
+  if (fd_ < 0) throw_runtime("AtomicFileWriter::write on a writer that is not open (", path_.string(), ")");
+  if (n == 0) return;
+  crc_ = dl::crc32c(data, n, crc_);
+  bytes_ += n;
+  if (buf_.size() + n <= kBufferBytes) {
+    buf_.append(static_cast<const char*>(data), n);
+    return;
+  }
+  flush_buffer();
+  if (n < kBufferBytes) buf_.append(static_cast<const char*>(data), n);
+  else write_fd(data, n);
+}
+
+void AtomicFileWriter::commit() {
+  if (fd_ < 0) throw_runtime("AtomicFileWriter::commit on a writer that is not open (", path_.string(), ")");
+  flush_buffer();
+  if (::fsync(fd_) != 0) {
+    std::string msg = str("cannot sync ", path_.string(), ": ", errno_text(errno));
+    abandon();
+    throw_runtime(msg);
+  }
+  int rc = ::close(fd_);
+  int err = errno;
+  fd_ = -1;
+  if (rc != 0) {
+    abandon();
+    throw_runtime("cannot close ", path_.string(), ": ", errno_text(err));
+  }
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    err = errno;
+    abandon();
+    throw_runtime("cannot rename the temp file over ", path_.string(), ": ", errno_text(err));
+  }
+  tmp_.clear();  // published: nothing left to clean up
+  fsync_dir(parent_or_dot(path_));
+}
+
+void AtomicFileWriter::abandon() noexcept {
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (!tmp_.empty()) {
+    ::unlink(tmp_.c_str());
+    tmp_.clear();
+  }
+  buf_.clear();
+  buf_.shrink_to_fit();
+}
+
+}  // namespace dl

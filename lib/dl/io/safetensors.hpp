@@ -1,0 +1,108 @@
+// safetensors files (https://github.com/huggingface/safetensors; REFERENCE.md "File formats"):
+//   u64 little-endian header length N | N bytes of JSON, starting with '{', space-padded to a
+//   multiple of 8 | the tensors' bytes, back to back.
+// The header maps each tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets
+// relative to the data start) plus an optional "__metadata__" map of strings.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "dl/core/dtype.hpp"
+#include "dl/core/tensor.hpp"
+
+namespace dl {
+
+using SafetensorsMetadata = std::map<std::string, std::string>;
+
+// Collects tensors and writes them in one pass. Nothing is copied: add() keeps a reference to the
+// tensor's storage and add_raw() keeps the pointer, so the data must stay unchanged until write().
+class SafetensorsWriter {
+ public:
+  void add(const std::string& name, const Tensor& host_tensor);
+  void add_raw(const std::string& name, DType dtype, Shape shape, const void* data);
+  void set_metadata(SafetensorsMetadata metadata) { metadata_ = std::move(metadata); }
+
+  // Writes the file atomically (temp file + fsync + rename); tensors are laid out in the order
+  // they were added. Returns the CRC-32C of the whole file as written.
+  uint32_t write(const std::filesystem::path& path) const;
+
+  size_t size() const { return entries_.size(); }
+  uint64_t data_bytes() const;  // sum of the tensors' byte sizes
+
+ private:
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    const void* data;
+    Tensor keep_alive;  // holds the storage of add()ed tensors
+  };
+  void check_new_name(const std::string& name) const;
+  std::string header_json() const;
+
+  std::vector<Entry> entries_;
+  std::unordered_map<std::string, size_t> index_;
+  SafetensorsMetadata metadata_;
+};
+
+struct SafetensorsInfo {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  uint64_t begin = 0;  // byte offsets relative to the data section
+  uint64_t end = 0;
+  uint64_t nbytes() const { return end - begin; }
+};
+
+// Reads tensors one at a time with pread, so a file larger than memory can be loaded piecewise.
+// open() validates the whole header against the format (and the file size) up front; any
+// violation is a dl::Error(usage) naming the file and, where there is one, the tensor.
+class SafetensorsReader {
+ public:
+  SafetensorsReader() = default;
+  explicit SafetensorsReader(const std::filesystem::path& path) { open(path); }
+  ~SafetensorsReader();
+  SafetensorsReader(const SafetensorsReader&) = delete;
+  SafetensorsReader& operator=(const SafetensorsReader&) = delete;
+  SafetensorsReader(SafetensorsReader&& other) noexcept;
+  SafetensorsReader& operator=(SafetensorsReader&& other) noexcept;
+
+  void open(const std::filesystem::path& path);
+  void close() noexcept;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::vector<std::string> names() const;  // in file order (by data offset)
+  const std::vector<SafetensorsInfo>& tensors() const { return infos_; }  // file order
+  bool contains(const std::string& name) const { return index_.count(name) != 0; }
+  const SafetensorsInfo& info(const std::string& name) const;  // dl::Error(usage) if absent
+  const SafetensorsMetadata& metadata() const { return metadata_; }
+  uint64_t header_bytes() const { return header_len_; }   // N
+  uint64_t data_start() const { return 8 + header_len_; }  // absolute offset of the data section
+  uint64_t file_size() const { return file_size_; }
+
+  // A new host tensor holding the named tensor's bytes (reads only those bytes).
+  Tensor read(const std::string& name) const;
+  // Reads into an existing host tensor (a model parameter); dtype and shape must match exactly.
+  void read_into(const std::string& name, Tensor& dst) const;
+  // CRC-32C of the whole file, streamed in chunks (compare with SafetensorsWriter::write()).
+  uint32_t crc32c_of_file() const;
+
+ private:
+  void parse_header(const std::string& header);
+  void read_at(uint64_t offset, void* dst, size_t n, const std::string& what) const;
+
+  std::filesystem::path path_;
+  int fd_ = -1;
+  uint64_t file_size_ = 0;
+  uint64_t header_len_ = 0;
+  std::vector<SafetensorsInfo> infos_;
+  std::unordered_map<std::string, size_t> index_;
+  SafetensorsMetadata metadata_;
+};
+
+}  // namespace dl

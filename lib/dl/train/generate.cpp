@@ -1,0 +1,52 @@
+#include "dl/train/generate.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dl {
+
+std::vector<int32_t> generate(GptModel& model, const std::vector<int32_t>& prompt, const GenerateOptions& o,
+                              RandomStream& rng) {
+  if (prompt.empty()) throw_usage("the prompt is empty: give at least one token");
+  const int64_t V = model.config().vocab_size, Tmax = model.config().block_size;
+  for (int32_t id : prompt)
+    if (id < 0 || id >= V) throw_usage("prompt token ", id, " is outside the model's vocabulary of ", V);
+  std::vector<int32_t> ctx = prompt, out;
+  std::string tail;
+  for (int64_t n = 0; n < o.max_tokens; ++n) {
+    int64_t T = std::min<int64_t>(static_cast<int64_t>(ctx.size()), Tmax);
+    Batch b;
+    b.inputs = Tensor::empty({1, T}, DType::i32);
+    std::copy(ctx.end() - T, ctx.end(), b.inputs.data<int32_t>());
+    model.forward(b);
+    Tensor logits = model.logits();
+    Tensor host = logits.device().is_cpu() ? logits : Tensor::empty(logits.shape(), logits.dtype());
+    if (!logits.device().is_cpu()) model.params().backend().copy(host, logits);
+    const float* row = host.data<float>() + (T - 1) * V;
+    int32_t next = 0;
+    if (o.temperature <= 0) {
+      next = static_cast<int32_t>(std::max_element(row, row + V) - row);
+    } else {
+      std::vector<std::pair<float, int32_t>> cand(static_cast<size_t>(V));
+      for (int64_t j = 0; j < V; ++j) cand[j] = {row[j], static_cast<int32_t>(j)};
+      size_t k = o.top_k > 0 ? std::min<size_t>(static_cast<size_t>(o.top_k), cand.size()) : cand.size();
+      std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), [](auto& a, auto& b) { return a.first > b.first; });
+      double mx = cand[0].first, sum = 0;
+      std::vector<double> p(k);
+      for (size_t j = 0; j < k; ++j) sum += p[j] = std::exp((cand[j].first - mx) / o.temperature);
+      double u = rng.uniform() * sum;
+      size_t j = 0;
+      for (; j + 1 < k && u >= p[j]; ++j) u -= p[j];
+      next = cand[j].second;
+    }
+    ctx.push_back(next);
+    out.push_back(next);
+    if (!o.stop.empty()) {
+      tail.push_back(static_cast<char>(next & 0xff));
+      if (tail.size() >= o.stop.size() && tail.compare(tail.size() - o.stop.size(), o.stop.size(), o.stop) == 0) break;
+    }
+  }
+  return out;
+}
+
+}  // namespace dl

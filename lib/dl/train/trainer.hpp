@@ -1,0 +1,85 @@
+// The training loop and the two things done with its checkpoints: evaluation and sampling.
+// dl-train's main() parses flags into these option structs and calls one function.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dl/config/config.hpp"
+#include "dl/data/dataset.hpp"
+#include "dl/nn/model.hpp"
+
+namespace dl {
+
+struct TrainOptions {
+  Config config;
+  std::filesystem::path run_dir;  // created for a new run; must hold a previous run when resuming
+  bool resume = false;
+  bool json = false;   // metrics records also go to stdout (JSON lines)
+  bool quiet = false;  // no progress bar, no info logs
+};
+
+struct EvalResult {
+  double loss = 0;
+  double accuracy = 0;  // fraction of targets predicted exactly (argmax)
+  int64_t targets = 0;
+  std::optional<TaskScore> task;  // e.g. exact-match of whole answers
+  std::vector<std::string> samples;  // rendered generations (gpt with prompts)
+};
+
+struct TrainSummary {
+  std::filesystem::path run_dir;
+  std::filesystem::path checkpoint;  // the last checkpoint written
+  int64_t steps = 0;
+  int64_t params = 0;
+  double train_loss = 0;        // loss of the last step
+  double tokens_per_sec = 0;    // median over the run's steps
+  double train_seconds = 0;
+  std::optional<EvalResult> eval;  // the final evaluation
+  bool interrupted = false;
+};
+
+// Runs (or resumes) training. Throws dl::Error: usage for bad config/data/checkpoints, diverged
+// when the loss or gradients become NaN/Inf (after keeping the last good checkpoint), and
+// interrupted after SIGINT/SIGTERM once a checkpoint is written.
+TrainSummary run_training(const TrainOptions& options);
+
+// The resolved config of an existing run directory (RUN/config.toml) with overrides applied.
+Config load_run_config(const std::filesystem::path& run_dir, const std::vector<std::string>& overrides = {});
+
+struct EvalOptions {
+  std::filesystem::path run_dir;
+  std::string data;             // empty: the run's validation split; else a data source spec
+  int64_t max_batches = 0;      // 0: the whole split
+  std::vector<std::string> overrides;
+};
+struct EvalReport {
+  std::filesystem::path checkpoint;
+  int64_t step = 0;
+  std::string data;
+  EvalResult result;
+};
+EvalReport run_eval(const EvalOptions& options);
+
+struct SampleOptions {
+  std::filesystem::path run_dir;
+  std::string prompt;       // empty: the data's own prompts (synthetic tasks) or a newline
+  int64_t tokens = 64;      // tokens to generate per prompt
+  double temperature = 0;   // 0: greedy
+  int64_t top_k = 0;        // 0: no top-k filter
+  int64_t count = 1;        // samples per prompt
+  uint64_t seed = 0;
+};
+struct SampleReport {
+  std::filesystem::path checkpoint;
+  int64_t step = 0;
+  std::vector<std::string> prompts;
+  std::vector<std::string> completions;  // decoded, same order as prompts (count per prompt)
+  std::vector<std::string> rendered;     // prompt + completion as the data renders it
+};
+SampleReport run_sample(const SampleOptions& options);
+
+}  // namespace dl

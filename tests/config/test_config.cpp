@@ -1,0 +1,540 @@
+// Config loading: defaults, a full file, every class of error with its file and line, --set
+// overrides, data-path resolution, the TOML dump round trip and the key docs.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <set>
+
+#include "dl/config/config.hpp"
+#include "dl/config/schema.hpp"
+#include "dl/core/error.hpp"
+#include "support/support.hpp"
+
+using namespace dl;
+using namespace dl::test;
+
+namespace {
+
+// The message of the dl::Error(usage) that f throws ("" and a failed check when none).
+std::string usage_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+    return e.what();
+  }
+  FAIL_CHECK("expected a dl::Error(usage)");
+  return "";
+}
+
+Config parse(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return parse_config(text, "x.toml", fs::current_path(), overrides);
+}
+std::string parse_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  return usage_error([&] { parse(text, overrides); });
+}
+std::string set_error(const std::string& override_text) { return parse_error("", {override_text}); }
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Restores the working directory when a test changes it.
+struct Cwd {
+  fs::path saved = fs::current_path();
+  explicit Cwd(const fs::path& p) { fs::current_path(p); }
+  ~Cwd() { fs::current_path(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("empty text gives the documented defaults") {
+  Config c = parse("");
+  CHECK(c == Config{});
+  CHECK(c.model.type == "gpt");
+  CHECK(c.model.n_layer == 4);
+  CHECK(c.model.hidden == std::vector<int64_t>{64, 64});
+  CHECK(c.data.source == "synthetic:addition");
+  CHECK(c.data.val_source.empty());
+  CHECK(c.optim.lr == 1e-3);
+  CHECK(c.parallel.dp == 1);
+  CHECK(c.log.progress == "auto");
+}
+
+TEST_CASE("a full valid file sets every section") {
+  TempDir dir("config");
+  fs::create_directories(dir / "data");
+  write_file(dir / "data/train.txt", "hello world\n");
+  write_file(dir / "data/val.txt", "hello\n");
+  write_file(dir / "run.toml", R"(# a comment
+[model]
+type = "gpt"
+n_layer = 2
+n_head = 2
+n_embd = 64
+block_size = 32
+vocab_size = 256
+init_std = 0.01
+hidden = [16, 8]
+activation = "gelu"
+
+[data]
+source = "text:data/train.txt"
+val_source = "text:data/val.txt"
+val_fraction = 0.25
+digits = 2
+label_column = 0
+normalize = false
+
+[optim]
+name = "sgd"
+lr = 3e-4
+weight_decay = 0.0
+beta1 = 0.8
+beta2 = 0.99
+eps = 1e-6
+momentum = 0.5
+nesterov = true
+grad_clip = 0
+
+[schedule]
+decay = "linear"
+warmup_steps = 10
+decay_steps = 90
+min_lr_ratio = 0.0
+
+[train]
+steps = 100
+batch_size = 8
+grad_accum = 2
+seed = 7
+device = "auto"
+precision = "bf16"
+threads = 2
+eval_every = 0
+eval_batches = 1
+checkpoint_every = 50
+keep_checkpoints = 1
+
+[parallel]
+dp = "auto"
+tp = 2
+pp = 2
+zero = 3
+offload = "cpu"
+microbatches = 4
+schedule = "gpipe"
+activation_checkpointing = true
+
+[log]
+every = 5
+tensorboard = false
+progress = "none"
+samples = 0
+)");
+  Config c = load_config(dir / "run.toml");
+  fs::path base = fs::absolute(dir.path()).lexically_normal();
+  CHECK(c.model.n_layer == 2);
+  CHECK(c.model.n_embd == 64);
+  CHECK(c.model.init_std == 0.01);
+  CHECK(c.model.hidden == std::vector<int64_t>{16, 8});
+  CHECK(c.model.activation == "gelu");
+  CHECK(c.data.source == "text:" + (base / "data/train.txt").string());
+  CHECK(c.data.val_source == "text:" + (base / "data/val.txt").string());
+  CHECK(c.data.val_fraction == 0.25);
+  CHECK(c.data.digits == 2);
+  CHECK(c.data.label_column == 0);
+  CHECK(c.data.normalize == false);
+  CHECK(c.optim.name == "sgd");
+  CHECK(c.optim.lr == 3e-4);
+  CHECK(c.optim.eps == 1e-6);
+  CHECK(c.optim.nesterov == true);
+  CHECK(c.optim.grad_clip == 0.0);  // integer 0 accepted for a float
+  CHECK(c.schedule.decay == "linear");
+  CHECK(c.schedule.warmup_steps == 10);
+  CHECK(c.schedule.decay_steps == 90);
+  CHECK(c.train.steps == 100);
+  CHECK(c.train.device == "auto");
+  CHECK(c.train.precision == "bf16");
+  CHECK(c.train.keep_checkpoints == 1);
+  CHECK(c.parallel.dp == -1);
+  CHECK(c.parallel.tp == 2);
+  CHECK(c.parallel.zero == 3);
+  CHECK(c.parallel.offload == "cpu");
+  CHECK(c.parallel.schedule == "gpipe");
+  CHECK(c.parallel.activation_checkpointing == true);
+  CHECK(c.log.every == 5);
+  CHECK(c.log.tensorboard == false);
+  CHECK(c.log.progress == "none");
+  CHECK(c.log.samples == 0);
+}
+
+TEST_CASE("dotted keys and integer-valued floats") {
+  Config c = parse("model.n_layer = 3\noptim.lr = 1\nparallel.dp = -1\n");
+  CHECK(c.model.n_layer == 3);
+  CHECK(c.optim.lr == 1.0);
+  CHECK(c.parallel.dp == -1);
+}
+
+TEST_CASE("TOML syntax errors give file, line and column") {
+  std::string e = parse_error("[model]\nn_layer = 4\nn_head = = 2\n");
+  CHECK(e.rfind("x.toml:3:", 0) == 0);
+  CHECK(contains(e, ": TOML syntax error: "));
+  e = parse_error("[model]\nn_layer = 4\nn_layer = 5\n");
+  CHECK(e.rfind("x.toml:3:", 0) == 0);
+  CHECK(contains(e, "TOML syntax error"));
+}
+
+TEST_CASE("unknown keys and sections suggest the closest known key") {
+  CHECK(parse_error("[model]\ntype = \"gpt\"\nn_layers = 4\n") ==
+        "x.toml:3: unknown key 'model.n_layers' — did you mean 'model.n_layer'?");
+  // a key in the wrong section suggests the right full key
+  CHECK(parse_error("[train]\nsteps = 10\nlr = 0.1\n") == "x.toml:3: unknown key 'train.lr' — did you mean 'optim.lr'?");
+  CHECK(parse_error("[log]\n\nwarmup_step = 3\n") ==
+        "x.toml:3: unknown key 'log.warmup_step' — did you mean 'schedule.warmup_steps'?");
+  CHECK(parse_error("\n[modle]\nn_layer = 4\n") == "x.toml:2: unknown section 'modle' — did you mean 'model'?");
+  CHECK(parse_error("n_layer = 4\n") == "x.toml:1: unknown key 'n_layer' — did you mean 'model.n_layer'?");
+  // nothing close: list what exists
+  CHECK(parse_error("[model]\nwibble = 1\n") ==
+        "x.toml:2: unknown key 'model.wibble'; the keys of [model] are type, n_layer, n_head, n_embd, block_size, "
+        "vocab_size, init_std, hidden, activation");
+  CHECK(parse_error("[zzzzzzzz]\n") ==
+        "x.toml:1: unknown section 'zzzzzzzz'; the sections are model, data, optim, schedule, train, parallel, log");
+  // a sub-table under a known section is an unknown key
+  CHECK(contains(parse_error("[model.extra]\na = 1\n"), "x.toml:1: unknown key 'model.extra'"));
+  CHECK(parse_error("model = 4\n") == "x.toml:1: model must be a section ([model] followed by its keys), got integer 4");
+}
+
+TEST_CASE("type errors name the key, the line and the value") {
+  CHECK(parse_error("[model]\nn_layer = \"four\"\n") == "x.toml:2: model.n_layer must be an integer, got string \"four\"");
+  CHECK(parse_error("[model]\nn_layer = 4.0\n") == "x.toml:2: model.n_layer must be an integer, got float 4.0");
+  CHECK(parse_error("[model]\nn_layer = 4.5\n") == "x.toml:2: model.n_layer must be an integer, got float 4.5");
+  CHECK(parse_error("[optim]\n\nlr = \"fast\"\n") == "x.toml:3: optim.lr must be a number, got string \"fast\"");
+  CHECK(parse_error("[optim]\nnesterov = 1\n") == "x.toml:2: optim.nesterov must be true or false, got integer 1");
+  CHECK(parse_error("[optim]\nnesterov = \"yes\"\n") == "x.toml:2: optim.nesterov must be true or false, got string \"yes\"");
+  CHECK(parse_error("[train]\ndevice = 1\n") == "x.toml:2: train.device must be a string, got integer 1");
+  CHECK(parse_error("[model]\nhidden = 64\n") == "x.toml:2: model.hidden must be an array of integers, got integer 64");
+  CHECK(parse_error("[model]\nhidden = [64, \"a\"]\n") ==
+        "x.toml:2: model.hidden must be an array of integers, got array [64, \"a\"]");
+  CHECK(parse_error("[model]\nhidden = [64, 1.5]\n") ==
+        "x.toml:2: model.hidden must be an array of integers, got array [64, 1.5]");
+  CHECK(parse_error("[parallel]\ndp = \"max\"\n") ==
+        "x.toml:2: parallel.dp must be an integer or \"auto\", got string \"max\"");
+  CHECK(parse_error("[model]\n[model.hidden]\na = 1\n") == "x.toml:2: model.hidden must be an array of integers, got table");
+  CHECK(contains(parse_error("[train]\nseed = 1979-05-27\n"), "x.toml:2: train.seed must be an integer, got date 1979-05-27"));
+}
+
+TEST_CASE("range and choice errors") {
+  CHECK(parse_error("[optim]\nlr = -0.001\n") == "x.toml:2: optim.lr must be > 0, got -0.001");
+  CHECK(parse_error("[optim]\nlr = 0\n") == "x.toml:2: optim.lr must be > 0, got 0");
+  CHECK(parse_error("[train]\ndevice = \"gpu\"\n") == "x.toml:2: train.device must be one of cpu, cuda, auto; got \"gpu\"");
+  CHECK(parse_error("[optim]\nbeta1 = 1\n") == "x.toml:2: optim.beta1 must be in [0, 1), got 1");
+  CHECK(parse_error("[optim]\nbeta2 = -0.5\n") == "x.toml:2: optim.beta2 must be in [0, 1), got -0.5");
+  CHECK(parse_error("[optim]\nlr = nan\n") == "x.toml:2: optim.lr must be a finite number, got nan");
+  CHECK(parse_error("[optim]\ngrad_clip = -1\n") == "x.toml:2: optim.grad_clip must be >= 0, got -1");
+  CHECK(parse_error("[data]\nval_fraction = 0.7\n") == "x.toml:2: data.val_fraction must be in [0, 0.5], got 0.7");
+  CHECK(parse_error("[parallel]\nzero = 4\n") == "x.toml:2: parallel.zero must be in [0, 3], got 4");
+  CHECK(parse_error("[parallel]\nschedule = \"zb\"\n") == "x.toml:2: parallel.schedule must be one of gpipe, 1f1b; got \"zb\"");
+  CHECK(parse_error("[parallel]\ndp = 0\n") == "x.toml:2: parallel.dp must be >= 1 or \"auto\", got 0");
+  CHECK(parse_error("[parallel]\noffload = \"nvme\"\n") == "x.toml:2: parallel.offload must be one of none, cpu; got \"nvme\"");
+  CHECK(parse_error("[train]\nprecision = \"fp8\"\n") == "x.toml:2: train.precision must be one of fp32, bf16, fp16; got \"fp8\"");
+  CHECK(parse_error("[optim]\nname = \"adam\"\n") == "x.toml:2: optim.name must be one of adamw, sgd; got \"adam\"");
+  CHECK(parse_error("[schedule]\ndecay = \"step\"\n") ==
+        "x.toml:2: schedule.decay must be one of cosine, linear, constant; got \"step\"");
+  CHECK(parse_error("[log]\nprogress = \"quiet\"\n") == "x.toml:2: log.progress must be one of auto, bar, lines, none; got \"quiet\"");
+  CHECK(parse_error("[model]\nactivation = \"tanh\"\n") == "x.toml:2: model.activation must be one of relu, gelu; got \"tanh\"");
+  CHECK(parse_error("[model]\nhidden = []\n") == "x.toml:2: model.hidden must not be empty");
+  CHECK(parse_error("[model]\ntype = \"mlp\"\nhidden = [32, 0]\n") == "x.toml:3: model.hidden[1] must be >= 1, got 0");
+  CHECK(parse_error("[model]\nn_layer = 0\n") == "x.toml:2: model.n_layer must be >= 1, got 0");
+  CHECK(parse_error("[model]\nn_layer = 3000000000\n") == "x.toml:2: model.n_layer must be <= 2147483647, got 3000000000");
+  CHECK(parse_error("[model]\nvocab_size = 1\n") == "x.toml:2: model.vocab_size must be >= 2, got 1");
+  CHECK(parse_error("[model]\nblock_size = 0\n") == "x.toml:2: model.block_size must be >= 1, got 0");
+  CHECK(parse_error("[train]\nbatch_size = 0\n") == "x.toml:2: train.batch_size must be >= 1, got 0");
+  CHECK(parse_error("[train]\nsteps = -1\n") == "x.toml:2: train.steps must be >= 0, got -1");
+  CHECK(parse_error("[train]\ngrad_accum = 0\n") == "x.toml:2: train.grad_accum must be >= 1, got 0");
+  CHECK(parse_error("[train]\nkeep_checkpoints = 0\n") == "x.toml:2: train.keep_checkpoints must be >= 1, got 0");
+  CHECK(parse_error("[train]\nthreads = -1\n") == "x.toml:2: train.threads must be >= 0, got -1");
+  CHECK(parse_error("[log]\nevery = 0\n") == "x.toml:2: log.every must be >= 1, got 0");
+}
+
+TEST_CASE("every declared range and choice is enforced") {
+  // Walk the one list: for each constrained key, a value just outside its constraint fails
+  // naming that key, and a value inside passes.
+  Config defaults;
+  int checked = 0;
+  config_schema::visit_config(defaults, [&](std::string_view s, std::string_view k, auto& field, const config_schema::Spec& spec) {
+    using T = std::decay_t<decltype(field)>;
+    std::string key = std::string(s) + "." + std::string(k);
+    CAPTURE(key);
+    std::string bad;
+    if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
+      if (std::isfinite(spec.lo)) bad = std::to_string(static_cast<int64_t>(spec.lo) - (spec.lo_open ? 0 : 1));
+      else if (std::isfinite(spec.hi)) bad = std::to_string(static_cast<int64_t>(spec.hi) + 1);
+      if (spec.auto_int && bad == "-1") bad = "-2";
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!spec.choices.empty()) bad = "\"no-such-choice\"";
+      if (spec.source) bad = "\"nowhere:x\"";
+    } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+      bad = "[0]";
+    }
+    if (bad.empty()) return;
+    ++checked;
+    std::string e = set_error(key + "=" + bad);
+    CHECK(e.rfind("--set " + key + "=" + bad + ": " + key, 0) == 0);
+  });
+  CHECK(checked >= 40);
+}
+
+TEST_CASE("cross-field checks name the first named key that was set") {
+  CHECK(parse_error("[model]\nn_head = 4\nn_embd = 130\n") ==
+        "x.toml:3: model.n_embd (130) must be divisible by model.n_head (4) for a gpt model");
+  CHECK(parse_error("[model]\nn_head = 5\n") ==
+        "x.toml:2: model.n_embd (128) must be divisible by model.n_head (5) for a gpt model");
+  CHECK(parse("[model]\ntype = \"mlp\"\nn_head = 5\n").model.n_head == 5);  // only gpt needs it
+  CHECK(parse_error("[schedule]\nwarmup_steps = 2000\n") ==
+        "x.toml:2: schedule.warmup_steps (2000) must be <= train.steps (1000) unless schedule.decay_steps is set");
+  CHECK(parse_error("", {"train.steps=10", "schedule.warmup_steps=20"}) ==
+        "--set schedule.warmup_steps=20: schedule.warmup_steps (20) must be <= train.steps (10) unless "
+        "schedule.decay_steps is set");
+  CHECK(parse("[schedule]\nwarmup_steps = 2000\ndecay_steps = 5000\n").schedule.warmup_steps == 2000);
+}
+
+TEST_CASE("--set overrides every type") {
+  Config c = parse("[model]\nn_layer = 2\n",
+                   {"model.n_layer=6", "optim.lr=3e-4", "optim.weight_decay=0", "optim.nesterov=true",
+                    "train.device=cuda", "train.precision=\"bf16\"", "model.hidden=[32,32,8]", "parallel.dp=auto",
+                    "data.source=synthetic:addition", " log.every = 7 "});
+  CHECK(c.model.n_layer == 6);
+  CHECK(c.optim.lr == 3e-4);
+  CHECK(c.optim.weight_decay == 0.0);
+  CHECK(c.optim.nesterov == true);
+  CHECK(c.train.device == "cuda");
+  CHECK(c.train.precision == "bf16");
+  CHECK(c.model.hidden == std::vector<int64_t>{32, 32, 8});
+  CHECK(c.parallel.dp == -1);
+  CHECK(c.data.source == "synthetic:addition");
+  CHECK(c.log.every == 7);
+  // later overrides win; an override repairs a bad file value before validation
+  CHECK(parse("", {"parallel.dp=auto", "parallel.dp=2"}).parallel.dp == 2);
+  CHECK(parse("[optim]\nlr = -1\n", {"optim.lr=0.5"}).optim.lr == 0.5);
+  // a string key takes the text even when it also reads as another TOML type
+  CHECK(set_error("train.device=inf") == "--set train.device=inf: train.device must be one of cpu, cuda, auto; got \"inf\"");
+  CHECK(parse("", {"data.val_source="}).data.val_source.empty());
+}
+
+TEST_CASE("--set errors name the override") {
+  CHECK(set_error("model.n_layers=4") == "--set model.n_layers=4: unknown key 'model.n_layers' — did you mean 'model.n_layer'?");
+  CHECK(set_error("train.lr=0.1") == "--set train.lr=0.1: unknown key 'train.lr' — did you mean 'optim.lr'?");
+  CHECK(set_error("n_layer=4") == "--set n_layer=4: unknown key 'n_layer' — did you mean 'model.n_layer'?");
+  CHECK(set_error("modle.n_layer=4") == "--set modle.n_layer=4: unknown key 'modle.n_layer' — did you mean 'model.n_layer'?");
+  CHECK(set_error("zzzzzzzz.qqqqqqqq=4") ==
+        "--set zzzzzzzz.qqqqqqqq=4: unknown section 'zzzzzzzz'; the sections are model, data, optim, schedule, train, "
+        "parallel, log");
+  CHECK(set_error("model.n_layer") == "--set model.n_layer: expected section.key=value, e.g. --set model.n_layer=VALUE");
+  CHECK(set_error("model.n_layr") ==
+        "--set model.n_layr: expected section.key=value; unknown key 'model.n_layr' — did you mean 'model.n_layer'?");
+  CHECK(set_error("model.n_layer=four") == "--set model.n_layer=four: model.n_layer must be an integer, got string \"four\"");
+  CHECK(set_error("model.n_layer=2.5") == "--set model.n_layer=2.5: model.n_layer must be an integer, got float 2.5");
+  CHECK(set_error("optim.nesterov=yes") == "--set optim.nesterov=yes: optim.nesterov must be true or false, got string \"yes\"");
+  CHECK(set_error("model.hidden=[32,x]") ==
+        "--set model.hidden=[32,x]: model.hidden must be an array of integers, got string \"[32,x]\"");
+  CHECK(set_error("optim.lr=-1") == "--set optim.lr=-1: optim.lr must be > 0, got -1");
+  CHECK(set_error("model.n_layer=1\nx=2") ==
+        "--set model.n_layer=1\nx=2: model.n_layer must be an integer, got string \"1\\nx=2\"");
+}
+
+TEST_CASE("data paths resolve against the config file's folder, and the cwd for --set") {
+  TempDir dir("config");
+  fs::path base = fs::absolute(dir.path()).lexically_normal();
+  fs::create_directories(dir / "configs/data");
+  fs::create_directories(dir / "shards");
+  write_file(dir / "configs/data/x.txt", "abc\n");
+  write_file(dir / "configs/data/t.csv", "1,2,0\n");
+  write_file(dir / "shards/b_001.bin", "");
+  write_file(dir / "shards/a_000.bin", "");
+  write_file(dir / "shards/readme.md", "");
+  write_file(dir / "configs/run.toml", "[data]\nsource = \"text:data/x.txt\"\nval_source = \"csv:./data/../data/t.csv\"\n");
+
+  Config c = load_config(dir / "configs/run.toml");
+  CHECK(c.data.source == "text:" + (base / "configs/data/x.txt").string());
+  CHECK(c.data.val_source == "csv:" + (base / "configs/data/t.csv").string());
+  CHECK(split_data_source(c.data.source).kind == "text");
+  CHECK(split_data_source(c.data.source).arg == (base / "configs/data/x.txt").string());
+
+  // a relative config path works the same from another folder
+  {
+    Cwd cwd(dir.path());
+    CHECK(load_config("configs/run.toml").data.source == "text:" + (base / "configs/data/x.txt").string());
+    // --set paths are relative to the current directory
+    Config s = load_config("configs/run.toml", {"data.source=tokens:shards/*.bin", "data.val_source=text:configs/data/x.txt"});
+    CHECK(s.data.source == "tokens:" + (base / "shards/*.bin").string());
+    CHECK(s.data.val_source == "text:" + (base / "configs/data/x.txt").string());
+    CHECK(glob_files(split_data_source(s.data.source).arg) ==
+          std::vector<std::string>{(base / "shards/a_000.bin").string(), (base / "shards/b_001.bin").string()});
+    CHECK(usage_error([] { load_config("configs/run.toml", {"data.source=text:data/x.txt"}); }) ==
+          "--set data.source=text:data/x.txt: data.source: file not found: " + (base / "data/x.txt").string() +
+              " (paths in --set are relative to the current directory)");
+  }
+
+  // absolute paths stay as they are
+  std::string abs_src = "text:" + (base / "configs/data/x.txt").string();
+  CHECK(parse("[data]\nsource = \"" + abs_src + "\"\n").data.source == abs_src);
+  // a resolved config re-parses to itself from anywhere
+  CHECK(parse_config(config_to_toml(c), "dump.toml", "/") == c);
+}
+
+TEST_CASE("data source errors") {
+  TempDir dir("config");
+  fs::path base = fs::absolute(dir.path()).lexically_normal();
+  fs::create_directories(dir / "configs/sub");
+  write_file(dir / "configs/x.toml", "[model]\nn_layer = 2\n\n[data]\nval_fraction = 0.1\n\nsource = \"text:missing.txt\"\n");
+  CHECK(usage_error([&] { load_config(dir / "configs/x.toml"); }) ==
+        (dir / "configs/x.toml").string() + ":7: data.source: file not found: " + (base / "configs/missing.txt").string() +
+            " (paths are relative to the config file's folder)");
+  CHECK(parse_error("[data]\nsource = \"tokens:" + base.string() + "/none_*.bin\"\n") ==
+        "x.toml:2: data.source: no files match " + base.string() + "/none_*.bin");
+  write_file(dir / "configs/g.toml", "[data]\nsource = \"tokens:sub/*.bin\"\n");
+  CHECK(usage_error([&] { load_config(dir / "configs/g.toml"); }) ==
+        (dir / "configs/g.toml").string() + ":2: data.source: no files match " + (base / "configs/sub/*.bin").string() +
+            " (paths are relative to the config file's folder)");
+  CHECK(parse_error("[data]\nsource = \"csv:" + base.string() + "\"\n") ==
+        "x.toml:2: data.source: not a regular file: " + base.string());
+  CHECK(parse_error("[data]\nsource = \"input.txt\"\n") ==
+        "x.toml:2: data.source must be synthetic:addition, text:PATH, tokens:GLOB or csv:PATH; got \"input.txt\"");
+  CHECK(parse_error("[data]\nsource = \"\"\n") ==
+        "x.toml:2: data.source must not be empty; use synthetic:addition, text:PATH, tokens:GLOB or csv:PATH");
+  CHECK(parse_error("[data]\nsource = \"synthetic:multiplication\"\n") ==
+        "x.toml:2: data.source: unknown synthetic task \"multiplication\"; known: addition");
+  CHECK(parse_error("[data]\nval_source = \"text:\"\n") ==
+        "x.toml:2: data.val_source: text: needs a path, e.g. text:data/input.txt");
+}
+
+TEST_CASE("a missing config file") {
+  CHECK(usage_error([] { load_config("/no/such/dir/run.toml"); }) == "config file not found: /no/such/dir/run.toml");
+  TempDir dir("config");
+  CHECK(usage_error([&] { load_config(dir.path()); }) == "config file is a directory: " + dir.path().string());
+}
+
+TEST_CASE("config_to_toml round-trips a non-default config exactly") {
+  TempDir dir("config");
+  // A file name with a quote, a backslash and a non-ASCII letter exercises string escaping.
+  fs::path weird = fs::absolute(dir / "we\"ird\\ñame.txt");
+  write_file(weird, "x");
+  Config c;
+  c.model.type = "mlp";
+  c.model.n_layer = 12;
+  c.model.init_std = 0.1 + 0.2;  // 0.30000000000000004
+  c.model.hidden = {3, 1, 4, 1, 5};
+  c.model.activation = "gelu";
+  c.data.source = "text:" + weird.string();
+  c.data.val_fraction = 1.0 / 3.0;
+  c.data.label_column = -2;
+  c.data.normalize = false;
+  c.optim.lr = 6e-4;
+  c.optim.eps = 1e-300;
+  c.optim.weight_decay = 2.0;  // integral float
+  c.optim.beta2 = 0.999;
+  c.optim.grad_clip = 1e10;
+  c.schedule.decay = "constant";
+  c.schedule.warmup_steps = 5000;
+  c.schedule.decay_steps = 6000;
+  c.schedule.min_lr_ratio = 0.0;
+  c.train.steps = 10;
+  c.train.seed = -9223372036854775807LL - 1;
+  c.train.device = "cuda";
+  c.parallel.dp = -1;
+  c.parallel.zero = 2;
+  c.parallel.activation_checkpointing = true;
+  c.log.progress = "lines";
+  c.log.tensorboard = false;
+  REQUIRE(!(c == Config{}));
+
+  std::string text = config_to_toml(c);
+  CHECK(contains(text, "\ndp = \"auto\"\n"));
+  CHECK(contains(text, "\nweight_decay = 2.0\n"));
+  CHECK(contains(text, "\ninit_std = 0.30000000000000004\n"));
+  CHECK(contains(text, "\nlr = 0.0006\n"));
+  CHECK(contains(text, "\neps = 1e-300\n"));
+  CHECK(contains(text, "\ngrad_clip = 10000000000.0\n"));
+  CHECK(contains(text, "\nseed = -9223372036854775808\n"));
+  CHECK(contains(text, "\nhidden = [3, 1, 4, 1, 5]\n"));
+  CHECK(contains(text, "\nsource = \"text:" + dir.path().string() + "/we\\\"ird\\\\ñame.txt\"\n"));
+  Config back = parse_config(text, "dump.toml", "/");
+  CHECK(back == c);
+  CHECK(config_to_toml(back) == text);
+  // the defaults round-trip too
+  CHECK(parse_config(config_to_toml(Config{}), "dump.toml", "/") == Config{});
+}
+
+TEST_CASE("floats print so that they parse back to the same bits") {
+  uint64_t state = 12345;
+  auto next = [&] {  // splitmix64
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  for (int i = 0; i < 2000; ++i) {
+    Config c;
+    // positive finite doubles over the whole exponent range, and short decimals
+    uint64_t bits = next() & 0x7fefffffffffffffULL;
+    std::memcpy(&c.optim.lr, &bits, sizeof bits);
+    if (c.optim.lr == 0) c.optim.lr = 1;
+    c.optim.grad_clip = static_cast<double>(next() % 100000) / 1000.0;
+    Config back = parse_config(config_to_toml(c), "dump.toml", "/");
+    CAPTURE(c.optim.lr);
+    CHECK(std::memcmp(&back.optim.lr, &c.optim.lr, sizeof(double)) == 0);
+    CHECK(back.optim.grad_clip == c.optim.grad_clip);
+  }
+}
+
+TEST_CASE("config_to_toml lists every section and key in declaration order") {
+  std::string text = config_to_toml(Config{});
+  std::vector<std::string> headers, keys;
+  for (const auto& l : lines(text)) {
+    if (l.empty() || l[0] == '#') continue;
+    if (l[0] == '[') headers.push_back(l);
+    else keys.push_back(l.substr(0, l.find(" = ")));
+  }
+  CHECK(headers == std::vector<std::string>{"[model]", "[data]", "[optim]", "[schedule]", "[train]", "[parallel]", "[log]"});
+  auto docs = config_key_docs();
+  REQUIRE(keys.size() == docs.size());
+  for (size_t i = 0; i < keys.size(); ++i) CHECK(docs[i].key.substr(docs[i].key.find('.') + 1) == keys[i]);
+  CHECK(contains(text, "[model]\n# model family"));
+}
+
+TEST_CASE("config_key_docs has one entry per key with type, default and help") {
+  auto docs = config_key_docs();
+  CHECK(docs.size() == 51);
+  std::set<std::string> names;
+  for (const auto& d : docs) {
+    CAPTURE(d.key);
+    CHECK(names.insert(d.key).second);
+    CHECK(!d.help.empty());
+    CHECK(!d.type.empty());
+  }
+  auto find = [&](const std::string& key) {
+    for (const auto& d : docs)
+      if (d.key == key) return d;
+    FAIL("no doc for " << key);
+    return ConfigKeyDoc{};
+  };
+  ConfigKeyDoc d = find("model.n_layer");
+  CHECK(d.type == "int");
+  CHECK(d.default_value == "4");
+  CHECK(d.help == "gpt: number of transformer blocks");
+  CHECK(d.allowed == ">= 1");
+  CHECK(find("parallel.dp").type == "int or \"auto\"");
+  CHECK(find("parallel.dp").allowed == ">= 1, or \"auto\"");
+  CHECK(find("optim.lr").type == "float");
+  CHECK(find("optim.lr").default_value == "0.001");
+  CHECK(find("optim.lr").allowed == "> 0");
+  CHECK(find("optim.nesterov").type == "bool");
+  CHECK(find("optim.nesterov").default_value == "false");
+  CHECK(find("train.device").type == "string");
+  CHECK(find("train.device").default_value == "\"cpu\"");
+  CHECK(find("train.device").allowed == "one of cpu, cuda, auto");
+  CHECK(find("model.hidden").type == "int array");
+  CHECK(find("model.hidden").default_value == "[64, 64]");
+  CHECK(find("data.val_fraction").allowed == "in [0, 0.5]");
+}

@@ -1,0 +1,147 @@
+// tokens:GLOB: llm.c shards and headerless uint16 files, validation of headers and sizes.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "dl/data/dataset.hpp"
+#include "support/support.hpp"
+
+using namespace dl;
+using namespace dl::test;
+
+namespace {
+std::string u16s(const std::vector<uint16_t>& t) {
+  std::string s(t.size() * 2, '\0');
+  std::memcpy(s.data(), t.data(), s.size());
+  return s;
+}
+// An llm.c shard; `count` and `version` default to the honest values.
+std::string shard(const std::vector<uint16_t>& t, int32_t count = -1, int32_t version = 1) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520;
+  header[1] = version;
+  header[2] = count < 0 ? static_cast<int32_t>(t.size()) : count;
+  std::string s(1024, '\0');
+  std::memcpy(s.data(), header.data(), 1024);
+  return s + u16s(t);
+}
+std::vector<uint16_t> seq(size_t n, uint16_t start) {
+  std::vector<uint16_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = static_cast<uint16_t>(start + (i * 37) % 1000);
+  return t;
+}
+DataConfig tokens_source(const std::string& glob, double val_fraction = 0.2) {
+  DataConfig d;
+  d.source = "tokens:" + glob;
+  d.val_fraction = val_fraction;
+  return d;
+}
+std::vector<int32_t> row(const Tensor& t, int64_t r) {
+  const int64_t T = t.size(-1);
+  return {t.data<int32_t>() + r * T, t.data<int32_t>() + (r + 1) * T};
+}
+std::vector<int32_t> slice(const std::vector<uint16_t>& t, size_t from, size_t n) {
+  return {t.begin() + static_cast<long>(from), t.begin() + static_cast<long>(from + n)};
+}
+}  // namespace
+
+TEST_CASE("tokens: llm.c shards round trip; windows stay inside shards; last windows are val") {
+  TempDir dir("tok");
+  auto a = seq(20, 100), b = seq(30, 2000);
+  b[7] = 4321;  // the largest id
+  write_file(dir / "shard_001.bin", shard(b));
+  write_file(dir / "shard_000.bin", shard(a));
+  write_file(dir / "other.txt", "not matched");
+  auto s = open_datasets(tokens_source((dir / "shard_*.bin").string(), 0.2), 8, 1);
+  CHECK(s.tokenizer->name() == "ids");
+  // shard_000: (20 - 1) / 8 = 2 windows, shard_001: 29 / 8 = 3; 5 in all, round(5 * 0.2) = 1 val.
+  REQUIRE(s.train);
+  REQUIRE(s.val);
+  CHECK(s.train->size() == 4);
+  CHECK(s.val->size() == 1);
+  CHECK(s.train->min_vocab_size() == 4322);
+  CHECK(s.val->min_vocab_size() == 4322);
+  Batch t = s.train->make_batch({0, 1, 2, 3});
+  CHECK(t.inputs.shape() == Shape{4, 8});
+  CHECK(row(t.inputs, 0) == slice(a, 0, 8));
+  CHECK(row(t.targets, 0) == slice(a, 1, 8));
+  CHECK(row(t.inputs, 1) == slice(a, 8, 8));
+  CHECK(row(t.targets, 1) == slice(a, 9, 8));
+  CHECK(row(t.inputs, 2) == slice(b, 0, 8));  // not a's tail: windows do not cross shards
+  CHECK(row(t.inputs, 3) == slice(b, 8, 8));
+  Batch v = s.val->make_batch({0});
+  CHECK(row(v.inputs, 0) == slice(b, 16, 8));
+  CHECK(row(v.targets, 0) == slice(b, 17, 8));
+  CHECK_THROWS_AS(s.val->make_batch({1}), Error);
+  // The id tokenizer prints what the model sees.
+  CHECK(s.tokenizer->decode(row(v.inputs, 0)).rfind(std::to_string(b[16]) + " ", 0) == 0);
+}
+
+TEST_CASE("tokens: headerless nanoGPT .bin files; val_source; val_fraction 0") {
+  TempDir dir("tok");
+  auto tr = seq(101, 5), va = seq(41, 60000);
+  write_file(dir / "train.bin", u16s(tr));
+  write_file(dir / "val.bin", u16s(va));
+  DataConfig d = tokens_source((dir / "train.bin").string(), 0.1);
+  d.val_source = "tokens:" + (dir / "val.bin").string();
+  auto s = open_datasets(d, 10, 1);
+  CHECK(s.train->size() == 10);  // all of train.bin: 100 / 10
+  CHECK(s.val->size() == 4);     // 40 / 10
+  CHECK(row(s.train->make_batch({9}).targets, 0) == slice(tr, 91, 10));
+  CHECK(row(s.val->make_batch({3}).inputs, 0) == slice(va, 30, 10));
+  // Both splits report the larger vocabulary (val holds ids near 61000).
+  int64_t vmax = *std::max_element(va.begin(), va.end()) + 1;
+  CHECK(s.train->min_vocab_size() == vmax);
+  CHECK(s.val->min_vocab_size() == vmax);
+
+  auto z = open_datasets(tokens_source((dir / "train.bin").string(), 0.0), 10, 1);
+  CHECK(z.train->size() == 10);
+  CHECK(z.val == nullptr);
+}
+
+TEST_CASE("tokens: corrupt shards are usage errors naming the file and the problem") {
+  TempDir dir("tok");
+  auto expect_usage = [&](const std::string& name, const std::string& content, const std::string& why) {
+    write_file(dir / name, content);
+    std::string path = (dir / name).string();
+    CAPTURE(name);
+    try {
+      open_datasets(tokens_source(path, 0.0), 4, 1);
+      FAIL("expected an error");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::usage);
+      std::string msg = e.what();
+      CAPTURE(msg);
+      CHECK(msg.find(path) != std::string::npos);
+      CHECK(msg.find(why) != std::string::npos);
+    }
+  };
+  auto t = seq(1000, 0);
+  std::string trimmed = shard(t);
+  trimmed.resize(trimmed.size() - 4);
+  expect_usage("short.bin", trimmed, "corrupt token shard '" + (dir / "short.bin").string() +
+                                         "': header says 1000 tokens but the file holds 998");
+  expect_usage("long.bin", shard(t) + "x", "header says 1000 tokens but the file holds 1000 tokens and a stray byte");
+  expect_usage("version.bin", shard(t, -1, 7), "header version is 7, expected 1");
+  expect_usage("odd.bin", u16s(t) + "x", "headerless uint16 token file must have an even size, but it has 2001 bytes");
+  expect_usage("header.bin", shard(t).substr(0, 100), "shorter than the 1024-byte header");
+  expect_usage("tiny.bin", u16s(seq(4, 0)), "none holds model.block_size + 1 = 5 tokens");
+  // Missing files and empty globs.
+  CHECK_THROWS_WITH_AS(open_datasets(tokens_source((dir / "none_*.bin").string()), 4, 1),
+                       doctest::Contains("matches no files"), Error);
+  CHECK_THROWS_WITH_AS(open_datasets(tokens_source((dir / "missing.bin").string()), 4, 1),
+                       doctest::Contains("no such file"), Error);
+  // Too few windows to hold out validation.
+  write_file(dir / "one.bin", u16s(seq(5, 0)));
+  CHECK_THROWS_WITH_AS(open_datasets(tokens_source((dir / "one.bin").string(), 0.1), 4, 1),
+                       doctest::Contains("too few to hold out"), Error);
+}
+
+TEST_CASE("tokens and text cannot be mixed across train and val") {
+  TempDir dir("tok");
+  write_file(dir / "t.bin", u16s(seq(100, 0)));
+  write_file(dir / "c.txt", std::string(100, 'a'));
+  DataConfig d = tokens_source((dir / "t.bin").string());
+  d.val_source = "text:" + (dir / "c.txt").string();
+  CHECK_THROWS_WITH_AS(open_datasets(d, 8, 1), doctest::Contains("one vocabulary"), Error);
+}
