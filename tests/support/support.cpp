@@ -6,7 +6,13 @@
 #include <future>
 #include <random>
 #include <sstream>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 namespace dl::test {
 
@@ -53,11 +59,97 @@ RunResult run(const std::string& program, const std::vector<std::string>& args, 
     c.terminate();
     r.exit_code = -1;
   } else {
-    r.exit_code = c.exit_code();
+    int status = c.native_exit_code();
+    r.exit_code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
   }
   r.out = fo.get();
   r.err = fe.get();
   return r;
+}
+
+struct Process::Impl {
+  bp::ipstream out, err;
+  bp::child child;
+  std::thread out_reader, err_reader;
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> lines;
+  std::string err_text;
+  bool out_done = false;
+};
+
+Process::Process(const std::string& program, const std::vector<std::string>& args, const std::vector<std::string>& env)
+    : impl_(std::make_unique<Impl>()) {
+  auto child_env = boost::this_process::environment();
+  for (const auto& kv : env) {
+    auto eq = kv.find('=');
+    child_env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  Impl& m = *impl_;
+  m.child = bp::child(bp::exe = program, bp::args = args, bp::std_out > m.out, bp::std_err > m.err,
+                      bp::std_in < bp::null, child_env);
+  m.out_reader = std::thread([&m] {
+    std::string line;
+    while (std::getline(m.out, line)) {
+      std::lock_guard<std::mutex> lock(m.mu);
+      m.lines.push_back(line);
+      m.cv.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.out_done = true;
+    m.cv.notify_all();
+  });
+  m.err_reader = std::thread([&m] {
+    std::string line;
+    while (std::getline(m.err, line)) {
+      std::lock_guard<std::mutex> lock(m.mu);
+      m.err_text += line + "\n";
+    }
+  });
+}
+
+Process::~Process() {
+  if (impl_->child.running()) impl_->child.terminate();
+  if (impl_->out_reader.joinable()) impl_->out_reader.join();
+  if (impl_->err_reader.joinable()) impl_->err_reader.join();
+}
+
+int Process::pid() const { return impl_->child.id(); }
+
+bool Process::wait_for_line(const std::function<bool(const std::string&)>& pred, double timeout_s) {
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  size_t checked = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  for (;;) {
+    for (; checked < impl_->lines.size(); ++checked)
+      if (pred(impl_->lines[checked])) return true;
+    if (impl_->out_done) return false;
+    if (impl_->cv.wait_until(lock, deadline) == std::cv_status::timeout) return false;
+  }
+}
+
+void Process::send_signal(int sig) { ::kill(impl_->child.id(), sig); }
+
+int Process::wait(double timeout_s) {
+  if (!impl_->child.wait_for(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)))) {
+    impl_->child.terminate();
+    return -1;
+  }
+  if (impl_->out_reader.joinable()) impl_->out_reader.join();
+  if (impl_->err_reader.joinable()) impl_->err_reader.join();
+  int status = impl_->child.native_exit_code();
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+std::vector<std::string> Process::out_lines() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->lines;
+}
+
+std::string Process::err() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->err_text;
 }
 
 std::string tool(const std::string& name) { return std::string(DL_BIN_DIR) + "/" + name; }

@@ -1,6 +1,8 @@
 // Helpers shared by the tests: scratch folders, running binaries and scripts, reading files.
 #pragma once
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,26 @@ struct RunResult {
 // entries ("KEY=VALUE"), and a wall-clock timeout in seconds (exit_code -1 on timeout).
 RunResult run(const std::string& program, const std::vector<std::string>& args, const std::string& input = "",
               const std::vector<std::string>& env = {}, double timeout_s = 600);
+
+// A child process running in the background: its stdout lines are collected as they arrive
+// (for tests that act on progress, e.g. send SIGINT after step 5).
+class Process {
+ public:
+  Process(const std::string& program, const std::vector<std::string>& args, const std::vector<std::string>& env = {});
+  ~Process();
+  int pid() const;
+  // Waits until a stdout line satisfies pred or the process ends; true if a line matched.
+  bool wait_for_line(const std::function<bool(const std::string&)>& pred, double timeout_s);
+  void send_signal(int sig);
+  // Waits for exit and returns the exit code (128 + signal when killed); -1 on timeout.
+  int wait(double timeout_s);
+  std::vector<std::string> out_lines() const;
+  std::string err() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Path of a dlkit tool binary ("dl-train") in this build.
 std::string tool(const std::string& name);

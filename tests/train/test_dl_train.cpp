@@ -1,0 +1,442 @@
+// dl-train end to end: the binary, its run directory, its exit codes.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include "dl/config/config.hpp"
+#include "support/support.hpp"
+
+using namespace dl::test;
+using nlohmann::json;
+
+namespace {
+
+const char* kSmallGpt = R"([model]
+type = "gpt"
+n_layer = 1
+n_head = 2
+n_embd = 32
+block_size = 12
+vocab_size = 256
+
+[data]
+source = "synthetic:addition"
+
+[optim]
+lr = 3e-3
+
+[schedule]
+warmup_steps = 5
+decay_steps = 40
+
+[train]
+steps = 40
+batch_size = 8
+threads = 1
+eval_every = 0
+eval_batches = 2
+checkpoint_every = 20
+keep_checkpoints = 5
+
+[log]
+every = 1
+samples = 1
+progress = "none"
+)";
+
+RunResult train(const std::vector<std::string>& args) { return run(tool("dl-train"), args); }
+
+// Training losses by step from a metrics file or --json stdout.
+std::map<int64_t, double> losses_of(const std::string& jsonl) {
+  std::map<int64_t, double> out;
+  for (const auto& line : lines(jsonl)) {
+    if (line.empty()) continue;
+    json j = json::parse(line);
+    if (j.contains("loss")) out[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  }
+  return out;
+}
+
+// Files directly under dir, recursively, as relative paths (to prove nothing partial was left).
+std::vector<std::string> tree(const fs::path& dir) {
+  std::vector<std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) out.push_back(fs::relative(e.path(), dir).string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool has_temp_files(const fs::path& dir) {
+  for (const auto& f : tree(dir))
+    if (f.find(".tmp") != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a run writes config, metrics, TensorBoard events, checkpoints and summary") {
+  TempDir d("run");
+  write_file(d / "c.toml", kSmallGpt);
+  fs::path run_dir = d / "run";
+  RunResult r = train({(d / "c.toml").string(), "--run-dir", run_dir.string(), "--steps", "6", "--json",
+                       "--set", "train.checkpoint_every=0"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+
+  // stdout carries the same records as metrics.jsonl.
+  std::string metrics = read_file(run_dir / "metrics.jsonl");
+  CHECK(r.out == metrics);
+  auto loss = losses_of(metrics);
+  REQUIRE(loss.size() == 6);
+  for (const auto& line : lines(metrics)) {
+    json j = json::parse(line);
+    if (!j.contains("loss")) continue;
+    for (const char* key : {"step", "loss", "lr", "grad_norm", "tokens_per_sec", "elapsed_s"}) CHECK(j.contains(key));
+    CHECK(j["tokens_per_sec"].get<double>() > 0);
+  }
+  CHECK(loss[1] > 4.0);  // about log(256) at the start: random guessing over bytes
+
+  // The resolved config round-trips and records the override.
+  dl::Config cfg = dl::load_config(run_dir / "config.toml");
+  CHECK(cfg.train.steps == 6);
+  CHECK(cfg.model.n_embd == 32);
+
+  // TensorBoard: an independent reader checks every record's CRCs and gives the same losses.
+  fs::path events;
+  for (const auto& e : fs::directory_iterator(run_dir))
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0) events = e.path();
+  REQUIRE(!events.empty());
+  RunResult tb = run(torch_python(), {source_path("tests/scripts/check_tfevents.py").string(), events.string()});
+  INFO(tb.err);
+  REQUIRE(tb.exit_code == 0);
+  int matched = 0;
+  for (const auto& line : lines(tb.out)) {
+    json j = json::parse(line);
+    if (j["tag"] == "train/loss") {
+      CHECK(j["value"].get<double>() == doctest::Approx(loss[j["step"].get<int64_t>()]).epsilon(1e-6));
+      ++matched;
+    }
+  }
+  CHECK(matched == 6);
+
+  // The checkpoint: Hugging Face names, checked by an independent safetensors reader.
+  fs::path ck = run_dir / "checkpoints" / "step_00000006";
+  for (const char* f : {"model.safetensors", "optimizer.safetensors", "config.json", "trainer_state.json"})
+    CHECK(fs::exists(ck / f));
+  RunResult st = run(torch_python(), {source_path("tests/scripts/check_safetensors.py").string(),
+                                      (ck / "model.safetensors").string()});
+  INFO(st.err);
+  REQUIRE(st.exit_code == 0);
+  json tensors = json::parse(st.out);
+  CHECK(tensors["wte.weight"]["shape"] == json::array({256, 32}));
+  CHECK(tensors["h.0.attn.c_attn.weight"]["shape"] == json::array({32, 96}));  // Conv1D [in, out]
+  CHECK(tensors["h.0.mlp.c_proj.weight"]["shape"] == json::array({128, 32}));
+  CHECK(tensors["__metadata__"]["format"] == "pt");
+  CHECK(tensors.size() == 2 + 12 + 2 + 1);  // wte, wpe, 12 per block, ln_f, metadata
+  json hf = json::parse(read_file(ck / "config.json"));
+  CHECK(hf["model_type"] == "gpt2");
+  CHECK(hf["n_embd"] == 32);
+  CHECK(hf["vocab_size"] == 256);
+  CHECK(hf["activation_function"] == "gelu_new");
+  RunResult so = run(torch_python(), {source_path("tests/scripts/check_safetensors.py").string(),
+                                      (ck / "optimizer.safetensors").string()});
+  REQUIRE(so.exit_code == 0);
+  CHECK(json::parse(so.out).contains("exp_avg_sq.h.0.ln_1.weight"));
+
+  json summary = json::parse(read_file(run_dir / "summary.json"));
+  CHECK(summary["status"] == "completed");
+  CHECK(summary["steps"] == 6);
+  CHECK(!has_temp_files(run_dir));
+}
+
+TEST_CASE("resume: 40 steps equal 20 steps + resume + 20 steps, bit for bit") {
+  TempDir d("resume");
+  write_file(d / "c.toml", kSmallGpt);
+  RunResult full = train({(d / "c.toml").string(), "--run-dir", (d / "full").string(), "--json"});
+  REQUIRE(full.exit_code == 0);
+  RunResult first = train({(d / "c.toml").string(), "--run-dir", (d / "split").string(), "--steps", "20", "--json"});
+  REQUIRE(first.exit_code == 0);
+  RunResult second = train({"--resume", (d / "split").string(), "--steps", "40", "--json"});
+  INFO(second.err);
+  REQUIRE(second.exit_code == 0);
+  CHECK(second.err.find("resumed from") != std::string::npos);
+
+  auto a = losses_of(full.out);
+  auto b = losses_of(first.out);
+  for (auto [s, v] : losses_of(second.out)) b[s] = v;
+  REQUIRE(a.size() == 40);
+  REQUIRE(b.size() == 40);
+  for (int64_t s = 1; s <= 40; ++s) {
+    CAPTURE(s);
+    CHECK(a[s] == b[s]);  // exact: same bits
+  }
+  // The resumed run's metrics file holds each step once, plus the evaluations at the end of
+  // each part (steps 20 and 40).
+  auto metric_lines = lines(read_file(d / "split" / "metrics.jsonl"));
+  CHECK(losses_of(read_file(d / "split" / "metrics.jsonl")).size() == 40);
+  REQUIRE(metric_lines.size() == 42);
+  std::vector<int64_t> eval_steps;
+  for (const auto& l : metric_lines) {
+    json j = json::parse(l);
+    if (j.contains("val_loss")) eval_steps.push_back(j["step"].get<int64_t>());
+  }
+  CHECK(eval_steps == std::vector<int64_t>{20, 40});
+}
+
+TEST_CASE("SIGINT writes a checkpoint, exits 130, and the run resumes to the same losses") {
+  TempDir d("sigint");
+  write_file(d / "c.toml", kSmallGpt);
+  RunResult full = train({(d / "c.toml").string(), "--run-dir", (d / "full").string(), "--json",
+                          "--set", "train.checkpoint_every=0"});
+  REQUIRE(full.exit_code == 0);
+
+  Process p(tool("dl-train"), {(d / "c.toml").string(), "--run-dir", (d / "int").string(), "--json", "--set",
+                               "train.checkpoint_every=0"});
+  bool reached = p.wait_for_line([](const std::string& l) { return l.find("\"step\":5,") != std::string::npos; }, 120);
+  REQUIRE(reached);
+  p.send_signal(SIGINT);
+  int code = p.wait(60);
+  INFO(p.err());
+  CHECK(code == 130);
+  CHECK(p.err().find("interrupted") != std::string::npos);
+  json summary = json::parse(read_file(d / "int" / "summary.json"));
+  CHECK(summary["status"] == "interrupted");
+  int64_t stopped = summary["steps"].get<int64_t>();
+  CHECK(stopped >= 5);
+  CHECK(fs::exists(d / "int" / "checkpoints" / ("step_000000" + std::string(stopped < 10 ? "0" : "") + std::to_string(stopped))));
+
+  RunResult rest = train({"--resume", (d / "int").string(), "--json"});
+  REQUIRE(rest.exit_code == 0);
+  auto a = losses_of(full.out);
+  auto b = losses_of(read_file(d / "int" / "metrics.jsonl"));
+  REQUIRE(b.size() == 40);
+  for (int64_t s = 1; s <= 40; ++s) {
+    CAPTURE(s);
+    CHECK(a[s] == b[s]);
+  }
+}
+
+TEST_CASE("divergence exits 3 naming the step and keeps the last good checkpoint") {
+  TempDir d("nan");
+  write_file(d / "c.toml", kSmallGpt);
+  RunResult r = train({(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--set", "optim.name=sgd",
+                       "--set", "optim.lr=1e30", "--set", "optim.grad_clip=0", "--set", "schedule.warmup_steps=0"});
+  CHECK(r.exit_code == 3);
+  CHECK(r.err.find("at step") != std::string::npos);
+  CHECK(r.err.find("NaN") + r.err.find("Inf") != 2 * std::string::npos);
+  // Whatever was saved verifies: no partial checkpoint.
+  CHECK(!has_temp_files(d / "run"));
+  for (const auto& e : fs::directory_iterator(d / "run" / "checkpoints")) {
+    CHECK(fs::exists(e.path() / "trainer_state.json"));
+  }
+}
+
+TEST_CASE("bad input: clear errors, exit 2, no run directory") {
+  TempDir d("bad");
+  struct Case {
+    std::string name, toml, expect;
+  };
+  std::string base = kSmallGpt;
+  auto replace = [&](const std::string& from, const std::string& to) {
+    std::string s = base;
+    s.replace(s.find(from), from.size(), to);
+    return s;
+  };
+  std::vector<Case> cases = {
+      {"broken TOML", replace("n_layer = 1", "n_layer = = 1"), "c.toml:3"},
+      {"unknown key", replace("n_layer = 1", "n_layers = 1"), "did you mean 'model.n_layer'"},
+      {"wrong type", replace("n_layer = 1", "n_layer = \"one\""), "model.n_layer must be an integer"},
+      {"out of range", replace("lr = 3e-3", "lr = -1.0"), "optim.lr"},
+      {"missing data file", replace("synthetic:addition", "text:no/such/file.txt"), "file not found"},
+      {"heads do not divide width", replace("n_head = 2", "n_head = 3"), "n_head"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    write_file(d / "c.toml", c.toml);
+    RunResult r = train({(d / "c.toml").string(), "--run-dir", (d / "run").string()});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(c.expect) != std::string::npos);
+    CHECK(r.err.find("error") != std::string::npos);
+    CHECK(!fs::exists(d / "run"));
+  }
+  RunResult r = train({(d / "missing.toml").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("missing.toml") != std::string::npos);
+
+  write_file(d / "c.toml", base);
+  r = train({(d / "c.toml").string(), "--set", "model.n_embd=abc"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--set model.n_embd=abc") != std::string::npos);
+  r = train({(d / "c.toml").string(), "--no-such-flag"});
+  CHECK(r.exit_code == 2);
+}
+
+TEST_CASE("a corrupt token shard is reported by name with exit 2") {
+  TempDir d("shard");
+  // llm.c header (magic 20240520, version 1, 1000 tokens) but only 998 tokens of data.
+  std::string shard(1024 + 2 * 998, '\0');
+  int32_t header[3] = {20240520, 1, 1000};
+  std::memcpy(shard.data(), header, sizeof header);
+  write_file(d / "train_000.bin", shard);
+  std::string cfg = kSmallGpt;
+  cfg.replace(cfg.find("synthetic:addition"), 18, "tokens:" + (d / "train_*.bin").string());
+  write_file(d / "c.toml", cfg);
+  RunResult r = train({(d / "c.toml").string(), "--run-dir", (d / "run").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("train_000.bin") != std::string::npos);
+  CHECK(!fs::exists(d / "run"));
+}
+
+TEST_CASE("a corrupt or truncated checkpoint is reported and the previous one is used") {
+  TempDir d("ckpt");
+  write_file(d / "c.toml", kSmallGpt);
+  fs::path run_dir = d / "run";
+  REQUIRE(train({(d / "c.toml").string(), "--run-dir", run_dir.string(), "--steps", "40"}).exit_code == 0);
+  fs::path newest = run_dir / "checkpoints" / "step_00000040";
+  fs::path older = run_dir / "checkpoints" / "step_00000020";
+  REQUIRE(fs::exists(older));
+  // Flip one byte in the newest weights: its CRC fails, resume falls back to step 20.
+  std::string w = read_file(newest / "model.safetensors");
+  w[w.size() / 2] = static_cast<char>(w[w.size() / 2] ^ 0x5a);
+  write_file(newest / "model.safetensors", w);
+  RunResult r = train({"--resume", run_dir.string(), "--steps", "40", "--json"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("skipping checkpoint step_00000040") != std::string::npos);
+  CHECK(r.err.find("CRC-32C") != std::string::npos);
+  CHECK(r.err.find("resumed from") != std::string::npos);
+  CHECK(losses_of(r.out).begin()->first == 21);
+
+  // Truncate every checkpoint: nothing usable, exit 2 naming the files.
+  for (const auto& e : fs::directory_iterator(run_dir / "checkpoints")) {
+    fs::resize_file(e.path() / "model.safetensors", 100);
+  }
+  r = train({"--resume", run_dir.string(), "--steps", "50"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("truncated") != std::string::npos);
+  CHECK(r.err.find("failed verification") != std::string::npos);
+
+  // A directory left by a crash mid-write (no manifest) is never taken as a checkpoint.
+  TempDir d2("ckpt2");
+  write_file(d2 / "c.toml", kSmallGpt);
+  REQUIRE(train({(d2 / "c.toml").string(), "--run-dir", (d2 / "run").string(), "--steps", "20"}).exit_code == 0);
+  fs::create_directories(d2 / "run" / "checkpoints" / "step_00000030");
+  write_file(d2 / "run" / "checkpoints" / "step_00000030" / "model.safetensors", "partial");
+  r = train({"--resume", (d2 / "run").string(), "--steps", "21", "--json"});
+  CHECK(r.exit_code == 0);
+  CHECK(losses_of(r.out).begin()->first == 21);
+}
+
+TEST_CASE("an existing run directory is never overwritten without --resume") {
+  TempDir d("exists");
+  write_file(d / "c.toml", kSmallGpt);
+  REQUIRE(train({(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--steps", "2"}).exit_code == 0);
+  auto before = tree(d / "run");
+  std::string metrics = read_file(d / "run" / "metrics.jsonl");
+  RunResult r = train({(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--steps", "2"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--resume") != std::string::npos);
+  CHECK(tree(d / "run") == before);
+  CHECK(read_file(d / "run" / "metrics.jsonl") == metrics);
+}
+
+TEST_CASE("--print-config, --help, --version") {
+  TempDir d("misc");
+  write_file(d / "c.toml", kSmallGpt);
+  RunResult r = train({(d / "c.toml").string(), "--print-config", "--set", "train.steps=7"});
+  REQUIRE(r.exit_code == 0);
+  write_file(d / "resolved.toml", r.out);
+  dl::Config c = dl::load_config(d / "resolved.toml");
+  CHECK(c.train.steps == 7);
+  CHECK(c.model.n_embd == 32);
+  CHECK(r.out.find("[parallel]") != std::string::npos);
+  CHECK(!fs::exists("runs"));
+
+  r = train({"--help"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("Examples:") != std::string::npos);
+  for (const char* sub : {"sample", "eval"}) {
+    r = train({sub, "--help"});
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("Examples:") != std::string::npos);
+  }
+  r = train({"--version"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("OpenBLAS") != std::string::npos);
+  r = train({"--help-keys"});
+  CHECK(r.out.find("model.n_layer") != std::string::npos);
+}
+
+TEST_CASE("eval and sample read the newest checkpoint") {
+  TempDir d("evalsample");
+  write_file(d / "c.toml", kSmallGpt);
+  REQUIRE(train({(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--steps", "4"}).exit_code == 0);
+  RunResult e = train({"eval", "--run-dir", (d / "run").string(), "--format", "json"});
+  INFO(e.err);
+  REQUIRE(e.exit_code == 0);
+  json j = json::parse(e.out);
+  CHECK(j["step"] == 4);
+  CHECK(j["loss"].get<double>() > 0);
+  CHECK(j["targets"].get<int64_t>() > 0);
+  CHECK(j.contains("exact_match"));
+
+  RunResult s = train({"sample", "--run-dir", (d / "run").string(), "--prompt", "123+456=", "--tokens", "5",
+                       "--format", "json"});
+  INFO(s.err);
+  REQUIRE(s.exit_code == 0);
+  json sj = json::parse(s.out);
+  REQUIRE(sj.size() == 1);
+  CHECK(sj[0]["prompt"] == "123+456=");
+  CHECK(sj[0]["completion"].get<std::string>().size() <= 5);
+
+  RunResult bad = train({"eval", "--run-dir", (d / "nope").string()});
+  CHECK(bad.exit_code == 2);
+}
+
+TEST_CASE("the MLP learns the iris data from CSV") {
+  TempDir d("iris");
+  RunResult r = train({source_path("configs/iris.toml").string(), "--run-dir", (d / "run").string(), "--quiet",
+                       "--set", "train.threads=1"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json summary = json::parse(read_file(d / "run" / "summary.json"));
+  CHECK(summary["final_eval"]["val_accuracy"].get<double>() >= 0.9);
+}
+
+TEST_CASE("text and token-shard data train end to end") {
+  TempDir d("textdata");
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "the quick brown fox jumps over the lazy dog " + std::to_string(i % 7) + "\n";
+  write_file(d / "t.txt", text);
+  std::string cfg = kSmallGpt;
+  cfg.replace(cfg.find("synthetic:addition"), 18, "text:t.txt");  // relative to the config's folder
+  write_file(d / "c.toml", cfg);
+  // No validation split, so both sources cut the same windows from the same bytes.
+  RunResult r = train({(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--steps", "5", "--json", "--set",
+                       "data.val_fraction=0"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(losses_of(r.out).size() == 5);
+
+  // The same bytes as an llm.c shard (header + uint16 tokens).
+  std::string shard(1024, '\0');
+  int32_t header[3] = {20240520, 1, static_cast<int32_t>(text.size())};
+  std::memcpy(shard.data(), header, sizeof header);
+  for (unsigned char c : text) {
+    uint16_t t = c;
+    shard.append(reinterpret_cast<const char*>(&t), 2);
+  }
+  write_file(d / "tok_000.bin", shard);
+  cfg = kSmallGpt;
+  cfg.replace(cfg.find("synthetic:addition"), 18, "tokens:tok_*.bin");
+  write_file(d / "c2.toml", cfg);
+  RunResult r2 = train({(d / "c2.toml").string(), "--run-dir", (d / "run2").string(), "--steps", "5", "--json",
+                        "--set", "data.val_fraction=0"});
+  INFO(r2.err);
+  REQUIRE(r2.exit_code == 0);
+  // Byte-level text and its token shard are the same data: the same losses.
+  auto a = losses_of(r.out), b = losses_of(r2.out);
+  for (int64_t s = 1; s <= 5; ++s) CHECK(a[s] == b[s]);
+}
