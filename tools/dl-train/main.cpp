@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
       "  dl-train sample --run-dir runs/a                    # the data's own prompts, greedy\n"
       "  dl-train sample --run-dir runs/text --prompt 'The ' --tokens 200 --temperature 0.8 --top-k 40");
   std::string s_run, s_prompt, s_format = "table";
-  int64_t s_tokens = 64, s_topk = 0, s_count = 1;
+  int64_t s_tokens = 64, s_topk = 0, s_count = 1, s_prompts = 4;
   double s_temp = 0.0;
   uint64_t s_seed = 0;
   sample->add_option("--run-dir", s_run, "Run directory")->required();
@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 100.0));
   sample->add_option("--top-k", s_topk, "Sample only among the K most likely tokens (0 = all)");
   sample->add_option("--count", s_count, "Samples per prompt")->check(CLI::Range(int64_t{1}, int64_t{1000}));
+  sample->add_option("--prompts", s_prompts, "Without --prompt: how many of the data's own prompts (synthetic tasks)")
+      ->check(CLI::Range(int64_t{1}, int64_t{10000}));
   sample->add_option("--seed", s_seed, "Sampling seed (default: the run's train.seed)");
   sample->add_option("--format", s_format, "table | json | jsonl | csv | md");
 
@@ -104,7 +106,7 @@ int main(int argc, char** argv) {
       return dl::kExitOk;
     }
     if (*sample) {
-      dl::SampleOptions o{s_run, s_prompt, s_tokens, s_temp, s_topk, s_count, s_seed};
+      dl::SampleOptions o{s_run, s_prompt, s_tokens, s_temp, s_topk, s_count, s_prompts, s_seed};
       auto fmt = dl::parse_output_format(s_format);
       std::cout << dl::format_sample_report(dl::run_sample(o), fmt);
       return dl::kExitOk;

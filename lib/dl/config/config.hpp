@@ -123,6 +123,9 @@ Config parse_config(std::string_view toml_text, std::string_view source_name,
 // The fully resolved config as TOML: every section and key, in declaration order.
 std::string config_to_toml(const Config& config);
 
+// A TOML basic string literal with every character escaped as TOML requires ("a\"b" -> "\"a\\\"b\"").
+std::string toml_quote(std::string_view s);
+
 // One line per key for --help and docs: "model.n_layer (int, default 4): ..."
 struct ConfigKeyDoc {
   std::string key;   // "model.n_layer"

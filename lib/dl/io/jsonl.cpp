@@ -138,4 +138,14 @@ void JsonlWriter::write_ordered(const nlohmann::ordered_json& record) {
   write_line(record.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
 }
 
+nlohmann::json read_json_file(const std::filesystem::path& path) {
+  std::ifstream f(path);
+  if (!f) throw_usage("cannot read ", path.string());
+  try {
+    return nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw_usage(path.string(), ": not valid JSON (", e.what(), ")");
+  }
+}
+
 }  // namespace dl

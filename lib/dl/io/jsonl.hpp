@@ -39,6 +39,9 @@ class JsonlWriter {
 // All records of a JSONL file. Blank lines are skipped; a malformed line is a dl::Error(usage)
 // naming the file and the line number. A last line without its newline that does not parse is
 // the fragment a crash leaves mid-write and is skipped.
+// One JSON document from a file; a missing file or invalid JSON is a usage error naming it.
+nlohmann::json read_json_file(const std::filesystem::path& path);
+
 std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path);
 
 // Atomically rewrites the file keeping only the lines whose record satisfies keep(); kept lines

@@ -3,6 +3,7 @@
 // LayerNorm, LM head tied to the token embedding. Parameters use the Hugging Face GPT-2 names
 // and Conv1D [in,out] layouts, so checkpoints load into transformers' GPT2LMHeadModel.
 #pragma once
+#include "dl/config/config.hpp"
 #include "dl/nn/model.hpp"
 
 namespace dl {
@@ -18,6 +19,8 @@ struct GptConfig {
 
 // Parameter count for a config, as GptModel declares it (shared with the planner).
 int64_t gpt_param_count(const GptConfig& c);
+// The model section of a training config as a GptConfig.
+GptConfig gpt_config_from(const ModelConfig& m);
 
 class GptModel final : public Model {
  public:

@@ -1,6 +1,7 @@
 // The analytic model shared by dl-shard, dl-cost, dl-bench and dl-train: parameter counts,
 // training FLOPs per token, memory per rank under each parallel layout, communication volume
-// per step, and pipeline bubble. Formulas and worked examples: ../shared/REFERENCE.md.
+// per step, and pipeline bubble. Formulas, assumptions and worked examples: docs/PLANNING.md
+// and ../shared/REFERENCE.md.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -17,12 +18,21 @@ struct ModelShape {
   double params = 0;      // psi: trainable parameters
   // Architecture (0 when unknown: memory and FLOPs then use only `params`).
   int64_t n_layer = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
+  std::string kind = "gpt";  // "gpt" (a GPT-2 style decoder) | "mlp" | "params" (a bare count)
+  std::string note;          // where the count came from, when that needs saying
+  // Korthikanti et al.'s activation constants count dropout masks and dropout outputs; a model
+  // trained without dropout (dl-train's GPT) stores less: see activation_bytes_per_layer.
+  bool dropout = true;
   bool is_transformer() const { return n_layer > 0 && hidden > 0 && heads > 0 && seq > 0; }
 };
 
 // From a dl-train config: the same parameter count dl-train reports, to the parameter.
+// gpt: gpt_param_count of the [model] section. mlp: the input width and the class count come from
+// the data, so the training data is opened (dl::open_datasets) to read them; its errors (missing
+// file, bad CSV) are usage errors naming the file.
 ModelShape model_from_config(const Config& config, const std::string& name = "");
-// From --params with optional architecture hints (0 = unknown).
+// From --params with optional architecture hints (0 = unknown). Throws a usage error when the
+// hints alone need more parameters than `params` (L x 12 D^2 > params).
 ModelShape model_from_params(double params, int64_t n_layer = 0, int64_t hidden = 0, int64_t heads = 0,
                              int64_t seq = 0, int64_t vocab = 0);
 
@@ -31,30 +41,43 @@ enum class FlopFormula {
   llmc,  // 6N + 6 L D T (llm.c: causal attention counted at half)
 };
 std::string flop_formula_name(FlopFormula f);  // "6N+12LHQT (PaLM)" / "6N+6LDT (llm.c)"
+FlopFormula parse_flop_formula(const std::string& s);  // "palm" | "llmc"; usage error otherwise
 // Training FLOPs per token (forward + backward). Without an architecture: 6N.
 double flops_per_token(const ModelShape& m, FlopFormula f = FlopFormula::palm);
+// The attention-score part of flops_per_token (12LDT or 6LDT; 0 without an architecture).
+double attention_flops_per_token(const ModelShape& m, FlopFormula f = FlopFormula::palm);
 
 enum class Recompute { none, selective, full };
+std::string recompute_name(Recompute r);       // "none" | "selective" | "full"
+Recompute parse_recompute(const std::string& s);  // usage error listing the choices
 
 struct Layout {
   int64_t gpus = 1;            // world size
   int64_t gpus_per_node = 8;
   int64_t dp = 1, tp = 1, pp = 1;
   int64_t zero = 0;            // 0..3
-  bool offload_cpu = false;    // optimizer state (and its step) on the host
+  bool offload_cpu = false;    // optimizer state (and its step) on the host; needs zero >= 1
   int64_t micro_batch = 1;     // sequences per micro-batch per rank
-  int64_t microbatches = 1;    // pipeline micro-batches per step (grad accumulation otherwise)
-  std::string precision = "bf16";  // "bf16" | "fp16": mixed precision Adam; "fp32": all fp32
+  int64_t microbatches = 1;    // micro-batches per step per data-parallel replica (pipeline
+                               // micro-batches, or gradient accumulation without pp)
+  std::string precision = "bf16";  // "bf16" | "fp16": mixed precision; "fp32": all fp32
+  std::string optimizer = "adamw"; // "adamw" | "sgd-momentum" | "sgd" (see state_bytes)
+  std::string schedule = "1f1b";   // pipeline schedule: "1f1b" | "gpipe"
   Recompute recompute = Recompute::none;
-  std::string describe() const;  // "dp=8 tp=1 pp=1 zero=3 offload=cpu mb=1"
+  std::string describe() const;  // "dp=8 tp=1 pp=1 zero=3 offload=cpu recompute=none mb=1"
 };
 
 // Bytes per parameter of each model-state kind for a precision (ZeRO paper: 2 + 2 + K=12 for
-// mixed precision; 4 + 4 + 8 for fp32 Adam: weights, grads, exp_avg + exp_avg_sq).
+// mixed-precision Adam; 4 + 4 + 8 for fp32 Adam: weights, grads, exp_avg + exp_avg_sq).
+// SGD: momentum buffer 4 bytes (none without momentum), plus the fp32 master copy (4) in mixed
+// precision. Unknown precision or optimizer: usage error.
 struct StateBytes {
   double params = 2, grads = 2, optimizer = 12;
+  double total() const { return params + grads + optimizer; }
 };
-StateBytes state_bytes(const std::string& precision);
+StateBytes state_bytes(const std::string& precision, const std::string& optimizer = "adamw");
+// Bytes of one activation value: 2 for bf16/fp16, 4 for fp32.
+double activation_value_bytes(const std::string& precision);
 
 // Memory per rank. All in bytes.
 struct MemoryBreakdown {
@@ -62,7 +85,7 @@ struct MemoryBreakdown {
   double activations = 0;       // for one micro-batch in flight (x in-flight micro-batches for pp)
   double comm_buffers = 0;      // gradient buckets, gathered ZeRO-3 layers, pipeline send/recv
   double overhead = 0;          // stated allowance: CUDA context, allocator fragmentation, workspace
-  double host_offload = 0;      // per rank, moved to host memory by offload
+  double host_offload = 0;      // per rank, moved to host memory by offload (not in total())
   double total() const { return params + grads + optimizer + activations + comm_buffers + overhead; }
   double model_states() const { return params + grads + optimizer; }
 };
@@ -70,18 +93,42 @@ struct MemoryBreakdown {
 // Fixed allowance for framework overhead per GPU (context, cuBLAS workspace, fragmentation).
 inline constexpr double kOverheadBytes = 2.0e9;
 
+// Parameters held by the busiest rank before ZeRO sharding: psi / (tp x pp) for a bare count;
+// for a transformer the heaviest pipeline stage (embeddings on the first, a copy of the tied
+// LM head on the last when pp > 1) with Megatron-style tensor-parallel splits (matrices, their
+// column-parallel biases and the vocabulary split t ways; LayerNorms, row-parallel biases and
+// position embeddings replicated).
+double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp);
+
+// Model states (params, grads, optimizer; host_offload for offload) plus activations, comm
+// buffers and kOverheadBytes. Uses l.microbatches for the in-flight count of a pipeline.
 MemoryBreakdown memory_per_rank(const ModelShape& m, const Layout& l);
+
+// ZeRO model-state bytes per rank for psi parameters over nd data-parallel ranks (the table in
+// REFERENCE.md): stage 0 (2+2+K) psi, 1: 4 psi + K psi/nd, 2: 2 psi + (2+K) psi/nd, 3: 16 psi/nd.
+double zero_model_state_bytes(double psi, int64_t nd, int64_t zero, const StateBytes& b = {});
 
 // Activation bytes per transformer layer for one micro-batch (Korthikanti et al. 2022):
 // s*b*h*(34 + 5*a*s/h) with 16-bit activations and no recompute; with tensor parallel t:
-// s*b*h*(10 + 24/t + 5*a*s/(h*t)); full recompute keeps 2*s*b*h. `bytes_per_value` scales the
-// 16-bit formula (2 -> as published, 4 -> fp32 activations).
+// s*b*h*(10 + 24/t + 5*a*s/(h*t)); selective recompute drops the 5as/(ht) attention term;
+// full recompute keeps the layer input, 2*s*b*h. `bytes_per_value` scales the 16-bit formula
+// (2 -> as published, 4 -> fp32 activations). 0 without an architecture. Without dropout
+// (m.dropout false) the two 1-byte masks and the attention-dropout output are not stored:
+// s*b*h*(8 + 24/t + 2*a*s/(h*t)), selective s*b*h*(8 + 24/t).
 double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int64_t tp, Recompute r,
                                   double bytes_per_value = 2.0);
+
+// Activations of the busiest pipeline stage for the layout: layers per stage x per-layer bytes x
+// micro-batches in flight (1 without pp; 1F1B: min(pp, microbatches); GPipe: microbatches), plus
+// one layer's full activations under full recompute, plus a backward working set of
+// s*b*h*(2 + 8/t) values (activation gradients in flight), plus the output layer (final
+// LayerNorm and LM-head inputs 4sbh and fp32 logits 4sbV/t) on the last stage.
+double activation_bytes(const ModelShape& m, const Layout& l);
 
 // Communication per step per rank, in bytes sent (the ring algorithms' volume).
 struct CommVolume {
   double dp = 0;        // DP / ZeRO gradient (and parameter) traffic: 2 psi, ZeRO-3 3 psi (scaled)
+  double dp_params = 0; // of which parameter all-gathers (ZeRO 1..3); the rest reduces gradients
   double tp = 0;        // tensor-parallel all-reduces: per layer 2 forward + 2 backward of s*b*h
   double pp = 0;        // point-to-point activations and gradients between stages
   double total() const { return dp + tp + pp; }
@@ -100,27 +147,53 @@ struct Hardware {
   double intra_node_bw = 450e9;   // bytes/s per GPU (NVLink busbw)
   double inter_node_bw = 50e9;    // bytes/s per GPU (InfiniBand/Ethernet)
   double host_bw = 25e9;          // bytes/s per GPU to host memory (offload)
+  std::string source = "datasheet";  // where peak_flops and bandwidths come from
 };
 
 struct Estimate {
-  Layout layout;
+  Layout layout;                 // microbatches as derived from the global batch
   MemoryBreakdown memory;
   CommVolume comm;
   double bubble = 0;
+  bool valid = true;             // false: the layout is impossible (why_not says which constraint)
   bool fits = false;
   double headroom = 0;           // gpu_mem - total (negative when it does not fit)
-  double step_seconds = 0;       // compute + exposed comm + bubble + offload traffic
-  double compute_seconds = 0, comm_seconds = 0, offload_seconds = 0;
+  double step_seconds = 0;       // compute (stretched by the bubble) + exposed comm + offload traffic
+  double compute_seconds = 0;    // including the bubble
+  double comm_seconds = 0;       // exposed: what overlap with compute does not hide
+  double comm_total_seconds = 0; // all communication time, overlapped or not
+  double offload_seconds = 0;
+  double model_flops = 0;        // per step, flops_per_token x tokens (MFU's numerator)
+  double hardware_flops = 0;     // per step including recompute
   std::string why_not;           // when it does not fit or the layout is impossible
 };
 
-// One layout for a model with a given global batch (sequences per step).
+// Why a layout is impossible for the model and global batch ("" when it is possible):
+// dp x tp x pp != gpus, tp does not divide heads, tp > gpus_per_node, pp does not divide layers,
+// zero outside 0..3, offload without ZeRO, a global batch not a multiple of dp x micro-batch,
+// an unknown precision, optimizer or schedule.
+std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_batch);
+
+// One layout for a model with a given global batch (sequences per step; 0: dp x micro_batch x
+// l.microbatches). Never throws for an impossible layout: valid = false and why_not say why.
 Estimate estimate(const ModelShape& m, const Layout& l, const Hardware& hw, int64_t global_batch);
 
+// Which layout dimensions enumerate_layouts may vary; a set field is fixed to that value (and a
+// value that makes every layout impossible is explained rather than dropped).
+struct LayoutSearch {
+  std::optional<int64_t> dp, tp, pp, zero;
+  std::optional<bool> offload;
+  std::optional<Recompute> recompute;
+};
+
 // Every valid layout for `gpus` GPUs (dp x tp x pp = gpus with tp | heads, tp <= gpus_per_node,
-// pp | n_layer; zero 0..3; offload on/off), estimated and sorted: fitting layouts by step time,
-// then the rest by how far they miss.
+// pp | n_layer; zero 0..3; offload on/off with zero >= 1; recompute none/selective/full for a
+// transformer), minus the dimensions `search` fixes, estimated and sorted: fitting layouts by
+// step time, then the rest by how much memory they need. Impossible combinations are dropped;
+// when no combination is possible (the fixed choices rule them all out), the result is instead
+// one invalid Estimate per distinct reason. `base` supplies gpus, gpus_per_node, micro_batch,
+// precision, optimizer and schedule.
 std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base, const Hardware& hw,
-                                        int64_t global_batch);
+                                        int64_t global_batch, const LayoutSearch& search = {});
 
 }  // namespace dl::plan

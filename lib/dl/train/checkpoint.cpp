@@ -11,6 +11,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/crc32c.hpp"
+#include "dl/io/jsonl.hpp"
 #include "dl/io/safetensors.hpp"
 
 namespace dl {
@@ -50,15 +51,6 @@ uint32_t file_crc32c(const fs::path& p) {
   return crc;
 }
 
-json read_json_file(const fs::path& p) {
-  std::ifstream f(p);
-  if (!f) throw_usage("cannot read ", p.string());
-  try {
-    return json::parse(f);
-  } catch (const json::exception& e) {
-    throw_usage(p.string(), ": not valid JSON (", e.what(), ")");
-  }
-}
 
 std::string mlp_config_json(const ModelConfig& m) {
   json j{{"model_type", "dlkit-mlp"}, {"hidden", m.hidden}, {"activation", m.activation}};

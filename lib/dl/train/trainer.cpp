@@ -54,14 +54,7 @@ std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backen
     if (c.model.vocab_size < train.min_vocab_size())
       throw_usage("model.vocab_size = ", c.model.vocab_size, " is smaller than the data's vocabulary (",
                   train.min_vocab_size(), " ids); set model.vocab_size >= ", train.min_vocab_size());
-    GptConfig g;
-    g.n_layer = static_cast<int>(c.model.n_layer);
-    g.n_head = static_cast<int>(c.model.n_head);
-    g.n_embd = static_cast<int>(c.model.n_embd);
-    g.block_size = static_cast<int>(c.model.block_size);
-    g.vocab_size = static_cast<int>(c.model.vocab_size);
-    g.init_std = c.model.init_std;
-    return std::make_unique<GptModel>(g, be);
+    return std::make_unique<GptModel>(gpt_config_from(c.model), be);
   }
   if (train.is_sequence())
     throw_usage("model.type = \"mlp\" needs feature rows (csv:...), but data.source ", c.data.source, " holds tokens");
@@ -444,7 +437,7 @@ SampleReport run_sample(const SampleOptions& o) {
   if (!o.prompt.empty()) {
     rep.prompts.push_back(o.prompt);
   } else {
-    for (const auto& p : val->prompts(4)) rep.prompts.push_back(p.prompt);
+    for (const auto& p : val->prompts(o.data_prompts)) rep.prompts.push_back(p.prompt);
     if (rep.prompts.empty()) rep.prompts.push_back(tok.name() == "bytes" ? "\n" : "0");
   }
   RandomStream rng(stream_key(o.seed ? o.seed : static_cast<uint64_t>(r.config.train.seed), "sample"));

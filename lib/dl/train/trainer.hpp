@@ -71,6 +71,7 @@ struct SampleOptions {
   double temperature = 0;   // 0: greedy
   int64_t top_k = 0;        // 0: no top-k filter
   int64_t count = 1;        // samples per prompt
+  int64_t data_prompts = 4; // without a prompt: this many of the data's own prompts
   uint64_t seed = 0;
 };
 struct SampleReport {

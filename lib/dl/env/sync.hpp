@@ -1,0 +1,48 @@
+// dl-envlock sync: the commands that make this machine match a lock.
+//
+// Debian packages (deb.*, and every library component whose owning package the lock recorded) are
+// pinned with `apt-get install -y pkg=version ...` (--allow-downgrades when one is older than the
+// installed version; through sudo when not root). dl-envlock runs that command only with explicit
+// consent (--yes). Python packages get a `python -m pip install name==version` command that it
+// prints but never runs. What apt cannot install (the NVIDIA driver, CUDA/cuDNN/NCCL from outside
+// Debian) is listed with what to do instead, not guessed at.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "dl/env/compare.hpp"
+#include "dl/env/lock.hpp"
+
+namespace dl {
+
+struct SyncItem {
+  std::string component;  // "deb.libopenblas-dev", "driver"
+  std::string version;    // the locked version
+  std::string detail;     // installed version, or what to do by hand
+};
+
+struct SyncPlan {
+  std::vector<std::string> apt_argv;  // {"apt-get","install","-y",...}; empty when nothing to install
+  bool use_sudo = false;              // not root: the command runs as sudo apt-get ...
+  std::vector<SyncItem> install;      // Debian packages the apt-get command changes
+  std::vector<SyncItem> satisfied;    // Debian packages already at the locked version
+  std::vector<std::pair<std::string, std::vector<std::string>>> pip;  // interpreter -> pip argv (not run)
+  std::vector<SyncItem> manual;       // what dl-envlock cannot install, and how to
+  std::vector<std::string> command() const;  // apt_argv with sudo in front when needed
+};
+
+// installed: Debian package -> installed version ("" or absent when not installed).
+SyncPlan plan_sync(const Lock& lock, const std::map<std::string, std::string>& installed, bool is_root);
+// The Debian packages a plan for this lock would pin (to look up their installed versions).
+std::vector<std::string> sync_packages(const Lock& lock);
+// dpkg-query -W for those packages; missing ones are left out.
+std::map<std::string, std::string> installed_deb_versions(const std::vector<std::string>& packages, double timeout_s);
+
+// table: a shell-like listing (commands, and '#' comments for everything else); json/toml: the plan.
+std::string render_sync_plan(const SyncPlan& plan, const std::string& lock_name, EnvFormat format);
+
+// Runs the apt-get command (stdout/stderr to ours, no timeout); returns its exit code.
+int run_sync_plan(const SyncPlan& plan);
+
+}  // namespace dl

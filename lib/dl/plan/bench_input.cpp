@@ -1,0 +1,243 @@
+#include "dl/plan/bench_input.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "dl/cli/table.hpp"
+#include "dl/core/error.hpp"
+#include "dl/plan/gpus.hpp"
+
+namespace dl::plan {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kSchema = "dlkit-bench/1";
+
+void check_row(const json& row, const std::string& where) {
+  if (!row.is_object()) throw_usage(where, ": a dl-bench row must be a JSON object");
+  if (!row.contains("schema") || !row["schema"].is_string() || row["schema"] != kSchema)
+    throw_usage(where, ": not a dl-bench row (schema must be \"", kSchema, "\"; see docs/FORMATS.md)");
+  if (!row.contains("benchmark") || !row["benchmark"].is_string())
+    throw_usage(where, ": dl-bench row without a \"benchmark\" kind");
+}
+
+// A number from a row, or nullopt when absent or null.
+std::optional<double> num(const json& row, const char* key) {
+  auto it = row.find(key);
+  if (it == row.end() || !it->is_number()) return std::nullopt;
+  return it->get<double>();
+}
+
+std::string text(const json& row, const char* key) {
+  auto it = row.find(key);
+  if (it == row.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
+std::string op_key(std::string op) {
+  std::string out;
+  for (char c : op)
+    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+std::vector<json> parse_bench_rows(const std::string& content, const std::string& source) {
+  std::vector<json> rows;
+  size_t first = content.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) throw_usage(source, ": empty file (expected dl-bench --format json or jsonl output)");
+  if (content[first] == '[') {
+    json doc;
+    try {
+      doc = json::parse(content);
+    } catch (const json::exception& e) {
+      throw_usage(source, ": not valid JSON (", e.what(), ")");
+    }
+    for (size_t i = 0; i < doc.size(); ++i) {
+      check_row(doc[i], str(source, ": row ", i + 1));
+      rows.push_back(doc[i]);
+    }
+  } else {
+    std::istringstream in(content);
+    std::string line;
+    int64_t n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      json row;
+      try {
+        row = json::parse(line);
+      } catch (const json::exception& e) {
+        throw_usage(source, ":", n, ": not valid JSON (", e.what(), ")");
+      }
+      check_row(row, str(source, ":", n));
+      rows.push_back(std::move(row));
+    }
+  }
+  if (rows.empty()) throw_usage(source, ": no dl-bench rows");
+  return rows;
+}
+
+std::vector<json> read_bench_rows(const std::string& path) {
+  std::ostringstream os;
+  if (path == "-") {
+    os << std::cin.rdbuf();
+    return parse_bench_rows(os.str(), "stdin");
+  }
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_usage("--bench: cannot read ", path);
+  os << f.rdbuf();
+  return parse_bench_rows(os.str(), path);
+}
+
+BenchSummary summarize_bench(const std::vector<json>& all_rows, const std::string& precision,
+                             const std::string& gpu_model, const std::string& source) {
+  BenchSummary s;
+  s.source = source;
+  std::string want;
+  if (!gpu_model.empty()) want = canonical_gpu(gpu_model).value_or(gpu_model);
+  std::vector<const json*> rows;
+  std::set<std::string> models;
+  for (const auto& r : all_rows) {
+    std::string gm = text(r, "gpu_model");
+    std::string canon = gm.empty() ? "" : canonical_gpu(gm).value_or(gm);
+    if (!want.empty() && canon != want) continue;
+    rows.push_back(&r);
+    models.insert(canon);
+  }
+  if (rows.empty())
+    throw_usage(source.empty() ? "bench" : source, ": no rows for GPU model ", want);
+  if (models.size() > 1) {
+    std::string list;
+    for (const auto& m : models) list += (list.empty() ? "" : ", ") + (m.empty() ? std::string("cpu") : m);
+    throw_usage(source.empty() ? "bench" : source, ": rows for several devices (", list,
+                "); pick one with --gpu MODEL");
+  }
+  s.rows = rows.size();
+  s.gpu_model = *models.begin();
+  s.device = text(*rows.front(), "device");
+  s.device_type = text(*rows.front(), "device_type");
+
+  // gemm
+  std::vector<std::string> order;
+  if (precision == "bf16") order = {"bf16", "fp16"};
+  else if (precision == "fp16") order = {"fp16", "bf16"};
+  else order = {"fp32", "tf32"};
+  auto best_gemm = [&](const std::string& dtype) -> std::optional<std::pair<double, std::string>> {
+    std::optional<std::pair<double, std::string>> best;
+    for (const json* r : rows) {
+      if (text(*r, "benchmark") != "gemm") continue;
+      auto f = num(*r, "flops");
+      if (!f || *f <= 0) continue;
+      std::string d = text(*r, "dtype");
+      if (!dtype.empty() && d != dtype) continue;
+      if (!best || *f > best->first) best = std::make_pair(*f, d);
+    }
+    return best;
+  };
+  std::optional<std::pair<double, std::string>> g;
+  for (const auto& d : order)
+    if (!g) g = best_gemm(d);
+  if (!g) g = best_gemm("");
+  if (g) {
+    s.gemm_flops = g->first;
+    s.gemm_dtype = g->second;
+  }
+
+  // train: prefer rows at the training precision
+  for (int pass = 0; pass < 2 && !s.train_flops; ++pass)
+    for (const json* r : rows) {
+      if (text(*r, "benchmark") != "train") continue;
+      if (pass == 0 && text(*r, "precision") != precision) continue;
+      auto tps = num(*r, "tokens_per_sec"), fpt = num(*r, "flops_per_token");
+      double nd = num(*r, "num_devices").value_or(num(*r, "world").value_or(1.0));
+      if (!tps || !fpt || *tps <= 0 || *fpt <= 0 || nd <= 0) continue;
+      double f = *tps * *fpt / nd;
+      if (!s.train_flops || f > *s.train_flops) {
+        s.train_flops = f;
+        s.train_config = text(*r, "config");
+      }
+    }
+
+  // collective: all-reduce at the largest size, else any op at its largest size
+  for (int pass = 0; pass < 2 && !s.busbw; ++pass) {
+    for (const json* r : rows) {
+      if (text(*r, "benchmark") != "collective") continue;
+      std::string op = op_key(text(*r, "op"));
+      if (pass == 0 && op != "allreduce") continue;
+      double nproc = num(*r, "nproc").value_or(num(*r, "num_devices").value_or(0));
+      if (nproc < 2) continue;
+      double size = num(*r, "size").value_or(0);
+      double bw = std::max(num(*r, "oop_busbw").value_or(0), num(*r, "ip_busbw").value_or(0)) * 1e9;
+      if (bw <= 0) continue;
+      if (!s.busbw || size > s.busbw_size || (size == s.busbw_size && bw > *s.busbw)) {
+        s.busbw = bw;
+        s.busbw_size = size;
+        s.busbw_op = text(*r, "op");
+        s.busbw_nproc = static_cast<int64_t>(nproc);
+      }
+    }
+  }
+
+  // memory: host <-> device copies
+  for (const json* r : rows) {
+    if (text(*r, "benchmark") != "memory") continue;
+    std::string dir = text(*r, "direction");
+    if (dir != "h2d" && dir != "d2h") continue;
+    auto bytes = num(*r, "bytes"), t = num(*r, "time_s");
+    if (!bytes || !t || *t <= 0) continue;
+    double bw = *bytes / *t;
+    if (!s.host_bw || bw > *s.host_bw) s.host_bw = bw;
+  }
+  return s;
+}
+
+Hardware apply_bench(const Hardware& base, const BenchSummary& b, std::vector<std::string>* notes) {
+  Hardware hw = base;
+  auto note = [&](std::string line) {
+    if (notes) notes->push_back(std::move(line));
+  };
+  std::string from = b.source.empty() ? "the bench file" : b.source;
+  std::vector<std::string> used;
+  if (!b.gpu_model.empty()) hw.gpu_model = b.gpu_model;
+  if (b.train_flops) {
+    hw.peak_flops = *b.train_flops;
+    hw.achievable_fraction = 1.0;
+    used.push_back("train");
+    note(str("compute: ", format_si(*b.train_flops, "FLOP/s"), " per device achieved in training (",
+             b.train_config.empty() ? "train row" : b.train_config, ", ", from, "); no MFU factor applied"));
+  } else if (b.gemm_flops) {
+    hw.peak_flops = *b.gemm_flops;
+    used.push_back("gemm");
+    note(str("compute: ", format_si(*b.gemm_flops, "FLOP/s"), " measured ", b.gemm_dtype, " GEMM (", from,
+             ") x ", format_fixed(hw.achievable_fraction, 2), " achievable fraction"));
+  }
+  if (b.busbw) {
+    hw.intra_node_bw = *b.busbw;
+    used.push_back("collective");
+    note(str("intra-node bandwidth: ", format_fixed(*b.busbw / 1e9, 1), " GB/s busbw measured (", b.busbw_op, ", ",
+             b.busbw_nproc, " ranks, ", format_bytes(b.busbw_size), " messages, ", from, ")"));
+  }
+  if (b.host_bw) {
+    hw.host_bw = *b.host_bw;
+    used.push_back("memory");
+    note(str("host bandwidth: ", format_fixed(*b.host_bw / 1e9, 1), " GB/s measured host<->device copy (", from, ")"));
+  }
+  if (!used.empty()) {
+    std::string u;
+    for (const auto& x : used) u += (u.empty() ? "" : "+") + x;
+    hw.source = "measured (" + u + ") from " + from;
+  } else {
+    note(str(from, ": no gemm, train, collective or memory rows usable for the plan; datasheet values kept"));
+  }
+  return hw;
+}
+
+}  // namespace dl::plan

@@ -1,0 +1,60 @@
+// Reading dl-bench results (schema dlkit-bench/1, docs/FORMATS.md) so measured numbers replace
+// datasheet ones: dl-shard --bench and dl-cost --bench share this.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dl/plan/plan.hpp"
+
+namespace dl::plan {
+
+// The rows of a dl-bench file: a JSON array of row objects (`--format json`), or one object per
+// line (`--format jsonl`; blank lines are skipped), auto-detected. "-" reads stdin. Throws a
+// usage error naming the file (and the line for jsonl) when it is unreadable, not JSON, or a row
+// is not an object of schema "dlkit-bench/1".
+std::vector<nlohmann::json> read_bench_rows(const std::string& path);
+// The same from text already read; `source` names it in errors.
+std::vector<nlohmann::json> parse_bench_rows(const std::string& text, const std::string& source);
+
+// What a set of rows measured, for one GPU model and a training precision.
+struct BenchSummary {
+  std::string source;       // the file
+  size_t rows = 0;          // rows considered (after the GPU-model filter)
+  std::string gpu_model;    // canonical model of the rows ("" for CPU rows or when not given)
+  std::string device;       // device name as reported
+  std::string device_type;  // "cuda" | "cpu"
+  // gemm rows: the best achieved FLOP/s at the chosen dtype (bf16 training: bf16, else fp16,
+  // else the fastest row; fp16: fp16, else bf16, else the fastest; fp32: fp32, else tf32, else
+  // the fastest).
+  std::optional<double> gemm_flops;
+  std::string gemm_dtype;
+  // train rows: achieved FLOP/s per device = tokens_per_sec x flops_per_token / num_devices (the
+  // best row, preferring rows at the training precision).
+  std::optional<double> train_flops;
+  std::string train_config;
+  // collective rows: bus bandwidth (bytes/s) at the largest message size measured (max of
+  // out-of-place and in-place), all-reduce preferred; nproc > 1 only.
+  std::optional<double> busbw;
+  std::string busbw_op;
+  int64_t busbw_nproc = 0;
+  double busbw_size = 0;
+  // memory rows: host <-> device copy rate (bytes / time_s of h2d or d2h rows, the better).
+  std::optional<double> host_bw;
+};
+
+// Summarises rows. gpu_model: keep only rows of that model (canonical or any alias); empty:
+// all rows, which must then be of one GPU model (a usage error lists them otherwise).
+BenchSummary summarize_bench(const std::vector<nlohmann::json>& rows, const std::string& precision,
+                             const std::string& gpu_model = "", const std::string& source = "");
+
+// Measured values replace datasheet ones: a train row's achieved FLOP/s becomes peak_flops with
+// achievable_fraction 1 (it is already achieved); otherwise a gemm row's FLOP/s becomes
+// peak_flops (achievable_fraction still applies, as a GEMM peak is more than training reaches);
+// busbw becomes intra_node_bw (dl-bench measures one machine); host copies become host_bw.
+// Each replacement is described in *notes.
+Hardware apply_bench(const Hardware& hw, const BenchSummary& bench, std::vector<std::string>* notes = nullptr);
+
+}  // namespace dl::plan

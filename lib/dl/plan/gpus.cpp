@@ -1,0 +1,320 @@
+#include "dl/plan/gpus.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+namespace dl::plan {
+
+namespace {
+
+constexpr double T = 1e12;  // TFLOP/s and TB/s
+constexpr double G = 1e9;   // GB and GB/s
+
+// Bandwidth assumptions (per GPU, one direction, what a collective or a copy reaches in practice):
+// - NVSwitch H100/H200 (NVLink 4, 900 GB/s bidirectional): 450 GB/s all-reduce busbw, the
+//   nccl-tests figure for 8x H100 on messages over 256 MB (REFERENCE.md: 450-480 GB/s).
+// - Other NVLink systems: half the bidirectional total, times 0.8 (A100 600 -> 240 GB/s,
+//   V100 300 -> 120 GB/s). An assumption; measure with dl-bench and pass --bench.
+// - GPUs without NVLink between all pairs go through PCIe: about 50 / 25 / 12 GB/s for
+//   PCIe 5.0 / 4.0 / 3.0 x16 (about 80% of 64 / 32 / 16 GB/s theoretical).
+constexpr double kPcie5 = 50 * G, kPcie4 = 25 * G, kPcie3 = 12 * G;
+
+std::vector<GpuSpec> build_table() {
+  std::vector<GpuSpec> t;
+  auto add = [&](GpuSpec s) { t.push_back(std::move(s)); };
+  // Hopper. NVIDIA H100 Tensor Core GPU datasheet (2023): dense = half the "with sparsity"
+  // figures: SXM5 BF16/FP16 989.4, TF32 494.7, FP32 66.9 TFLOP/s, 3.35 TB/s; PCIe 756 / 378 /
+  // 51.2, 2.0 TB/s; NVL (94 GB) 835 / 417.5 / 60, 3.9 TB/s.
+  add({"H100-SXM", "NVIDIA H100 SXM5 80GB", "Hopper", 80 * G, 989.4 * T, 989.4 * T, 494.7 * T, 66.9 * T,
+       3.35 * T, 450 * G, kPcie5, "NVLink 4 + NVSwitch (900 GB/s bidirectional)", "NVIDIA H100 datasheet"});
+  add({"H100-PCIe", "NVIDIA H100 PCIe 80GB", "Hopper", 80 * G, 756 * T, 756 * T, 378 * T, 51.2 * T, 2.0 * T,
+       kPcie5, kPcie5, "PCIe 5.0 x16 (NVLink bridges pair GPUs only)", "NVIDIA H100 datasheet"});
+  add({"H100-NVL", "NVIDIA H100 NVL 94GB", "Hopper", 94 * G, 835 * T, 835 * T, 417.5 * T, 60 * T, 3.9 * T, kPcie5,
+       kPcie5, "PCIe 5.0 x16 (NVLink bridges pair GPUs only)", "NVIDIA H100 datasheet"});
+  // NVIDIA H200 Tensor Core GPU datasheet (2024): same compute as H100 SXM, 141 GB HBM3e at
+  // 4.8 TB/s; the NVL (PCIe) card 835 TFLOP/s dense BF16.
+  add({"H200", "NVIDIA H200 SXM 141GB", "Hopper", 141 * G, 989.4 * T, 989.4 * T, 494.7 * T, 66.9 * T, 4.8 * T,
+       450 * G, kPcie5, "NVLink 4 + NVSwitch (900 GB/s bidirectional)", "NVIDIA H200 datasheet"});
+  add({"H200-NVL", "NVIDIA H200 NVL 141GB", "Hopper", 141 * G, 835 * T, 835 * T, 417.5 * T, 60 * T, 4.8 * T, kPcie5,
+       kPcie5, "PCIe 5.0 x16 (NVLink bridges pair GPUs only)", "NVIDIA H200 datasheet"});
+  // NVIDIA GH200 Grace Hopper Superchip datasheet: the H100 die (989 TFLOP/s dense BF16) with
+  // 96 GB HBM3 at 4 TB/s or 144 GB HBM3e at 4.9 TB/s; NVLink-C2C to the Grace CPU at
+  // 900 GB/s bidirectional (host_bw: 450 GB/s per direction).
+  add({"GH200-96GB", "NVIDIA GH200 96GB HBM3", "Hopper", 96 * G, 989.4 * T, 989.4 * T, 494.7 * T, 66.9 * T, 4.0 * T,
+       450 * G, 450 * G, "NVLink 4 (900 GB/s bidirectional), NVLink-C2C to the CPU", "NVIDIA GH200 datasheet"});
+  add({"GH200-144GB", "NVIDIA GH200 144GB HBM3e", "Hopper", 144 * G, 989.4 * T, 989.4 * T, 494.7 * T, 66.9 * T,
+       4.9 * T, 450 * G, 450 * G, "NVLink 4 (900 GB/s bidirectional), NVLink-C2C to the CPU",
+       "NVIDIA GH200 datasheet"});
+  // Ampere. NVIDIA A100 Tensor Core GPU datasheet: BF16/FP16 312, TF32 156, FP32 19.5 TFLOP/s
+  // dense; 40 GB HBM2 1.555 TB/s; 80 GB HBM2e 2.039 TB/s (SXM4) / 1.935 TB/s (PCIe).
+  add({"A100-SXM-80GB", "NVIDIA A100 SXM4 80GB", "Ampere", 80 * G, 312 * T, 312 * T, 156 * T, 19.5 * T, 2.039 * T,
+       240 * G, kPcie4, "NVLink 3 + NVSwitch (600 GB/s bidirectional)", "NVIDIA A100 datasheet"});
+  add({"A100-SXM-40GB", "NVIDIA A100 SXM4 40GB", "Ampere", 40 * G, 312 * T, 312 * T, 156 * T, 19.5 * T, 1.555 * T,
+       240 * G, kPcie4, "NVLink 3 + NVSwitch (600 GB/s bidirectional)", "NVIDIA A100 datasheet"});
+  add({"A100-PCIe-80GB", "NVIDIA A100 PCIe 80GB", "Ampere", 80 * G, 312 * T, 312 * T, 156 * T, 19.5 * T, 1.935 * T,
+       kPcie4, kPcie4, "PCIe 4.0 x16 (NVLink bridges pair GPUs only)", "NVIDIA A100 datasheet"});
+  add({"A100-PCIe-40GB", "NVIDIA A100 PCIe 40GB", "Ampere", 40 * G, 312 * T, 312 * T, 156 * T, 19.5 * T, 1.555 * T,
+       kPcie4, kPcie4, "PCIe 4.0 x16 (NVLink bridges pair GPUs only)", "NVIDIA A100 datasheet"});
+  // NVIDIA A10 datasheet: BF16/FP16 125, TF32 62.5, FP32 31.2 TFLOP/s dense, 24 GB GDDR6 600 GB/s.
+  add({"A10", "NVIDIA A10 24GB", "Ampere", 24 * G, 125 * T, 125 * T, 62.5 * T, 31.2 * T, 600 * G, kPcie4, kPcie4,
+       "PCIe 4.0 x16", "NVIDIA A10 datasheet"});
+  // A10G (AWS G5): no public NVIDIA datasheet. Same 24 GB / 600 GB/s as the A10, fewer tensor
+  // FLOP/s: about 70 TFLOP/s dense FP16/BF16 and 35 TFLOP/s FP32 (AWS G5 documentation and
+  // third-party comparisons; approximate).
+  add({"A10G", "NVIDIA A10G 24GB (AWS)", "Ampere", 24 * G, 70 * T, 70 * T, 35 * T, 35 * T, 600 * G, kPcie4, kPcie4,
+       "PCIe 4.0 x16", "AWS G5 documentation (approximate)"});
+  // NVIDIA A40 datasheet: BF16/FP16 149.7, TF32 74.8, FP32 37.4 TFLOP/s dense, 48 GB 696 GB/s.
+  add({"A40", "NVIDIA A40 48GB", "Ampere", 48 * G, 149.7 * T, 149.7 * T, 74.8 * T, 37.4 * T, 696 * G, kPcie4, kPcie4,
+       "PCIe 4.0 x16", "NVIDIA A40 datasheet"});
+  // NVIDIA RTX A6000 / A5000 / A4000 datasheets (dense = half of the sparse tensor figure):
+  // A6000 154.8 TFLOP/s, 48 GB 768 GB/s; A5000 111.1, 24 GB 768 GB/s; A4000 76.7, 16 GB 448 GB/s.
+  add({"RTX-A6000", "NVIDIA RTX A6000 48GB", "Ampere", 48 * G, 154.8 * T, 154.8 * T, 77.4 * T, 38.7 * T, 768 * G,
+       kPcie4, kPcie4, "PCIe 4.0 x16", "NVIDIA RTX A6000 datasheet"});
+  add({"RTX-A5000", "NVIDIA RTX A5000 24GB", "Ampere", 24 * G, 111.1 * T, 111.1 * T, 55.6 * T, 27.8 * T, 768 * G,
+       kPcie4, kPcie4, "PCIe 4.0 x16", "NVIDIA RTX A5000 datasheet"});
+  add({"RTX-A4000", "NVIDIA RTX A4000 16GB", "Ampere", 16 * G, 76.7 * T, 76.7 * T, 38.4 * T, 19.2 * T, 448 * G,
+       kPcie4, kPcie4, "PCIe 4.0 x16", "NVIDIA RTX A4000 datasheet"});
+  // GeForce Ampere (NVIDIA Ampere GA102 whitepaper): tensor FP16/BF16 with FP32 accumulate
+  // runs at half the FP16-accumulate rate: RTX 3090 71 TFLOP/s, 24 GB 936 GB/s; RTX 3080 Ti
+  // about 68 TFLOP/s (scaled by SM count and clock), 12 GB 912 GB/s.
+  add({"RTX-3090", "NVIDIA GeForce RTX 3090 24GB", "Ampere", 24 * G, 71 * T, 71 * T, 35.6 * T, 35.6 * T, 936 * G,
+       kPcie4, kPcie4, "PCIe 4.0 x16", "NVIDIA GA102 whitepaper"});
+  add({"RTX-3080-Ti", "NVIDIA GeForce RTX 3080 Ti 12GB", "Ampere", 12 * G, 68.2 * T, 68.2 * T, 34.1 * T, 34.1 * T,
+       912 * G, kPcie4, kPcie4, "PCIe 4.0 x16", "NVIDIA GA102 whitepaper (scaled, approximate)"});
+  // Ada. NVIDIA L40S datasheet: BF16/FP16 362.05, TF32 183, FP32 91.6 TFLOP/s dense, 48 GB 864 GB/s.
+  // L40: 181, 90.5, 90.5. L4: 121, 60, 30.3, 24 GB 300 GB/s.
+  add({"L40S", "NVIDIA L40S 48GB", "Ada Lovelace", 48 * G, 362.05 * T, 362.05 * T, 183 * T, 91.6 * T, 864 * G,
+       kPcie4, kPcie4, "PCIe 4.0 x16", "NVIDIA L40S datasheet"});
+  add({"L40", "NVIDIA L40 48GB", "Ada Lovelace", 48 * G, 181 * T, 181 * T, 90.5 * T, 90.5 * T, 864 * G, kPcie4, kPcie4,
+       "PCIe 4.0 x16", "NVIDIA L40 datasheet"});
+  add({"L4", "NVIDIA L4 24GB", "Ada Lovelace", 24 * G, 121 * T, 121 * T, 60 * T, 30.3 * T, 300 * G, kPcie4, kPcie4,
+       "PCIe 4.0 x16", "NVIDIA L4 datasheet"});
+  // NVIDIA Ada GPU architecture whitepaper: RTX 4090 FP16/BF16 tensor with FP32 accumulate
+  // 165.2 TFLOP/s dense, FP32 82.6, 24 GB 1008 GB/s.
+  add({"RTX-4090", "NVIDIA GeForce RTX 4090 24GB", "Ada Lovelace", 24 * G, 165.2 * T, 165.2 * T, 82.6 * T, 82.6 * T,
+       1008 * G, kPcie4, kPcie4, "PCIe 4.0 x16", "NVIDIA Ada whitepaper"});
+  // Turing. NVIDIA T4 datasheet: FP16 tensor 65, FP32 8.1 TFLOP/s, 16 GB 320 GB/s; no BF16/TF32.
+  // Quadro RTX 6000 / 5000 / 4000 datasheets: FP16 tensor 130.5 / 89.2 / 57, FP32 16.3 / 11.2 /
+  // 7.1 TFLOP/s; 24 GB 672 GB/s, 16 GB 448 GB/s, 8 GB 416 GB/s.
+  add({"T4", "NVIDIA T4 16GB", "Turing", 16 * G, 0, 65 * T, 0, 8.1 * T, 320 * G, kPcie3, kPcie3, "PCIe 3.0 x16",
+       "NVIDIA T4 datasheet"});
+  add({"Quadro-RTX-6000", "NVIDIA Quadro RTX 6000 24GB", "Turing", 24 * G, 0, 130.5 * T, 0, 16.3 * T, 672 * G, kPcie3,
+       kPcie3, "PCIe 3.0 x16", "NVIDIA Quadro RTX 6000 datasheet"});
+  add({"Quadro-RTX-5000", "NVIDIA Quadro RTX 5000 16GB", "Turing", 16 * G, 0, 89.2 * T, 0, 11.2 * T, 448 * G, kPcie3,
+       kPcie3, "PCIe 3.0 x16", "NVIDIA Quadro RTX 5000 datasheet"});
+  add({"Quadro-RTX-4000", "NVIDIA Quadro RTX 4000 8GB", "Turing", 8 * G, 0, 57 * T, 0, 7.1 * T, 416 * G, kPcie3,
+       kPcie3, "PCIe 3.0 x16", "NVIDIA Quadro RTX 4000 datasheet"});
+  // Volta. NVIDIA V100 datasheet: SXM2 FP16 tensor 125, FP32 15.7 TFLOP/s; PCIe 112 / 14;
+  // 900 GB/s HBM2; NVLink 2 300 GB/s bidirectional on SXM2; no BF16/TF32.
+  add({"V100-SXM2-16GB", "NVIDIA V100 SXM2 16GB", "Volta", 16 * G, 0, 125 * T, 0, 15.7 * T, 900 * G, 120 * G, kPcie3,
+       "NVLink 2 (300 GB/s bidirectional)", "NVIDIA V100 datasheet"});
+  add({"V100-SXM2-32GB", "NVIDIA V100 SXM2 32GB", "Volta", 32 * G, 0, 125 * T, 0, 15.7 * T, 900 * G, 120 * G, kPcie3,
+       "NVLink 2 (300 GB/s bidirectional)", "NVIDIA V100 datasheet"});
+  add({"V100-PCIe-16GB", "NVIDIA V100 PCIe 16GB", "Volta", 16 * G, 0, 112 * T, 0, 14 * T, 900 * G, kPcie3, kPcie3,
+       "PCIe 3.0 x16", "NVIDIA V100 datasheet"});
+  add({"V100-PCIe-32GB", "NVIDIA V100 PCIe 32GB", "Volta", 32 * G, 0, 112 * T, 0, 14 * T, 900 * G, kPcie3, kPcie3,
+       "PCIe 3.0 x16", "NVIDIA V100 datasheet"});
+  // Pascal and Kepler (no tensor cores). Tesla P100 datasheet: PCIe 16 GB FP16 18.7, FP32 9.3
+  // TFLOP/s, 732 GB/s; SXM2 21.2 / 10.6. Tesla P4: FP32 5.5 TFLOP/s, 8 GB 192 GB/s (FP16 at a
+  // small fraction of FP32: not modelled). Tesla K80 board: two GK210 GPUs, 8.73 TFLOP/s FP32
+  // (boost) and 480 GB/s in all; clouds expose each GPU with 12 GB: half of each.
+  add({"P100-PCIe-16GB", "NVIDIA Tesla P100 PCIe 16GB", "Pascal", 16 * G, 0, 18.7 * T, 0, 9.3 * T, 732 * G, kPcie3,
+       kPcie3, "PCIe 3.0 x16", "NVIDIA Tesla P100 datasheet"});
+  add({"P100-SXM2-16GB", "NVIDIA Tesla P100 SXM2 16GB", "Pascal", 16 * G, 0, 21.2 * T, 0, 10.6 * T, 732 * G, 60 * G,
+       kPcie3, "NVLink 1 (160 GB/s bidirectional)", "NVIDIA Tesla P100 datasheet"});
+  add({"P4", "NVIDIA Tesla P4 8GB", "Pascal", 8 * G, 0, 0, 0, 5.5 * T, 192 * G, kPcie3, kPcie3, "PCIe 3.0 x16",
+       "NVIDIA Tesla P4 datasheet"});
+  add({"K80", "NVIDIA Tesla K80 (one of two GK210 GPUs, 12GB)", "Kepler", 12 * G, 0, 0, 0, 4.37 * T, 240 * G, kPcie3,
+       kPcie3, "PCIe 3.0 x16", "NVIDIA Tesla K80 datasheet (per GPU: half the board)"});
+  return t;
+}
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A GPU name reduced to its model tokens, memory size and form factor.
+struct ParsedName {
+  std::string base;     // tokens joined: "H100", "A100", "RTXA6000", "QUADRORTX6000", "3080TI"
+  double memory_gb = 0; // "80GB", "(80 GB)", "80G"; 0 when absent
+  std::string form;     // "sxm" | "pcie" | "nvl" | ""
+};
+
+ParsedName parse_name(const std::string& raw) {
+  std::string s = upper(raw);
+  for (auto& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.') c = ' ';
+  std::vector<std::string> tok;
+  for (size_t i = 0; i < s.size();) {
+    while (i < s.size() && s[i] == ' ') ++i;
+    size_t j = i;
+    while (j < s.size() && s[j] != ' ') ++j;
+    if (j > i) tok.push_back(s.substr(i, j - i));
+    i = j;
+  }
+  ParsedName p;
+  std::vector<std::string> keep;
+  for (size_t i = 0; i < tok.size(); ++i) {
+    const std::string& t = tok[i];
+    auto ends_with = [&](const std::string& suf) {
+      return t.size() > suf.size() && t.compare(t.size() - suf.size(), suf.size(), suf) == 0;
+    };
+    auto numeric = [](const std::string& x) {
+      return !x.empty() && std::all_of(x.begin(), x.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; });
+    };
+    if (t == "NVIDIA" || t == "TESLA" || t == "GEFORCE" || t == "GPU" || t == "HBM3" || t == "HBM3E" || t == "HBM2" ||
+        t == "HBM2E" || t == "GDDR6" || t == "GDDR6X" || t == "TENSOR" || t == "CORE")
+      continue;
+    if (t == "SXM" || t == "SXM2" || t == "SXM3" || t == "SXM4" || t == "SXM5" || t == "HGX" || t == "DGX") {
+      p.form = "sxm";
+      continue;
+    }
+    if (t == "PCIE") {
+      p.form = "pcie";
+      continue;
+    }
+    if (t == "NVL") {
+      p.form = "nvl";
+      continue;
+    }
+    // "80GB", "80G", "80GIB" or "80" followed by "GB"
+    bool is_memory = false;
+    for (const std::string suf : {"GIB", "GB", "G"}) {
+      if (!is_memory && ends_with(suf) && numeric(t.substr(0, t.size() - suf.size()))) {
+        p.memory_gb = std::atof(t.c_str());
+        is_memory = true;
+      }
+    }
+    if (is_memory) continue;
+    if (numeric(t) && i + 1 < tok.size() && (tok[i + 1] == "GB" || tok[i + 1] == "GIB")) {
+      p.memory_gb = std::atof(t.c_str());
+      ++i;
+      continue;
+    }
+    keep.push_back(t);
+  }
+  for (const auto& k : keep) p.base += k;
+  return p;
+}
+
+// The canonical model for a parsed name, before the memory sanity check.
+std::optional<std::string> resolve(const ParsedName& p) {
+  const std::string& b = p.base;
+  const double mem = p.memory_gb;
+  auto mem_is = [&](double gb) { return std::fabs(mem - gb) < 0.5; };
+  if (b == "H100") {
+    if (p.form == "nvl" || mem_is(94) || mem_is(96)) return "H100-NVL";
+    if (p.form == "pcie") return "H100-PCIe";
+    // "H100 (80 GB)", "H100 HGX", "NVIDIA H100 80GB HBM3" (what the SXM5 part reports). Cloud
+    // listings without a form factor are taken as SXM (HGX boards), the common offer.
+    return "H100-SXM";
+  }
+  if (b == "H200") return p.form == "nvl" ? "H200-NVL" : "H200";
+  if (b == "GH200") return mem_is(144) ? "GH200-144GB" : "GH200-96GB";
+  if (b == "A100") {
+    // A bare "A100" is ambiguous (40 or 80 GB); one with a size and no form factor is taken as
+    // SXM4 (cloud listings like "A100 (80 GB)": the same compute and memory as PCIe, but the
+    // NVLink bandwidth applies only to SXM boards).
+    if (mem_is(40)) return p.form == "pcie" ? "A100-PCIe-40GB" : "A100-SXM-40GB";
+    if (mem_is(80)) return p.form == "pcie" ? "A100-PCIe-80GB" : "A100-SXM-80GB";
+    return std::nullopt;
+  }
+  if (b == "A10G") return "A10G";
+  if (b == "A10") return "A10";
+  if (b == "A40") return "A40";
+  if (b == "L40S") return "L40S";
+  if (b == "L40") return "L40";
+  if (b == "L4") return "L4";
+  if (b == "T4") return "T4";
+  if (b == "RTXA6000" || b == "A6000") return "RTX-A6000";
+  if (b == "RTXA5000" || b == "A5000") return "RTX-A5000";
+  if (b == "RTXA4000" || b == "A4000") return "RTX-A4000";
+  if (b == "RTX4090" || b == "4090") return "RTX-4090";
+  if (b == "RTX3090" || b == "3090") return "RTX-3090";
+  if (b == "RTX3080TI" || b == "3080TI") return "RTX-3080-Ti";
+  // Turing Quadro cards; "RTX 6000" alone could also be the 48 GB RTX 6000 Ada (not in the table).
+  if (b == "QUADRORTX6000" || (b == "RTX6000" && mem_is(24))) return "Quadro-RTX-6000";
+  if (b == "QUADRORTX5000" || (b == "RTX5000" && mem_is(16))) return "Quadro-RTX-5000";
+  if (b == "QUADRORTX4000" || (b == "RTX4000" && mem_is(8))) return "Quadro-RTX-4000";
+  if (b == "V100") {
+    if (mem_is(16) || mem_is(32)) {
+      std::string size = mem_is(16) ? "16GB" : "32GB";
+      return (p.form == "pcie" ? "V100-PCIe-" : "V100-SXM2-") + size;
+    }
+    return std::nullopt;
+  }
+  if (b == "P100") return p.form == "sxm" ? "P100-SXM2-16GB" : "P100-PCIe-16GB";
+  if (b == "P4") return "P4";
+  if (b == "K80") return "K80";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<double> GpuSpec::peak_flops(const std::string& precision) const {
+  double v = 0;
+  if (precision == "bf16") v = bf16_flops;
+  else if (precision == "fp16") v = fp16_flops;
+  else if (precision == "tf32") v = tf32_flops;
+  else if (precision == "fp32") v = fp32_flops;
+  if (v > 0) return v;
+  return std::nullopt;
+}
+
+const std::vector<GpuSpec>& gpu_table() {
+  static const std::vector<GpuSpec> table = build_table();
+  return table;
+}
+
+std::optional<std::string> canonical_gpu(const std::string& name) {
+  // A canonical name (any case) is itself.
+  const std::string u = upper(name);
+  for (const auto& g : gpu_table())
+    if (upper(g.model) == u) return g.model;
+  ParsedName p = parse_name(name);
+  auto model = resolve(p);
+  if (!model) return std::nullopt;
+  // A stated memory size must be the model's (within 10%: "80GB" vs 79.6 GiB reported).
+  if (p.memory_gb > 0) {
+    for (const auto& g : gpu_table())
+      if (g.model == *model && std::fabs(p.memory_gb * 1e9 - g.memory_bytes) > 0.1 * g.memory_bytes)
+        return std::nullopt;
+  }
+  return model;
+}
+
+std::optional<GpuSpec> gpu_spec(const std::string& name) {
+  auto model = canonical_gpu(name);
+  if (!model) return std::nullopt;
+  for (const auto& g : gpu_table())
+    if (g.model == *model) return g;
+  return std::nullopt;
+}
+
+Hardware hardware_for_gpu(const GpuSpec& gpu, const std::string& precision, std::string* note) {
+  Hardware hw;
+  hw.gpu_model = gpu.model;
+  hw.gpu_mem_bytes = gpu.memory_bytes;
+  hw.intra_node_bw = gpu.intra_node_busbw;
+  hw.host_bw = gpu.host_bw;
+  hw.source = gpu.model + " datasheet";
+  std::vector<std::string> order = {precision};
+  if (precision == "bf16") order = {"bf16", "fp16", "fp32"};
+  else if (precision == "fp16") order = {"fp16", "bf16", "fp32"};
+  for (const auto& p : order) {
+    if (auto v = gpu.peak_flops(p)) {
+      hw.peak_flops = *v;
+      if (p != precision && note)
+        *note = gpu.model + " has no " + precision + " arithmetic: using its " + p + " peak (" +
+                std::to_string(static_cast<int64_t>(std::llround(*v / 1e12))) + " TFLOP/s)";
+      return hw;
+    }
+  }
+  hw.peak_flops = gpu.fp32_flops;
+  return hw;
+}
+
+}  // namespace dl::plan

@@ -1,0 +1,51 @@
+// Known GPUs: datasheet memory, dense peak FLOP/s per precision, memory bandwidth and the
+// bandwidths the planner assumes between GPUs and to the host; and the names they go by.
+//
+// canonical_gpu() maps the names people, clouds and drivers use ("H100 (80 GB)",
+// "NVIDIA H100 80GB HBM3", "A100 80GB SXM4", "Tesla V100-SXM2-16GB") to one canonical model
+// ("H100-SXM"); dl-shard, dl-cost (cloud catalogs) and dl-bench (device names) share it.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dl/plan/plan.hpp"
+
+namespace dl::plan {
+
+struct GpuSpec {
+  std::string model;         // canonical name: "H100-SXM"
+  std::string name;          // what the datasheet calls it
+  std::string arch;          // "Hopper", "Ampere", ...
+  double memory_bytes = 0;   // decimal: 80 GB = 80e9
+  // Dense peak FLOP/s (no structured sparsity), tensor cores with fp32 accumulation where the
+  // GPU has them; 0 = not supported at that precision.
+  double bf16_flops = 0, fp16_flops = 0, tf32_flops = 0, fp32_flops = 0;
+  double memory_bw = 0;         // bytes/s, datasheet
+  double intra_node_busbw = 0;  // bytes/s per GPU that an all-reduce reaches inside one node
+                                // (NVLink/NVSwitch, else PCIe); an assumption where not measured
+  double host_bw = 0;           // bytes/s per GPU to host memory (PCIe per direction, practical)
+  std::string interconnect;     // "NVLink 4 (900 GB/s bidirectional)", "PCIe 4.0 x16", ...
+  std::string source;           // where the numbers come from
+
+  // Dense peak for a training precision ("bf16", "fp16", "fp32", "tf32"); nullopt when the GPU
+  // has no such arithmetic.
+  std::optional<double> peak_flops(const std::string& precision) const;
+};
+
+// Every GPU in the table, newest families first.
+const std::vector<GpuSpec>& gpu_table();
+
+// The canonical model for a GPU name in any of its common spellings; nullopt when the name is
+// unknown or ambiguous (a bare "A100" could be 40 or 80 GB, SXM or PCIe).
+std::optional<std::string> canonical_gpu(const std::string& name);
+
+// The table entry for a canonical model or any name canonical_gpu() maps.
+std::optional<GpuSpec> gpu_spec(const std::string& name);
+
+// The planner's hardware for one GPU at a training precision: datasheet peak, memory and
+// bandwidths (inter-node bandwidth stays the Hardware default, 50 GB/s per GPU). A GPU without
+// arithmetic at that precision falls back (bf16 -> fp16 -> fp32) and says so in *note.
+Hardware hardware_for_gpu(const GpuSpec& gpu, const std::string& precision, std::string* note = nullptr);
+
+}  // namespace dl::plan

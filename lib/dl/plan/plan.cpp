@@ -1,0 +1,571 @@
+// The planner's arithmetic. Every formula cites its source; docs/PLANNING.md collects them with
+// the assumptions made where the sources leave a choice.
+#include "dl/plan/plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "dl/cli/table.hpp"
+#include "dl/core/error.hpp"
+#include "dl/data/dataset.hpp"
+#include "dl/nn/gpt.hpp"
+#include "dl/nn/mlp.hpp"
+
+namespace dl::plan {
+
+namespace {
+
+// GPT-2 block parameters (REFERENCE.md "Model arithmetic"): ln_1, ln_2 (4D), c_attn (3D^2 + 3D),
+// attn c_proj (D^2 + D), mlp c_fc (4D^2 + 4D), mlp c_proj (4D^2 + D) = 12 D^2 + 13 D.
+double layer_params(double h) { return 12 * h * h + 13 * h; }
+
+// One block's parameters on a tensor-parallel rank (Megatron-LM, Shoeybi et al. 2019): the four
+// matrices and the column-parallel biases (c_attn 3D, c_fc 4D) are split t ways; LayerNorms and
+// the row-parallel biases (2 x D) are replicated.
+double layer_params_tp(double h, double t) { return (12 * h * h + 7 * h) / t + 6 * h; }
+
+bool has_layers(const ModelShape& m) { return m.n_layer > 0 && m.hidden > 0; }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// PyTorch DDP's default gradient bucket (bucket_cap_mb = 25); two in flight.
+constexpr double kGradBucketBytes = 25e6;
+// Parameters ZeRO-3 gathers at once when the layer size is unknown: DeepSpeed's default
+// stage3_prefetch_bucket_size (5e7 elements).
+constexpr double kZero3GatherParams = 5e7;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Model size and FLOPs
+
+ModelShape model_from_config(const Config& c, const std::string& name) {
+  ModelShape m;
+  m.name = name.empty() ? c.model.type : name;
+  m.kind = c.model.type;
+  if (c.model.type == "gpt") {
+    m.params = static_cast<double>(gpt_param_count(gpt_config_from(c.model)));
+    m.n_layer = c.model.n_layer;
+    m.hidden = c.model.n_embd;
+    m.heads = c.model.n_head;
+    m.seq = c.model.block_size;
+    m.vocab = c.model.vocab_size;
+    m.dropout = false;  // dl-train's GPT has no dropout (hf config: *_pdrop = 0)
+    return m;
+  }
+  if (c.model.type == "mlp") {
+    // The input width and the number of classes are properties of the data, not the config:
+    // open the training data the way dl-train does and read them.
+    DataSplits data = open_datasets(c.data, c.model.block_size, static_cast<uint64_t>(c.train.seed));
+    if (data.train->is_sequence())
+      throw_usage("model.type = \"mlp\" needs feature rows (csv:...), but data.source ", c.data.source,
+                  " holds tokens");
+    MlpConfig mc;
+    mc.n_inputs = static_cast<int>(data.train->n_features());
+    mc.n_classes = static_cast<int>(data.train->n_classes());
+    mc.hidden.assign(c.model.hidden.begin(), c.model.hidden.end());
+    m.params = static_cast<double>(mlp_param_count(mc));
+    m.note = str("mlp with ", mc.n_inputs, " inputs and ", mc.n_classes, " classes (read from ", c.data.source,
+                 "); activations are not modelled for mlp");
+    return m;
+  }
+  throw_usage("model.type: unknown model '", c.model.type, "' (gpt or mlp)");
+}
+
+ModelShape model_from_params(double params, int64_t n_layer, int64_t hidden, int64_t heads, int64_t seq,
+                             int64_t vocab) {
+  if (!(params > 0) || !std::isfinite(params)) throw_usage("--params: need a positive parameter count, got ", params);
+  if (n_layer < 0 || hidden < 0 || heads < 0 || seq < 0 || vocab < 0)
+    throw_usage("architecture hints must be positive (or left out)");
+  if (heads > 0 && hidden > 0 && hidden % heads != 0)
+    throw_usage("--heads ", heads, " does not divide --hidden ", hidden);
+  ModelShape m;
+  m.kind = "params";
+  m.params = params;
+  m.n_layer = n_layer;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.seq = seq;
+  m.vocab = vocab;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", params);
+  std::string num = buf;  // "7.5e+09" -> "7.5e9"
+  if (auto e = num.find("e+"); e != std::string::npos) {
+    size_t d = e + 2;
+    while (d + 1 < num.size() && num[d] == '0') ++d;
+    num = num.substr(0, e + 1) + num.substr(d);
+  }
+  m.name = num + " params";
+  if (has_layers(m)) {
+    double need = static_cast<double>(n_layer) * layer_params(static_cast<double>(hidden));
+    if (vocab > 0) need += static_cast<double>(vocab) * static_cast<double>(hidden);
+    if (seq > 0) need += static_cast<double>(seq) * static_cast<double>(hidden);
+    if (need > params * 1.0000001)
+      throw_usage("--params ", params, " is fewer than the architecture hints alone need (", need,
+                  " for ", n_layer, " layers of width ", hidden,
+                  vocab > 0 ? " and the embeddings" : "", "): check --params, --layers and --hidden");
+  }
+  return m;
+}
+
+std::string flop_formula_name(FlopFormula f) {
+  return f == FlopFormula::palm ? "6N+12LHQT (PaLM)" : "6N+6LDT (llm.c)";
+}
+
+FlopFormula parse_flop_formula(const std::string& s) {
+  if (s == "palm") return FlopFormula::palm;
+  if (s == "llmc" || s == "llm.c") return FlopFormula::llmc;
+  throw_usage("unknown FLOP formula '", s, "' (palm or llmc)");
+}
+
+double attention_flops_per_token(const ModelShape& m, FlopFormula f) {
+  if (!m.is_transformer()) return 0;
+  // H heads x Q head dim = D (hidden).
+  const double l = static_cast<double>(m.n_layer), d = static_cast<double>(m.hidden), t = static_cast<double>(m.seq);
+  return (f == FlopFormula::palm ? 12.0 : 6.0) * l * d * t;
+}
+
+double flops_per_token(const ModelShape& m, FlopFormula f) {
+  // PaLM (Chowdhery et al. 2022, appendix B): 6N + 12 L H Q T; llm.c: 6N + 6 L D T.
+  return 6.0 * m.params + attention_flops_per_token(m, f);
+}
+
+std::string recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+Recompute parse_recompute(const std::string& s) {
+  if (s == "none") return Recompute::none;
+  if (s == "selective") return Recompute::selective;
+  if (s == "full") return Recompute::full;
+  throw_usage("--recompute: unknown mode '", s, "' (none, selective or full)");
+}
+
+std::string Layout::describe() const {
+  return str("dp=", dp, " tp=", tp, " pp=", pp, " zero=", zero, " offload=", offload_cpu ? "cpu" : "none",
+             " recompute=", recompute_name(recompute), " mb=", micro_batch);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+StateBytes state_bytes(const std::string& precision, const std::string& optimizer) {
+  const bool mixed = precision == "bf16" || precision == "fp16";
+  if (!mixed && precision != "fp32") throw_usage("unknown precision '", precision, "' (bf16, fp16 or fp32)");
+  StateBytes b;
+  b.params = mixed ? 2 : 4;
+  b.grads = mixed ? 2 : 4;
+  // Mixed precision keeps an fp32 master copy (4 bytes) among the optimizer states (ZeRO paper,
+  // section 3.1: K = 12 for Adam = master 4 + momentum 4 + variance 4).
+  const double master = mixed ? 4 : 0;
+  if (optimizer == "adamw" || optimizer == "adam") b.optimizer = master + 8;  // exp_avg + exp_avg_sq
+  else if (optimizer == "sgd-momentum") b.optimizer = master + 4;             // momentum_buffer
+  else if (optimizer == "sgd") b.optimizer = master;
+  else throw_usage("unknown optimizer '", optimizer, "' (adamw, sgd-momentum or sgd)");
+  return b;
+}
+
+double activation_value_bytes(const std::string& precision) {
+  if (precision == "bf16" || precision == "fp16") return 2;
+  if (precision == "fp32") return 4;
+  throw_usage("unknown precision '", precision, "' (bf16, fp16 or fp32)");
+}
+
+double zero_model_state_bytes(double psi, int64_t nd, int64_t zero, const StateBytes& b) {
+  const double n = static_cast<double>(std::max<int64_t>(nd, 1));
+  switch (zero) {
+    case 0: return (b.params + b.grads + b.optimizer) * psi;
+    case 1: return (b.params + b.grads) * psi + b.optimizer * psi / n;
+    case 2: return b.params * psi + (b.grads + b.optimizer) * psi / n;
+    case 3: return (b.params + b.grads + b.optimizer) * psi / n;
+    default: throw_usage("zero stage ", zero, " is not 0..3");
+  }
+}
+
+double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp) {
+  const double t = static_cast<double>(std::max<int64_t>(tp, 1));
+  const int64_t p = std::max<int64_t>(pp, 1);
+  if (!has_layers(m)) return m.params / (t * static_cast<double>(p));
+  const double h = static_cast<double>(m.hidden);
+  const double layers = static_cast<double>(ceil_div(m.n_layer, p));
+  // Everything outside the blocks: embeddings (wte V x D, wpe T x D), final LayerNorm (2D),
+  // and whatever else the count holds when only --params was given (taken as embeddings).
+  const double outside = std::max(0.0, m.params - static_cast<double>(m.n_layer) * layer_params(h) - 2 * h);
+  const double wpe = m.seq > 0 && m.vocab > 0 ? static_cast<double>(m.seq) * h : 0.0;  // replicated
+  const double split = outside - wpe;  // wte (vocab-parallel) and the rest: split t ways
+  const double first = layers * layer_params_tp(h, t) + split / t + wpe + (p == 1 ? 2 * h : 0.0);
+  if (p == 1) return first;
+  // The last stage holds the final LayerNorm and, with tied embeddings, its own copy of the
+  // token embedding for the LM head (Megatron-LM keeps one on the first and the last stage).
+  const double head = m.vocab > 0 ? static_cast<double>(m.vocab) * h / t : 0.0;
+  const double last = layers * layer_params_tp(h, t) + 2 * h + head;
+  return std::max(first, last);
+}
+
+double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int64_t tp, Recompute r,
+                                  double bytes_per_value) {
+  if (!m.is_transformer()) return 0;
+  // Korthikanti et al. 2022 (arXiv 2205.05198), section 4: per layer, 16-bit activations,
+  // s*b*h*(34 + 5*a*s/h); with tensor parallelism (no sequence parallelism)
+  // s*b*h*(10 + 24/t + 5*a*s/(h*t)). Selective recompute (their section 5) recomputes the
+  // attention scores: the 5as/(ht) term goes. Full recompute keeps only the layer input: 2sbh.
+  // The published constants count 2-byte values (and 1-byte dropout masks); other widths scale
+  // the whole by bytes_per_value / 2.
+  const double s = static_cast<double>(m.seq), b = static_cast<double>(micro_batch), h = static_cast<double>(m.hidden),
+               a = static_cast<double>(m.heads), t = static_cast<double>(std::max<int64_t>(tp, 1));
+  // Their per-layer breakdown (16-bit values, t = 1): attention 11sbh + 5as^2b (QKV input 2, Q and
+  // K 4, V 2, projection input 2, dropout mask 1; softmax output 2as^2b, its dropout mask as^2b
+  // and dropout output 2as^2b), MLP 19sbh (input 2, GELU input 8 and output 8, dropout mask 1),
+  // two LayerNorm inputs 4sbh. Without dropout the masks (2sbh + as^2b) and the attention-dropout
+  // output (2as^2b) go: 32sbh + 2as^2b, i.e. s*b*h*(8 + 24/t + 2as/(ht)) under tensor parallelism.
+  const double replicated = m.dropout ? 10 : 8, scores = m.dropout ? 5 : 2;
+  const double sbh = s * b * h, scale = bytes_per_value / 2.0;
+  switch (r) {
+    case Recompute::none: return sbh * (replicated + 24 / t + scores * a * s / (h * t)) * scale;
+    case Recompute::selective: return sbh * (replicated + 24 / t) * scale;
+    case Recompute::full: return 2 * sbh * scale;
+  }
+  return 0;
+}
+
+namespace {
+
+// Micro-batches whose activations a pipeline stage holds at its peak. Without pipeline
+// parallelism gradient accumulation runs one micro-batch at a time. GPipe runs every forward
+// before any backward: all m. 1F1B (PipeDream-Flush, Narayanan et al. 2021): stage i holds
+// pp - i, so the first stage min(pp, m).
+int64_t in_flight(const Layout& l) {
+  if (l.pp <= 1) return 1;
+  const int64_t m = std::max<int64_t>(l.microbatches, 1);
+  return l.schedule == "gpipe" ? m : std::min(l.pp, m);
+}
+
+}  // namespace
+
+double activation_bytes(const ModelShape& m, const Layout& l) {
+  if (!m.is_transformer()) return 0;
+  const double bpv = activation_value_bytes(l.precision);
+  const double layers = static_cast<double>(ceil_div(m.n_layer, std::max<int64_t>(l.pp, 1)));
+  const double per = activation_bytes_per_layer(m, l.micro_batch, l.tp, l.recompute, bpv);
+  // Full recompute re-runs one layer's forward at a time during backward: that layer's full
+  // activations exist on top of the stored layer inputs.
+  const double recompute_peak =
+      l.recompute == Recompute::full ? activation_bytes_per_layer(m, l.micro_batch, l.tp, Recompute::none, bpv) : 0.0;
+  // Output layer (Korthikanti et al. section 4.3): final LayerNorm input and LM-head input
+  // (2sbh each at 16 bits) and the fp32 logits the cross-entropy keeps, 4sbV/t (vocab-parallel).
+  const double s = static_cast<double>(m.seq), b = static_cast<double>(l.micro_batch), h = static_cast<double>(m.hidden);
+  const double output = 4 * s * b * h * (bpv / 2.0) +
+                        (m.vocab > 0 ? 4 * s * b * static_cast<double>(m.vocab) / static_cast<double>(std::max<int64_t>(l.tp, 1)) : 0.0);
+  // Backward working set (not in Korthikanti et al., who count what is kept for backward): the
+  // activation gradients in flight while one layer's backward runs — the residual-stream
+  // gradient and the layer-input gradient (2sbh) and the MLP's 4h-wide GELU input and output
+  // gradients (8sbh/t). Counted once per rank.
+  const double tpd = static_cast<double>(std::max<int64_t>(l.tp, 1));
+  const double work = s * b * h * (2 + 8 / tpd) * (bpv / 2.0);
+  const double first = layers * per * static_cast<double>(in_flight(l)) + recompute_peak + work;
+  if (l.pp <= 1) return first + output;
+  const double last = layers * per + recompute_peak + work + output;  // the last stage: one in flight
+  return std::max(first, last);
+}
+
+MemoryBreakdown memory_per_rank(const ModelShape& m, const Layout& l) {
+  const StateBytes sb = state_bytes(l.precision, l.optimizer);
+  const double P = params_per_rank(m, l.tp, l.pp);
+  const double nd = static_cast<double>(std::max<int64_t>(l.dp, 1));
+  MemoryBreakdown mem;
+  mem.params = sb.params * P / (l.zero >= 3 ? nd : 1.0);
+  mem.grads = sb.grads * P / (l.zero >= 2 ? nd : 1.0);
+  mem.optimizer = sb.optimizer * P / (l.zero >= 1 ? nd : 1.0);
+  if (l.offload_cpu) {
+    // ZeRO-Offload (Ren et al. 2021): the optimizer states (with the fp32 master copy) and the
+    // optimizer step live on the host; the rank's gradient shard is copied there each step.
+    mem.host_offload = mem.optimizer + sb.grads * P / nd;
+    mem.optimizer = 0;
+  }
+  mem.activations = activation_bytes(m, l);
+  // Communication buffers: two gradient buckets when gradients are reduced (dp > 1); ZeRO-3
+  // also holds two gathered layers (the one computing and the one prefetched) at full size;
+  // pipeline stages a send and a receive buffer of one micro-batch's boundary activations.
+  if (l.dp > 1) mem.comm_buffers += 2 * kGradBucketBytes;
+  if (l.zero >= 3 && l.dp > 1) {
+    const double layer = has_layers(m) ? layer_params_tp(static_cast<double>(m.hidden), static_cast<double>(l.tp))
+                                       : std::min(P, kZero3GatherParams);
+    mem.comm_buffers += 2 * layer * sb.params;
+  }
+  if (l.pp > 1 && m.is_transformer())
+    mem.comm_buffers += 2 * static_cast<double>(m.seq) * static_cast<double>(l.micro_batch) *
+                        static_cast<double>(m.hidden) * activation_value_bytes(l.precision);
+  mem.overhead = kOverheadBytes;
+  return mem;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Communication and bubble
+
+CommVolume comm_per_rank(const ModelShape& m, const Layout& l) {
+  const StateBytes sb = state_bytes(l.precision, l.optimizer);
+  CommVolume c;
+  const double micro = static_cast<double>(std::max<int64_t>(l.microbatches, 1));
+  if (l.dp > 1) {
+    // Ring collectives (nccl-tests conventions): an all-reduce sends 2(n-1)/n of the buffer per
+    // rank, a reduce-scatter or an all-gather (n-1)/n. ZeRO paper section 7: DP and ZeRO-1/2
+    // move 2 psi per step, ZeRO-3 3 psi (parameters gathered in forward and again in backward).
+    // With gradient accumulation (micro > 1), DP and ZeRO-1 accumulate full gradients locally and
+    // reduce once; ZeRO-2 keeps only a gradient shard, so it reduce-scatters every micro-batch;
+    // ZeRO-3 gathers the parameters and reduce-scatters gradients for every micro-batch.
+    const double P = params_per_rank(m, l.tp, l.pp);
+    const double n = static_cast<double>(l.dp), ring = (n - 1) / n;
+    switch (l.zero) {
+      case 0: c.dp = 2 * P * sb.grads * ring; break;
+      case 1: c.dp_params = P * sb.params * ring, c.dp = P * sb.grads * ring + c.dp_params; break;
+      case 2: c.dp_params = P * sb.params * ring, c.dp = micro * P * sb.grads * ring + c.dp_params; break;
+      default: c.dp_params = micro * 2 * P * sb.params * ring, c.dp = micro * P * sb.grads * ring + c.dp_params; break;
+    }
+  }
+  if (m.is_transformer()) {
+    const double sbh_bytes = static_cast<double>(m.seq) * static_cast<double>(l.micro_batch) *
+                             static_cast<double>(m.hidden) * activation_value_bytes(l.precision);
+    const double layers = static_cast<double>(ceil_div(m.n_layer, std::max<int64_t>(l.pp, 1)));
+    if (l.tp > 1) {
+      // Megatron-LM (Shoeybi et al. 2019, figure 4): per layer 2 all-reduces of s*b*h in forward
+      // (after attention and after the MLP) and 2 in backward; full recompute re-runs the
+      // forward and its 2. Ring all-reduce: 2(t-1)/t of the buffer per rank.
+      const double t = static_cast<double>(l.tp);
+      const double per_layer = l.recompute == Recompute::full ? 6.0 : 4.0;
+      c.tp = per_layer * layers * micro * sbh_bytes * 2 * (t - 1) / t;
+    }
+    if (l.pp > 1) {
+      // Each stage boundary carries one micro-batch's activations forward and their gradient
+      // backward (s*b*h each way). The busiest rank is a middle stage, which sends both; with two
+      // stages each rank sends one direction only.
+      c.pp = (l.pp > 2 ? 2.0 : 1.0) * micro * sbh_bytes;
+    }
+  }
+  return c;
+}
+
+double bubble_fraction(int64_t pp, int64_t microbatches) {
+  if (pp <= 1) return 0;
+  const double p = static_cast<double>(pp), m = static_cast<double>(std::max<int64_t>(microbatches, 1));
+  return (p - 1) / (m + p - 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layouts
+
+std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_batch) {
+  if (l.gpus < 1) return str("gpus = ", l.gpus, ": need at least one GPU");
+  if (l.dp < 1 || l.tp < 1 || l.pp < 1) return str("dp, tp and pp must be >= 1 (dp=", l.dp, " tp=", l.tp, " pp=", l.pp, ")");
+  if (l.dp * l.tp * l.pp != l.gpus)
+    return str("dp x tp x pp = ", l.dp, " x ", l.tp, " x ", l.pp, " = ", l.dp * l.tp * l.pp, " is not the ", l.gpus,
+               " GPUs");
+  if (l.gpus_per_node < 1) return str("gpus per node = ", l.gpus_per_node, ": need at least 1");
+  if (l.tp > l.gpus_per_node)
+    return str("tp = ", l.tp, " is more than the ", l.gpus_per_node,
+               " GPUs per node (tensor parallelism needs NVLink-class bandwidth: keep it inside a node)");
+  if (m.heads > 0 && m.heads % l.tp != 0) return str("tp = ", l.tp, " does not divide the ", m.heads, " attention heads");
+  if (m.n_layer > 0 && m.n_layer % l.pp != 0) return str("pp = ", l.pp, " does not divide the ", m.n_layer, " layers");
+  if (m.kind == "mlp" && (l.tp > 1 || l.pp > 1))
+    return "tensor and pipeline parallelism apply to the gpt model only (mlp: use dp and zero)";
+  if (l.zero < 0 || l.zero > 3) return str("zero = ", l.zero, " is not a ZeRO stage (0..3)");
+  if (l.offload_cpu && l.zero < 1) return "offload moves the ZeRO-sharded optimizer state: it needs zero >= 1";
+  if (l.micro_batch < 1) return str("micro-batch = ", l.micro_batch, ": need at least 1");
+  if (l.schedule != "1f1b" && l.schedule != "gpipe") return str("unknown pipeline schedule '", l.schedule, "' (1f1b or gpipe)");
+  if (l.precision != "bf16" && l.precision != "fp16" && l.precision != "fp32")
+    return str("unknown precision '", l.precision, "' (bf16, fp16 or fp32)");
+  if (l.optimizer != "adamw" && l.optimizer != "adam" && l.optimizer != "sgd" && l.optimizer != "sgd-momentum")
+    return str("unknown optimizer '", l.optimizer, "' (adamw, sgd-momentum or sgd)");
+  if (global_batch > 0 && global_batch % (l.dp * l.micro_batch) != 0)
+    return str("the global batch of ", global_batch, " sequences is not a multiple of dp x micro-batch = ", l.dp, " x ",
+               l.micro_batch, " = ", l.dp * l.micro_batch);
+  return "";
+}
+
+namespace {
+
+std::string why_it_does_not_fit(const MemoryBreakdown& mem, const Layout& l, double gpu_mem) {
+  struct Part {
+    const char* what;
+    double bytes;
+    std::string advice;
+  };
+  std::vector<Part> parts = {
+      {"optimizer state", mem.optimizer,
+       l.zero == 0 ? "try zero >= 1 or offload"
+                   : (!l.offload_cpu ? "try --offload cpu or more GPUs" : "try more GPUs")},
+      {"gradients", mem.grads, l.zero < 2 ? "try zero >= 2" : "try more GPUs, tp or pp"},
+      {"parameters", mem.params, l.zero < 3 ? "try zero 3, tp or pp" : "try more GPUs, tp or pp"},
+      {"activations", mem.activations,
+       l.recompute == Recompute::none
+           ? "try --recompute selective or full, a smaller micro-batch, tp or pp"
+           : (l.recompute == Recompute::selective ? "try --recompute full, a smaller micro-batch, tp or pp"
+                                                  : "try a smaller micro-batch, tp or pp")},
+      {"communication buffers", mem.comm_buffers, "try fewer pipeline stages or zero <= 2"},
+      {"overhead allowance", mem.overhead, "a GPU with more memory"},
+  };
+  const Part* big = &parts[0];
+  for (const auto& p : parts)
+    if (p.bytes > big->bytes) big = &p;
+  return str("needs ", format_bytes(mem.total()), " of ", format_bytes(gpu_mem), ": ", big->what, " ",
+             format_bytes(big->bytes), " — ", big->advice);
+}
+
+}  // namespace
+
+Estimate estimate(const ModelShape& m, const Layout& layout, const Hardware& hw, int64_t global_batch) {
+  Estimate e;
+  e.layout = layout;
+  Layout& l = e.layout;
+  if (global_batch <= 0) global_batch = l.dp * l.micro_batch * std::max<int64_t>(l.microbatches, 1);
+  e.why_not = check_layout(m, l, global_batch);
+  if (!e.why_not.empty()) {
+    e.valid = false;
+    e.fits = false;
+    e.step_seconds = std::numeric_limits<double>::infinity();
+    return e;
+  }
+  l.microbatches = global_batch / (l.dp * l.micro_batch);
+  e.memory = memory_per_rank(m, l);
+  e.comm = comm_per_rank(m, l);
+  e.bubble = bubble_fraction(l.pp, l.microbatches);
+  e.headroom = hw.gpu_mem_bytes - e.memory.total();
+  e.fits = e.headroom >= 0;
+  if (!e.fits) e.why_not = why_it_does_not_fit(e.memory, l, hw.gpu_mem_bytes);
+
+  // Compute: model FLOPs (flops_per_token x tokens) plus what recompute re-runs: full recompute
+  // repeats the forward pass (one third of forward + backward); selective recompute repeats the
+  // attention-score forward (one third of the attention term).
+  const double tokens = static_cast<double>(global_batch) * static_cast<double>(std::max<int64_t>(m.seq, 1));
+  e.model_flops = flops_per_token(m) * tokens;
+  double extra = 0;
+  if (l.recompute == Recompute::full) extra = flops_per_token(m) / 3.0;
+  else if (l.recompute == Recompute::selective) extra = attention_flops_per_token(m) / 3.0;
+  e.hardware_flops = e.model_flops + extra * tokens;
+  const double rate = static_cast<double>(l.gpus) * hw.peak_flops * hw.achievable_fraction;
+  e.compute_seconds = rate > 0 ? e.hardware_flops / rate / (1.0 - e.bubble) : std::numeric_limits<double>::infinity();
+
+  // Communication. Megatron's rank order puts tp innermost, then dp, then pp: a tp group is tp
+  // consecutive ranks (inside a node), a dp group spans tp x dp ranks, a pipeline all of them.
+  const auto bw = [&](int64_t span) { return span <= l.gpus_per_node ? hw.intra_node_bw : hw.inter_node_bw; };
+  const double t_tp = e.comm.tp / bw(l.tp), t_pp = e.comm.pp / bw(l.gpus);
+  const double t_grads = (e.comm.dp - e.comm.dp_params) / bw(l.tp * l.dp);
+  const double t_params = e.comm.dp_params / bw(l.tp * l.dp);
+  // Overlap (what is exposed): tensor-parallel all-reduces sit on the critical path and pipeline
+  // transfers are counted in full. DP/ZeRO traffic overlaps compute the way current frameworks
+  // schedule it (PyTorch DDP/FSDP, Megatron's --overlap-grad-reduce/--overlap-param-gather):
+  // gradients reduce bucket by bucket during backward (2/3 of compute) — once, in the last
+  // micro-batch's backward, for DP and ZeRO-1; in every micro-batch's backward for ZeRO-2;
+  // ZeRO-1/2 gather the updated parameters during the next step's first forward (1/3 of a
+  // micro-batch); ZeRO-3 prefetches parameters and reduce-scatters gradients throughout forward
+  // and backward. Only what does not fit in its window is exposed.
+  const double t_c = rate > 0 ? e.hardware_flops / rate : 0.0;
+  const double t_mb = t_c / static_cast<double>(l.microbatches);
+  double exposed_dp = 0;
+  switch (l.zero) {
+    case 0: exposed_dp = std::max(0.0, t_grads - 2.0 / 3.0 * t_mb); break;
+    case 1: exposed_dp = std::max(0.0, t_grads - 2.0 / 3.0 * t_mb) + std::max(0.0, t_params - t_mb / 3.0); break;
+    case 2: exposed_dp = std::max(0.0, t_grads - 2.0 / 3.0 * t_c) + std::max(0.0, t_params - t_mb / 3.0); break;
+    default: exposed_dp = std::max(0.0, t_grads + t_params - t_c); break;
+  }
+  e.comm_total_seconds = t_tp + t_pp + t_grads + t_params;
+  e.comm_seconds = t_tp + t_pp + exposed_dp;
+  if (l.offload_cpu) {
+    // Gradient shard to the host and updated parameter shard back, each step; the CPU optimizer
+    // step itself is assumed to overlap (ZeRO-Offload's one-step delayed update) and not counted.
+    const StateBytes sb = state_bytes(l.precision, l.optimizer);
+    const double shard = params_per_rank(m, l.tp, l.pp) / static_cast<double>(l.dp);
+    e.offload_seconds = shard * (sb.grads + sb.params) / hw.host_bw;
+  }
+  e.step_seconds = e.compute_seconds + e.comm_seconds + e.offload_seconds;
+  return e;
+}
+
+namespace {
+
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+}  // namespace
+
+std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base, const Hardware& hw,
+                                        int64_t global_batch, const LayoutSearch& search) {
+  const int64_t gpus = base.gpus;
+  if (gpus < 1) throw_usage("--gpus: need at least one GPU, got ", gpus);
+  std::vector<int64_t> tps = search.tp ? std::vector<int64_t>{*search.tp} : divisors(gpus);
+  std::vector<int64_t> pps = search.pp ? std::vector<int64_t>{*search.pp} : divisors(gpus);
+  std::vector<int64_t> zeros = search.zero ? std::vector<int64_t>{*search.zero} : std::vector<int64_t>{0, 1, 2, 3};
+  std::vector<bool> offloads = search.offload ? std::vector<bool>{*search.offload} : std::vector<bool>{false, true};
+  std::vector<Recompute> recomputes;
+  if (search.recompute) recomputes = {*search.recompute};
+  else if (m.is_transformer()) recomputes = {Recompute::none, Recompute::selective, Recompute::full};
+  else recomputes = {base.recompute};
+
+  std::vector<Estimate> out, impossible;
+  std::set<std::string> impossible_seen;
+  for (int64_t tp : tps)
+    for (int64_t pp : pps) {
+      int64_t dp = 0;
+      if (search.dp) dp = *search.dp;
+      else if (tp > 0 && pp > 0 && gpus % (tp * pp) == 0) dp = gpus / (tp * pp);
+      for (int64_t zero : zeros)
+        for (bool off : offloads)
+          for (Recompute rc : recomputes) {
+            Layout l = base;
+            l.tp = tp;
+            l.pp = pp;
+            l.dp = dp;
+            l.zero = zero;
+            l.offload_cpu = off;
+            l.recompute = rc;
+            Estimate e;
+            if (dp == 0) {
+              e.layout = l;
+              e.valid = false;
+              e.why_not = str("tp x pp = ", tp * pp, " does not divide the ", gpus, " GPUs");
+              e.step_seconds = std::numeric_limits<double>::infinity();
+            } else {
+              e = estimate(m, l, hw, global_batch);
+            }
+            if (!e.valid) {
+              if (impossible_seen.insert(e.why_not).second) impossible.push_back(std::move(e));
+              continue;
+            }
+            out.push_back(std::move(e));
+          }
+    }
+  // Impossible combinations the search generated itself are dropped; when nothing is possible,
+  // the fixed choices are to blame and every distinct reason is returned.
+  if (out.empty()) out = std::move(impossible);
+  auto group = [](const Estimate& e) { return !e.valid ? 2 : (e.fits ? 0 : 1); };
+  std::stable_sort(out.begin(), out.end(), [&](const Estimate& a, const Estimate& b) {
+    int ga = group(a), gb = group(b);
+    if (ga != gb) return ga < gb;
+    if (ga == 0) {
+      // Faster first; within 0.1% (what the model cannot tell apart) less communication, then
+      // less memory.
+      const double tol = 1e-3 * std::max(a.step_seconds, b.step_seconds);
+      if (std::fabs(a.step_seconds - b.step_seconds) > tol) return a.step_seconds < b.step_seconds;
+      if (std::fabs(a.comm_total_seconds - b.comm_total_seconds) > 1e-3 * std::max(a.comm_total_seconds, b.comm_total_seconds))
+        return a.comm_total_seconds < b.comm_total_seconds;
+      return a.memory.total() < b.memory.total();
+    }
+    if (ga == 1) return a.memory.total() < b.memory.total();
+    return false;
+  });
+  return out;
+}
+
+}  // namespace dl::plan

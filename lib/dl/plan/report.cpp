@@ -1,0 +1,404 @@
+#include "dl/plan/report.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "dl/config/config.hpp"
+#include "dl/core/error.hpp"
+#include "dl/plan/bench_input.hpp"
+#include "dl/plan/gpus.hpp"
+
+namespace dl::plan {
+
+namespace {
+
+std::string group_digits(double v) {
+  std::string digits = std::to_string(static_cast<long long>(std::llround(v)));
+  std::string out;
+  int n = 0;
+  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+    if (n && n % 3 == 0 && *it != '-') out.insert(out.begin(), ',');
+    out.insert(out.begin(), *it);
+    ++n;
+  }
+  return out;
+}
+
+std::string known_gpus() {
+  std::string s;
+  for (const auto& g : gpu_table()) s += (s.empty() ? "" : ", ") + g.model;
+  return s;
+}
+
+std::string gbps(double bytes_per_s) { return format_fixed(bytes_per_s / 1e9, bytes_per_s < 100e9 ? 1 : 0) + " GB/s"; }
+
+// Everything make_plan and make_recommendation share: the model, the hardware, the base layout,
+// the global batch, and the notes that state the assumptions.
+struct Setup {
+  PlanReport report;
+  std::optional<Config> config;
+};
+
+Setup setup(const PlanInputs& in) {
+  Setup s;
+  PlanReport& r = s.report;
+  const bool hints = in.layers || in.hidden || in.heads || in.seq || in.vocab;
+  if (!in.config_path.empty() && in.params)
+    throw_usage("give a config or --params, not both");
+  if (in.config_path.empty() && !in.params)
+    throw_usage("no model: give a dl-train config (dl-shard plan CONFIG.toml ...) or --params N (see --help)");
+  if (!in.config_path.empty() && hints)
+    throw_usage("--layers/--hidden/--heads/--seq/--vocab describe a --params model; change a config's model with "
+                "--set model.n_layer=... instead");
+  if (in.config_path.empty() && !in.sets.empty()) throw_usage("--set changes a config: give the config too");
+  if (in.gpus < 1) throw_usage("--gpus: give the number of GPUs (>= 1)");
+
+  if (!in.config_path.empty()) {
+    s.config = load_config(in.config_path, in.sets);
+    r.model = model_from_config(*s.config, std::filesystem::path(in.config_path).filename().string());
+  } else {
+    r.model = model_from_params(*in.params, in.layers, in.hidden, in.heads, in.seq, in.vocab);
+  }
+  const Config* c = s.config ? &*s.config : nullptr;
+
+  Layout& b = r.base;
+  b.gpus = in.gpus;
+  b.gpus_per_node = in.gpus_per_node.value_or(8);
+  if (b.gpus_per_node < 1) throw_usage("--gpus-per-node: need at least 1");
+  b.micro_batch = in.micro_batch.value_or(c ? c->train.batch_size : 1);
+  if (b.micro_batch < 1) throw_usage("--micro-batch: need at least 1");
+  b.precision = in.precision.value_or(c ? c->train.precision : "bf16");
+  activation_value_bytes(b.precision);  // validates
+  b.schedule = in.schedule.value_or(c ? c->parallel.schedule : "1f1b");
+  if (b.schedule != "1f1b" && b.schedule != "gpipe") throw_usage("--schedule: 1f1b or gpipe, got '", b.schedule, "'");
+  if (c) b.optimizer = c->optim.name == "sgd" ? (c->optim.momentum != 0 ? "sgd-momentum" : "sgd") : "adamw";
+
+  // Hardware: datasheet of --gpu (or of the bench rows' GPU), then measured values over it.
+  std::optional<GpuSpec> spec;
+  if (!in.gpu.empty()) {
+    spec = gpu_spec(in.gpu);
+    if (!spec) throw_usage("--gpu: unknown GPU '", in.gpu, "' (known: ", known_gpus(), ")");
+  }
+  std::optional<BenchSummary> bench;
+  if (!in.bench.empty()) {
+    auto rows = read_bench_rows(in.bench);
+    bench = summarize_bench(rows, b.precision, in.gpu, in.bench == "-" ? "stdin" : in.bench);
+    if (!spec && !bench->gpu_model.empty()) spec = gpu_spec(bench->gpu_model);
+  }
+  Hardware hw;
+  std::vector<std::string> hw_notes;
+  if (spec) {
+    std::string fallback;
+    hw = hardware_for_gpu(*spec, b.precision, &fallback);
+    if (!fallback.empty()) hw_notes.push_back(fallback);
+  } else {
+    hw = hardware_for_gpu(*gpu_spec("H100-SXM"), b.precision);
+    hw.gpu_model = "";
+    hw.source = "H100-SXM datasheet (default; give --gpu MODEL or --bench FILE)";
+  }
+  if (in.mfu) {
+    if (!(*in.mfu > 0 && *in.mfu <= 1)) throw_usage("--mfu: a fraction in (0, 1], got ", *in.mfu);
+    hw.achievable_fraction = *in.mfu;
+  }
+  if (bench) {
+    hw = apply_bench(hw, *bench, &hw_notes);
+    if (in.mfu && bench->train_flops) {
+      hw_notes.push_back("--mfu ignored: the train row's throughput is already achieved");
+    }
+  }
+  if (in.gpu_mem) {
+    if (!(*in.gpu_mem > 0)) throw_usage("--gpu-mem: need a positive size");
+    hw.gpu_mem_bytes = *in.gpu_mem;
+  } else if (spec) {
+    hw.gpu_mem_bytes = spec->memory_bytes;
+  } else {
+    throw_usage("--gpu-mem is required (e.g. --gpu-mem 80GB), or name the GPU with --gpu MODEL");
+  }
+  r.hardware = hw;
+
+  // Global batch: fixed across layouts so their step times compare.
+  const int64_t accum = c ? (c->parallel.pp > 1 ? c->parallel.microbatches : c->train.grad_accum) : 1;
+  r.global_batch = in.global_batch.value_or(in.gpus * b.micro_batch * std::max<int64_t>(accum, 1));
+  if (r.global_batch < 1) throw_usage("--global-batch: need at least 1 sequence");
+  r.formula = in.formula;
+  r.flops_per_token = flops_per_token(r.model, in.formula);
+
+  // Notes: what the numbers assume.
+  const ModelShape& m = r.model;
+  std::string arch;
+  if (m.kind == "gpt" || m.is_transformer())
+    arch = str(" (L=", m.n_layer, " D=", m.hidden, " heads=", m.heads, " T=", m.seq, m.vocab ? str(" V=", m.vocab) : "", ")");
+  else if (m.n_layer || m.hidden)
+    arch = str(" (L=", m.n_layer, " D=", m.hidden, "; give --heads and --seq for activations)");
+  r.notes.push_back(str("# model: ", m.name, ": ", group_digits(m.params), " parameters", arch));
+  if (!m.note.empty()) r.notes.push_back("# " + m.note);
+  if (!m.is_transformer() && m.kind != "mlp")
+    r.notes.push_back("# no architecture: activations, tensor- and pipeline-parallel traffic are not estimated "
+                      "(give --layers --hidden --heads --seq)");
+  r.notes.push_back(str("# FLOPs per token: ", flop_formula_name(in.formula), " = ", format_si(r.flops_per_token, "FLOP"),
+                        m.seq > 0 ? "" : " (no --seq: one token per sequence assumed)"));
+  r.notes.push_back(str("# sizes per GPU in decimal units (1 GB = 1e9 bytes); ", b.precision, " ",
+                        b.optimizer, ": ", state_bytes(b.precision, b.optimizer).params, "+",
+                        state_bytes(b.precision, b.optimizer).grads, "+", state_bytes(b.precision, b.optimizer).optimizer,
+                        " bytes per parameter (params+grads+optimizer; ZeRO, Rajbhandari et al. 2019)"));
+  if (m.is_transformer())
+    r.notes.push_back(str("# activations: Korthikanti et al. 2022, s=", m.seq, " b=", b.micro_batch,
+                          ", ", activation_value_bytes(b.precision) * 8, "-bit values; pipeline stages hold ",
+                          b.schedule == "gpipe" ? "all m micro-batches (GPipe)" : "min(pp, m) micro-batches (1F1B)"));
+  r.notes.push_back(str("# overhead: a fixed ", format_bytes(kOverheadBytes),
+                        " allowance per GPU (CUDA context, library workspaces, allocator fragmentation)"));
+  r.notes.push_back(str("# global batch: ", r.global_batch, " sequences per step",
+                        in.global_batch ? "" : " (gpus x micro-batch x accumulation; --global-batch to change)"));
+  r.notes.push_back(str("# hardware: ", hw.source, ": ", format_si(hw.peak_flops, "FLOP/s"), " x ",
+                        format_fixed(hw.achievable_fraction, 2), " achievable, ", format_bytes(hw.gpu_mem_bytes),
+                        " per GPU, intra-node ", gbps(hw.intra_node_bw), ", inter-node ", gbps(hw.inter_node_bw),
+                        ", host ", gbps(hw.host_bw), " per GPU, ", b.gpus_per_node, " GPUs per node"));
+  for (const auto& n : hw_notes) r.notes.push_back("# " + n);
+  r.notes.push_back("# step time: compute / (1 - bubble) + exposed communication (tp and pp in full; DP/ZeRO "
+                    "gradient traffic hidden behind backward as far as it fits) + offload traffic; an estimate "
+                    "for ranking layouts, not a measurement");
+  return s;
+}
+
+std::string short_layout(const Layout& l) {
+  std::string s = str("dp=", l.dp, " tp=", l.tp, " pp=", l.pp, " zero=", l.zero);
+  if (l.offload_cpu) s += " offload";
+  if (l.recompute != Recompute::none) s += " rc=" + recompute_name(l.recompute);
+  return s;
+}
+
+Cell bytes_cell(double v) { return Cell::num(v, format_bytes(v)); }
+Cell seconds_cell(double v) { return std::isfinite(v) ? Cell::num(v, format_duration(v)) : Cell::null(); }
+
+// The machine-readable columns shared by plan and recommend.
+std::vector<Column> machine_columns(bool ranked) {
+  std::vector<Column> cols;
+  if (ranked) cols.push_back({"rank", "rank", true}), cols.push_back({"recommended", "recommended", false});
+  for (const char* k :
+       {"layout", "gpus", "gpus_per_node", "dp", "tp", "pp", "zero", "offload", "recompute", "micro_batch",
+        "microbatches", "global_batch", "precision", "optimizer", "schedule", "model_params", "flops_per_token",
+        "params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes", "activation_bytes",
+        "comm_buffer_bytes", "overhead_bytes", "total_bytes", "gpu_mem_bytes", "headroom_bytes", "host_offload_bytes",
+        "valid", "fits", "comm_dp_bytes", "comm_tp_bytes", "comm_pp_bytes", "comm_bytes", "bubble", "compute_s",
+        "comm_s", "comm_total_s", "offload_s", "step_s", "tokens_per_s", "mfu", "why_not"})
+    cols.push_back({k, k, false});
+  return cols;
+}
+
+std::vector<Cell> machine_row(const PlanReport& r, const Estimate& e, std::optional<int64_t> rank) {
+  const Layout& l = e.layout;
+  const MemoryBreakdown& m = e.memory;
+  auto num = [](double v) { return Cell::num(v, format_si(v, "")); };
+  std::vector<Cell> row;
+  if (rank) {
+    row.push_back(*rank > 0 ? Cell::integer(*rank) : Cell::null());
+    row.push_back(Cell::boolean(*rank == 1 && e.fits));
+  }
+  const double tokens = static_cast<double>(r.global_batch) * static_cast<double>(std::max<int64_t>(r.model.seq, 1));
+  const bool ok = e.valid;
+  auto v = [&](double x) { return ok ? num(x) : Cell::null(); };
+  row.push_back(Cell::str(l.describe()));
+  row.push_back(Cell::integer(l.gpus));
+  row.push_back(Cell::integer(l.gpus_per_node));
+  row.push_back(Cell::integer(l.dp));
+  row.push_back(Cell::integer(l.tp));
+  row.push_back(Cell::integer(l.pp));
+  row.push_back(Cell::integer(l.zero));
+  row.push_back(Cell::boolean(l.offload_cpu));
+  row.push_back(Cell::str(recompute_name(l.recompute)));
+  row.push_back(Cell::integer(l.micro_batch));
+  row.push_back(ok ? Cell::integer(l.microbatches) : Cell::null());
+  row.push_back(Cell::integer(r.global_batch));
+  row.push_back(Cell::str(l.precision));
+  row.push_back(Cell::str(l.optimizer));
+  row.push_back(Cell::str(l.schedule));
+  row.push_back(num(r.model.params));
+  row.push_back(num(r.flops_per_token));
+  row.push_back(v(m.params));
+  row.push_back(v(m.grads));
+  row.push_back(v(m.optimizer));
+  row.push_back(v(m.model_states()));
+  row.push_back(v(m.activations));
+  row.push_back(v(m.comm_buffers));
+  row.push_back(v(m.overhead));
+  row.push_back(v(m.total()));
+  row.push_back(num(r.hardware.gpu_mem_bytes));
+  row.push_back(v(e.headroom));
+  row.push_back(v(m.host_offload));
+  row.push_back(Cell::boolean(e.valid));
+  row.push_back(Cell::boolean(e.fits));
+  row.push_back(v(e.comm.dp));
+  row.push_back(v(e.comm.tp));
+  row.push_back(v(e.comm.pp));
+  row.push_back(v(e.comm.total()));
+  row.push_back(v(e.bubble));
+  row.push_back(v(e.compute_seconds));
+  row.push_back(v(e.comm_seconds));
+  row.push_back(v(e.comm_total_seconds));
+  row.push_back(v(e.offload_seconds));
+  row.push_back(v(e.step_seconds));
+  row.push_back(ok && e.step_seconds > 0 ? num(tokens / e.step_seconds) : Cell::null());
+  // MFU the estimate implies: model FLOPs / (step x gpus x peak).
+  const double peak = static_cast<double>(l.gpus) * r.hardware.peak_flops;
+  row.push_back(ok && e.step_seconds > 0 && peak > 0 ? num(e.model_flops / (e.step_seconds * peak)) : Cell::null());
+  row.push_back(e.why_not.empty() ? Cell::null("") : Cell::str(e.why_not));
+  return row;
+}
+
+bool machine(OutputFormat f) { return f == OutputFormat::json || f == OutputFormat::jsonl || f == OutputFormat::csv; }
+
+std::string pct(double x) { return format_fixed(100 * x, 1) + "%"; }
+
+}  // namespace
+
+const Estimate* PlanReport::best() const {
+  for (const auto& e : rows)
+    if (e.valid && e.fits) return &e;
+  return nullptr;
+}
+
+PlanReport make_plan(const PlanInputs& in) {
+  Setup s = setup(in);
+  PlanReport& r = s.report;
+  const Config* c = s.config ? &*s.config : nullptr;
+  Layout l = r.base;
+  l.tp = in.fixed.tp.value_or(c ? c->parallel.tp : 1);
+  l.pp = in.fixed.pp.value_or(c ? c->parallel.pp : 1);
+  l.offload_cpu = in.fixed.offload.value_or(c ? c->parallel.offload == "cpu" : false);
+  l.recompute = in.fixed.recompute.value_or(c && c->parallel.activation_checkpointing ? Recompute::full : Recompute::none);
+  if (in.fixed.dp) l.dp = *in.fixed.dp;
+  else l.dp = (l.tp > 0 && l.pp > 0 && in.gpus % (l.tp * l.pp) == 0) ? in.gpus / (l.tp * l.pp) : 0;
+  if (c && c->parallel.dp > 0 && c->parallel.dp != l.dp && !in.fixed.dp)
+    r.notes.push_back(str("# the config's parallel.dp = ", c->parallel.dp, " is replaced by gpus / (tp x pp) = ", l.dp));
+  std::vector<int64_t> zeros = in.fixed.zero ? std::vector<int64_t>{*in.fixed.zero} : std::vector<int64_t>{0, 1, 2, 3};
+  if (!in.fixed.zero && l.dp == 1) {
+    zeros = {0};
+    r.notes.push_back("# dp = 1: ZeRO has nothing to shard across (zero 1..3 equal zero 0 here)");
+  }
+  std::vector<Estimate> impossible;
+  for (int64_t z : zeros) {
+    Layout lz = l;
+    lz.zero = z;
+    Estimate e;
+    if (lz.dp == 0) {
+      e.layout = lz;
+      e.valid = false;
+      e.why_not = str("tp x pp = ", l.tp, " x ", l.pp, " = ", l.tp * l.pp, " does not divide the ", in.gpus, " GPUs");
+    } else {
+      e = estimate(r.model, lz, r.hardware, r.global_batch);
+    }
+    (e.valid ? r.rows : impossible).push_back(std::move(e));
+  }
+  if (r.rows.empty()) throw_usage("impossible layout: ", impossible.front().why_not);
+  for (const auto& e : impossible) {
+    r.notes.push_back(str("# left out: zero=", e.layout.zero, ": ", e.why_not));
+    ++r.impossible;
+  }
+  return r;
+}
+
+PlanReport make_recommendation(const PlanInputs& in) {
+  Setup s = setup(in);
+  PlanReport& r = s.report;
+  Layout base = r.base;
+  base.recompute = in.fixed.recompute.value_or(Recompute::none);
+  r.rows = enumerate_layouts(r.model, base, r.hardware, r.global_batch, in.fixed);
+  bool any_valid = false;
+  for (const auto& e : r.rows) any_valid = any_valid || e.valid;
+  if (!any_valid) {
+    std::string why;
+    for (const auto& e : r.rows) why += (why.empty() ? "" : "; ") + e.why_not;
+    throw_usage("no possible layout for ", in.gpus, " GPUs: ", why.empty() ? "nothing to search" : why);
+  }
+  return r;
+}
+
+std::string render_plan(const PlanReport& r, OutputFormat f) {
+  if (machine(f)) {
+    Table t(machine_columns(false));
+    for (const auto& e : r.rows) t.add_row(machine_row(r, e, std::nullopt));
+    return t.render(f);
+  }
+  Table t({{"layout", "layout", false},
+           {"model_states", "model states", true},
+           {"params", "params", true},
+           {"grads", "grads", true},
+           {"optimizer", "optimizer", true},
+           {"activations", "activations", true},
+           {"buffers", "comm buffers", true},
+           {"overhead", "overhead", true},
+           {"total", "total/GPU", true},
+           {"headroom", "headroom", true},
+           {"fits", "fits", false},
+           {"host", "host/GPU", true},
+           {"comm", "comm/step", true},
+           {"bubble", "bubble", true},
+           {"step", "step (est.)", true}});
+  for (const auto& e : r.rows) {
+    const auto& m = e.memory;
+    t.add_row({Cell::str(short_layout(e.layout)), bytes_cell(m.model_states()), bytes_cell(m.params),
+               bytes_cell(m.grads), bytes_cell(m.optimizer), bytes_cell(m.activations), bytes_cell(m.comm_buffers),
+               bytes_cell(m.overhead), bytes_cell(m.total()), bytes_cell(e.headroom), Cell::boolean(e.fits),
+               m.host_offload > 0 ? bytes_cell(m.host_offload) : Cell::null(), bytes_cell(e.comm.total()),
+               Cell::num(e.bubble, pct(e.bubble)), seconds_cell(e.step_seconds)});
+  }
+  for (const auto& e : r.rows)
+    if (!e.fits) t.add_note(str("# ", short_layout(e.layout), " does not fit: ", e.why_not));
+  for (const auto& n : r.notes) t.add_note(n);
+  return t.render(f);
+}
+
+std::string render_recommendation(const PlanReport& r, OutputFormat f, int64_t top) {
+  // Which rows to show: the first `top` of the fitting ones and of the others.
+  std::vector<std::pair<const Estimate*, int64_t>> shown;  // row, rank (0: not ranked)
+  size_t fitting = 0, other = 0, shown_fit = 0, shown_other = 0;
+  int64_t rank = 0;
+  for (const auto& e : r.rows) {
+    const bool fit = e.valid && e.fits;
+    if (fit) ++rank;
+    size_t& count = fit ? fitting : other;
+    size_t& shown_count = fit ? shown_fit : shown_other;
+    ++count;
+    if (top <= 0 || static_cast<int64_t>(shown_count) < top) {
+      shown.emplace_back(&e, fit ? rank : 0);
+      ++shown_count;
+    }
+  }
+  if (machine(f)) {
+    Table t(machine_columns(true));
+    for (const auto& [e, rk] : shown) t.add_row(machine_row(r, *e, rk));
+    return t.render(f);
+  }
+  Table t({{"rank", "#", true},
+           {"layout", "layout", false},
+           {"total", "total/GPU", true},
+           {"headroom", "headroom", true},
+           {"host", "host/GPU", true},
+           {"comm", "comm/step", true},
+           {"bubble", "bubble", true},
+           {"step", "step (est.)", true},
+           {"why_not", "why not", false}});
+  for (const auto& [e, rk] : shown) {
+    t.add_row({rk ? Cell::integer(rk) : Cell::null(), Cell::str(short_layout(e->layout)), bytes_cell(e->memory.total()),
+               bytes_cell(e->headroom), e->memory.host_offload > 0 ? bytes_cell(e->memory.host_offload) : Cell::null(),
+               bytes_cell(e->comm.total()), Cell::num(e->bubble, pct(e->bubble)), seconds_cell(e->step_seconds),
+               Cell::str(e->fits ? "" : e->why_not)});
+  }
+  t.add_note(str("# showing ", shown_fit, " of ", fitting, " fitting and ", shown_other, " of ", other,
+                 " non-fitting layouts", top > 0 && (shown_fit < fitting || shown_other < other) ? " (--top 0 shows all)" : ""));
+  for (const auto& n : r.notes) t.add_note(n);
+  std::string head;
+  if (const Estimate* b = r.best()) {
+    head = str("recommended: ", b->layout.describe(), " — ", format_bytes(b->memory.total()), " of ",
+               format_bytes(r.hardware.gpu_mem_bytes), " per GPU (", format_bytes(b->headroom), " headroom), ~",
+               format_duration(b->step_seconds), " per step (estimate)\n\n");
+  } else {
+    head = str("no layout fits in ", format_bytes(r.hardware.gpu_mem_bytes), " per GPU",
+               r.rows.empty() ? std::string() : "; the closest: " + r.rows.front().layout.describe() + ": " + r.rows.front().why_not,
+               "\n\n");
+  }
+  return head + t.render(f);
+}
+
+}  // namespace dl::plan

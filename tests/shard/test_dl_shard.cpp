@@ -1,0 +1,352 @@
+// dl-shard end to end: the built binary, its output formats and exit codes.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "dl/io/crc32c.hpp"
+#include "support/support.hpp"
+
+using nlohmann::json;
+using dl::test::run;
+using dl::test::tool;
+
+namespace {
+
+const std::string kShard = tool("dl-shard");
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// A 7.5B model with an architecture: 36 layers of 4096, 32 heads, 2048 tokens, GPT-2 vocabulary.
+std::vector<std::string> arch75() {
+  return {"--params", "7.5e9", "--layers", "36", "--hidden", "4096", "--heads", "32", "--seq", "2048", "--vocab", "50257"};
+}
+
+std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Trains a tiny GPT for two steps and returns its checkpoint directory.
+dl::test::fs::path train_checkpoint(const dl::test::TempDir& dir) {
+  auto r = run(tool("dl-train"), {dl::test::source_path("configs/addition.toml").string(), "--run-dir",
+                                  (dir / "run").string(), "--set", "train.steps=2", "--set", "model.n_layer=1",
+                                  "--set", "train.eval_every=0", "--set", "schedule.warmup_steps=0", "--quiet"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  auto ckpt = dir / "run" / "checkpoints" / "step_00000002";
+  REQUIRE(dl::test::fs::exists(ckpt / "trainer_state.json"));
+  return ckpt;
+}
+
+}  // namespace
+
+TEST_CASE("dl-shard --help teaches each subcommand with examples") {
+  auto top = run(kShard, {"--help"});
+  CHECK(top.exit_code == 0);
+  CHECK(has(top.out, "plan"));
+  CHECK(has(top.out, "recommend"));
+  CHECK(has(top.out, "inspect"));
+  CHECK_FALSE(has(top.out, "split"));  // not implemented: no placeholder either
+  CHECK_FALSE(has(top.out, "merge"));
+  for (const char* sub : {"plan", "recommend", "inspect"}) {
+    auto r = run(kShard, {sub, "--help"});
+    CAPTURE(sub);
+    CHECK(r.exit_code == 0);
+    CHECK(has(r.out, "Examples:"));
+    CHECK(has(r.out, std::string("dl-shard ") + sub));
+  }
+  auto none = run(kShard, {});
+  CHECK(none.exit_code == 2);
+  auto unknown = run(kShard, {"split", "x"});
+  CHECK(unknown.exit_code == 2);
+}
+
+TEST_CASE("plan: the ZeRO worked example, in every format") {
+  std::vector<std::string> args = {"plan", "--params", "7.5e9", "--gpus", "64", "--gpu-mem", "80GB"};
+  auto r = run(kShard, args);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(has(r.out, "120 GB"));
+  CHECK(has(r.out, "31.4 GB"));
+  CHECK(has(r.out, "16.6 GB"));
+  CHECK(has(r.out, "1.88 GB"));
+  CHECK(has(r.out, "decimal units (1 GB = 1e9 bytes)"));
+  CHECK(has(r.out, "7,500,000,000 parameters"));
+  // Plain DP needs 122 GB with the overhead allowance: it does not fit, and says why.
+  CHECK(has(r.out, "does not fit: needs 122 GB of 80.0 GB: optimizer state 90.0 GB — try zero >= 1 or offload"));
+
+  auto j = run(kShard, cat(args, {"--format", "json"}));
+  REQUIRE(j.exit_code == 0);
+  json rows = json::parse(j.out);
+  REQUIRE(rows.size() == 4);
+  const double want[4] = {120e9, 31.40625e9, 16.640625e9, 1.875e9};
+  for (int z = 0; z < 4; ++z) {
+    CAPTURE(z);
+    CHECK(rows[z]["zero"] == z);
+    CHECK(rows[z]["dp"] == 64);
+    CHECK(rows[z]["model_state_bytes"].get<double>() == doctest::Approx(want[z]).epsilon(1e-12));
+    CHECK(rows[z]["gpu_mem_bytes"].get<double>() == 80e9);
+    CHECK(rows[z]["fits"] == (z > 0));
+  }
+  CHECK(rows[3]["comm_dp_bytes"].get<double>() == doctest::Approx(1.5 * rows[0]["comm_dp_bytes"].get<double>()));
+
+  // Binary units in, decimal out: 80 GiB = 85.9 GB.
+  auto gib = run(kShard, {"plan", "--params", "1.5B", "--gpus", "8", "--gpu-mem", "80GiB", "--zero", "3", "--format", "json"});
+  REQUIRE(gib.exit_code == 0);
+  json g = json::parse(gib.out);
+  REQUIRE(g.size() == 1);
+  CHECK(g[0]["gpu_mem_bytes"].get<double>() == 80.0 * 1024 * 1024 * 1024);
+  CHECK(g[0]["model_params"].get<double>() == 1.5e9);
+
+  auto csv = run(kShard, cat(args, {"--format", "csv"}));
+  REQUIRE(csv.exit_code == 0);
+  auto lines = dl::test::lines(csv.out);
+  CHECK(lines.size() == 5);
+  CHECK(lines[0].rfind("layout,", 0) == 0);
+  auto md = run(kShard, cat(args, {"--format", "md"}));
+  CHECK(md.exit_code == 0);
+  CHECK(has(md.out, "| layout |"));
+}
+
+TEST_CASE("plan from a config: the parameter count dl-train reports") {
+  dl::test::TempDir dir("shard-cfg");
+  dl::test::write_file(dir / "gpt2.toml",
+                       "[model]\ntype = \"gpt\"\nn_layer = 12\nn_head = 12\nn_embd = 768\nblock_size = 1024\n"
+                       "vocab_size = 50257\n[data]\nsource = \"synthetic:addition\"\n[train]\nbatch_size = 8\n"
+                       "precision = \"bf16\"\n");
+  auto r = run(kShard, {"plan", (dir / "gpt2.toml").string(), "--gpus", "8", "--gpu", "H100-SXM", "--zero", "1",
+                        "--format", "json"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  json rows = json::parse(r.out);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0]["model_params"].get<double>() == 124439808.0);
+  CHECK(rows[0]["micro_batch"] == 8);               // train.batch_size
+  CHECK(rows[0]["global_batch"] == 64);             // 8 GPUs x 8
+  CHECK(rows[0]["gpu_mem_bytes"].get<double>() == 80e9);  // from --gpu
+  CHECK(rows[0]["flops_per_token"].get<double>() == 859885056.0);
+  // ZeRO-1 over 8: 2+2 bytes x N + 12 x N / 8.
+  CHECK(rows[0]["model_state_bytes"].get<double>() == doctest::Approx(124439808.0 * (4 + 12.0 / 8)));
+  // --set reaches the config; the llm.c FLOP formula on request.
+  auto s = run(kShard, {"plan", (dir / "gpt2.toml").string(), "--set", "model.vocab_size=50304", "--gpus", "1",
+                        "--gpu-mem", "80GB", "--zero", "0", "--flops", "llmc", "--format", "json"});
+  REQUIRE_MESSAGE(s.exit_code == 0, s.err);
+  json srow = json::parse(s.out);
+  CHECK(srow[0]["model_params"].get<double>() == 124475904.0);
+  CHECK(srow[0]["flops_per_token"].get<double>() == 6 * 124475904.0 + 6.0 * 12 * 768 * 1024);
+  // fp32 state: 4 + 4 + 8 bytes per parameter.
+  auto f = run(kShard, {"plan", (dir / "gpt2.toml").string(), "--gpus", "1", "--gpu-mem", "80GB", "--zero", "0",
+                        "--precision", "fp32", "--format", "json"});
+  REQUIRE(f.exit_code == 0);
+  CHECK(json::parse(f.out)[0]["model_state_bytes"].get<double>() == 16 * 124439808.0);
+  CHECK(json::parse(f.out)[0]["optimizer_bytes"].get<double>() == 8 * 124439808.0);
+
+  // An unknown config key is a usage error naming the file.
+  dl::test::write_file(dir / "bad.toml", "[model]\ntype = \"gpt\"\nn_layers = 12\n");
+  auto bad = run(kShard, {"plan", (dir / "bad.toml").string(), "--gpus", "8", "--gpu-mem", "80GB"});
+  CHECK(bad.exit_code == 2);
+  CHECK(has(bad.err, "bad.toml"));
+  CHECK(has(bad.err, "n_layers"));
+}
+
+TEST_CASE("impossible layouts: exit 2 naming the constraint") {
+  auto heads = run(kShard, cat({"plan"}, cat(arch75(), {"--gpus", "6", "--gpu-mem", "80GB", "--tp", "3"})));
+  CHECK(heads.exit_code == 2);
+  CHECK(has(heads.err, "tp = 3 does not divide the 32 attention heads"));
+  auto layers = run(kShard, cat({"plan"}, cat(arch75(), {"--gpus", "10", "--gpu-mem", "80GB", "--pp", "5"})));
+  CHECK(layers.exit_code == 2);
+  CHECK(has(layers.err, "pp = 5 does not divide the 36 layers"));
+  auto product = run(kShard, cat({"plan"}, cat(arch75(), {"--gpus", "8", "--gpu-mem", "80GB", "--tp", "4", "--pp", "4"})));
+  CHECK(product.exit_code == 2);
+  CHECK(has(product.err, "does not divide the 8 GPUs"));
+  auto node = run(kShard, cat({"plan"}, cat(arch75(), {"--gpus", "16", "--gpu-mem", "80GB", "--tp", "16"})));
+  CHECK(node.exit_code == 2);
+  CHECK(has(node.err, "more than the 8 GPUs per node"));
+  auto off = run(kShard, {"plan", "--params", "7.5e9", "--gpus", "8", "--gpu-mem", "80GB", "--zero", "0", "--offload", "cpu"});
+  CHECK(off.exit_code == 2);
+  CHECK(has(off.err, "needs zero >= 1"));
+  // recommend with an impossible fixed choice explains instead of recommending.
+  auto rec = run(kShard, cat({"recommend"}, cat(arch75(), {"--gpus", "6", "--gpu-mem", "80GB", "--tp", "3"})));
+  CHECK(rec.exit_code == 2);
+  CHECK(has(rec.err, "32 attention heads"));
+  // Bad input values.
+  CHECK(run(kShard, {"plan", "--params", "7.5Q", "--gpus", "8", "--gpu-mem", "80GB"}).exit_code == 2);
+  CHECK(run(kShard, {"plan", "--params", "7.5e9", "--gpus", "8", "--gpu-mem", "80XB"}).exit_code == 2);
+  CHECK(run(kShard, {"plan", "--params", "7.5e9", "--gpus", "8"}).exit_code == 2);  // no memory given
+  CHECK(run(kShard, {"plan", "--params", "7.5e9", "--gpus", "8", "--gpu", "TPU v4"}).exit_code == 2);
+  CHECK(run(kShard, {"plan", "--params", "7.5e9", "--gpus", "8", "--gpu-mem", "80GB", "--recompute", "most"}).exit_code == 2);
+  CHECK(run(kShard, {"plan", "--params", "7.5e9", "--gpus", "8", "--gpu-mem", "80GB", "--format", "xml"}).exit_code == 2);
+}
+
+TEST_CASE("recommend: 7.5e9 parameters on 8 x 80 GB") {
+  auto args = cat({"recommend"}, cat(arch75(), {"--gpus", "8", "--gpu-mem", "80GB"}));
+  auto r = run(kShard, args);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(r.out.rfind("recommended: dp=", 0) == 0);
+  CHECK(has(r.out, "needs "));  // non-fitting layouts say why
+  CHECK(has(r.out, "try zero >= 1 or offload"));
+
+  auto j = run(kShard, cat(args, {"--format", "json", "--top", "0"}));
+  REQUIRE(j.exit_code == 0);
+  json rows = json::parse(j.out);
+  REQUIRE(rows.size() > 10);
+  CHECK(rows[0]["recommended"] == true);
+  CHECK(rows[0]["fits"] == true);
+  CHECK(rows[0]["rank"] == 1);
+  CHECK(rows[0]["total_bytes"].get<double>() <= 80e9);
+  size_t nonfit = 0;
+  double prev = 0;
+  bool in_fit = true;
+  for (const auto& row : rows) {
+    CHECK(row["dp"].get<int64_t>() * row["tp"].get<int64_t>() * row["pp"].get<int64_t>() == 8);
+    if (row["fits"]) {
+      CHECK(in_fit);  // fitting layouts come first ...
+      CHECK(row["step_s"].get<double>() >= prev * 0.999);  // ... fastest first
+      prev = row["step_s"].get<double>();
+    } else {
+      in_fit = false;
+      ++nonfit;
+      CHECK(row["total_bytes"].get<double>() > 80e9);
+      CHECK(has(row["why_not"].get<std::string>(), "needs "));
+    }
+  }
+  CHECK(nonfit > 0);
+  // Plain DP (zero 0) never fits: 120 GB of model state.
+  for (const auto& row : rows)
+    if (row["dp"] == 8 && row["zero"] == 0) CHECK(row["fits"] == false);
+  // --top limits each group.
+  auto t3 = run(kShard, cat(args, {"--format", "json", "--top", "3"}));
+  REQUIRE(t3.exit_code == 0);
+  CHECK(json::parse(t3.out).size() <= 6);
+
+  // Nothing fits on 8 x 16 GB without offload: exit 1, the table still explains.
+  auto tight = run(kShard, cat({"recommend"}, cat(arch75(), {"--gpus", "8", "--gpu-mem", "16GB", "--offload", "none"})));
+  CHECK(tight.exit_code == 1);
+  CHECK(has(tight.out, "no layout fits in 16.0 GB per GPU"));
+  CHECK(has(tight.err, "no layout of 8 GPUs fits"));
+}
+
+TEST_CASE("--bench: measured FLOP/s and bandwidth replace datasheet values") {
+  dl::test::TempDir dir("shard-bench");
+  auto row = [](const std::string& benchmark, json extra) {
+    json r{{"schema", "dlkit-bench/1"}, {"benchmark", benchmark}, {"time", "2026-11-01T00:00:00Z"}, {"host", "h"},
+           {"device_type", "cuda"}, {"device", "NVIDIA H100 80GB HBM3"}, {"gpu_model", "H100-SXM"},
+           {"num_devices", 1}, {"driver", ""}, {"cuda_runtime", ""}, {"library", ""}, {"dlkit_version", "0.1.0"},
+           {"repeat", 10}, {"warmup", 2}};
+    for (auto& [k, v] : extra.items()) r[k] = v;
+    return r;
+  };
+  json bench = json::array({row("gemm", {{"dtype", "bf16"}, {"m", 8192}, {"n", 8192}, {"k", 8192}, {"flops", 494.7e12}}),
+                            row("collective", {{"op", "allreduce"}, {"backend", "nccl"}, {"nproc", 8}, {"size", 1e9},
+                                               {"oop_busbw", 90.0}, {"ip_busbw", 85.0}})});
+  dl::test::write_file(dir / "bench.json", bench.dump(2));
+  auto base = cat({"plan"}, cat(arch75(), {"--gpus", "8", "--zero", "1", "--format", "json"}));
+  auto datasheet = run(kShard, cat(base, {"--gpu", "H100-SXM"}));
+  auto measured = run(kShard, cat(base, {"--bench", (dir / "bench.json").string()}));
+  REQUIRE_MESSAGE(datasheet.exit_code == 0, datasheet.err);
+  REQUIRE_MESSAGE(measured.exit_code == 0, measured.err);
+  json d = json::parse(datasheet.out)[0], m = json::parse(measured.out)[0];
+  // The bench rows name the GPU: its memory (80 GB) applies without --gpu-mem.
+  CHECK(m["gpu_mem_bytes"].get<double>() == 80e9);
+  // Half the datasheet peak -> twice the compute time (same achievable fraction).
+  CHECK(m["compute_s"].get<double>() == doctest::Approx(2 * d["compute_s"].get<double>()));
+  // 90 GB/s instead of 450 GB/s: five times the communication time.
+  CHECK(m["comm_total_s"].get<double>() == doctest::Approx(5 * d["comm_total_s"].get<double>()));
+  auto table = run(kShard, cat({"plan"}, cat(arch75(), {"--gpus", "8", "--zero", "1", "--bench", (dir / "bench.json").string()})));
+  CHECK(has(table.out, "measured (gemm+collective)"));
+
+  // jsonl on stdin with a train row: its achieved FLOP/s is used as is (no MFU factor).
+  json train = row("train", {{"config", "x.toml"}, {"precision", "bf16"}, {"tokens_per_sec", 1000.0},
+                             {"flops_per_token", 1e9}, {"num_devices", 1}});
+  auto stdin_run = run(kShard, cat(base, {"--bench", "-"}), train.dump() + "\n");
+  REQUIRE_MESSAGE(stdin_run.exit_code == 0, stdin_run.err);
+  json s = json::parse(stdin_run.out)[0];
+  // compute = hardware FLOPs / (8 GPUs x 1e12 FLOP/s x 1.0)
+  const double tokens = 8.0 * 2048;  // global batch 8 sequences of 2048
+  CHECK(s["compute_s"].get<double>() == doctest::Approx(s["flops_per_token"].get<double>() * tokens / (8 * 1e12)));
+  // A malformed bench file is a usage error naming it.
+  dl::test::write_file(dir / "bad.json", "[{\"schema\": \"x\"}]");
+  auto bad = run(kShard, cat(base, {"--bench", (dir / "bad.json").string()}));
+  CHECK(bad.exit_code == 2);
+  CHECK(has(bad.err, "bad.json"));
+}
+
+TEST_CASE("inspect: a dl-train checkpoint, its tensors and checksums") {
+  dl::test::TempDir dir("shard-inspect");
+  auto ckpt = train_checkpoint(dir);
+  auto r = run(kShard, {"inspect", ckpt.string(), "--format", "json"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  json doc = json::parse(r.out);
+  CHECK(doc["kind"] == "checkpoint");
+  CHECK(doc["step"] == 2);
+  CHECK(doc["model_type"] == "gpt");
+  CHECK(doc["ok"] == true);
+  // One block: wte, wpe, 12 block tensors, ln_f weight and bias = 16 weights; AdamW keeps
+  // exp_avg and exp_avg_sq per weight: 32 more.
+  CHECK(doc["tensor_count"] == 48);
+  size_t in_model = 0, in_opt = 0;
+  for (const auto& t : doc["tensors"]) {
+    if (t["file"] == "model.safetensors") ++in_model;
+    if (t["file"] == "optimizer.safetensors") ++in_opt;
+    CHECK(t["dtype"] == "F32");
+    int64_t n = 1;
+    for (auto d : t["shape"]) n *= d.get<int64_t>();
+    CHECK(t["elements"] == n);
+    CHECK(t["bytes"].get<int64_t>() == 4 * n);
+  }
+  CHECK(in_model == 16);
+  CHECK(in_opt == 32);
+  // Every file matches the manifest's CRC.
+  json manifest = json::parse(dl::test::read_file(ckpt / "trainer_state.json"));
+  REQUIRE(doc["files"].size() == 3);
+  for (const auto& f : doc["files"]) {
+    CAPTURE(f["file"]);
+    CHECK(f["ok"] == true);
+    CHECK(f["crc32c"] == manifest["files"][f["file"].get<std::string>()]["crc32c"]);
+  }
+  // A tensor's CRC is the CRC-32C of its bytes at its offset.
+  std::string model_bytes = dl::test::read_file(ckpt / "model.safetensors");
+  for (const auto& t : doc["tensors"]) {
+    if (t["file"] != "model.safetensors" || t["tensor"] != "wpe.weight") continue;
+    const auto off = t["offset"].get<size_t>(), n = t["bytes"].get<size_t>();
+    CHECK(t["crc32c"].get<uint32_t>() == dl::crc32c(model_bytes.data() + off, n));
+    CHECK(t["shape"] == json::array({64, 128}));
+  }
+  // A run directory resolves to its newest checkpoint; the table names the file and the result.
+  auto table = run(kShard, {"inspect", (dir / "run").string()});
+  REQUIRE(table.exit_code == 0);
+  CHECK(has(table.out, "h.0.attn.c_attn.weight"));
+  CHECK(has(table.out, "every file matches"));
+  CHECK(has(table.out, "48 tensors"));
+  // A bare safetensors file.
+  auto file = run(kShard, {"inspect", (ckpt / "model.safetensors").string(), "--format", "csv"});
+  REQUIRE(file.exit_code == 0);
+  CHECK(dl::test::lines(file.out).size() == 17);  // header + 16 tensors
+  CHECK(run(kShard, {"inspect", (dir / "nothing-here").string()}).exit_code == 2);
+}
+
+TEST_CASE("inspect: a corrupted checkpoint file exits 2 naming it") {
+  dl::test::TempDir dir("shard-corrupt");
+  auto ckpt = train_checkpoint(dir);
+  // Flip one byte in the tensor data (the header stays valid).
+  auto path = ckpt / "optimizer.safetensors";
+  std::string bytes = dl::test::read_file(path);
+  REQUIRE(bytes.size() > 100);
+  bytes[bytes.size() - 10] ^= 0x5a;
+  dl::test::write_file(path, bytes);
+  auto r = run(kShard, {"inspect", ckpt.string()});
+  CHECK(r.exit_code == 2);
+  CHECK(has(r.err, "optimizer.safetensors"));
+  CHECK(has(r.err, "corrupt"));
+  CHECK(has(r.out, "FAILED"));
+  auto j = run(kShard, {"inspect", ckpt.string(), "--format", "json"});
+  CHECK(j.exit_code == 2);
+  json doc = json::parse(j.out);
+  CHECK(doc["ok"] == false);
+  // Truncation is named too.
+  auto model = ckpt / "model.safetensors";
+  std::string m = dl::test::read_file(model);
+  dl::test::write_file(model, m.substr(0, m.size() - 4));
+  auto t = run(kShard, {"inspect", ckpt.string()});
+  CHECK(t.exit_code == 2);
+  CHECK(has(t.err, "model.safetensors"));
+}

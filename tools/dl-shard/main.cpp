@@ -1,0 +1,168 @@
+// dl-shard: plan memory per GPU for a model and a parallel layout, recommend the fastest layout
+// that fits, and inspect checkpoints. The arithmetic lives in lib/dl/plan, the file work in
+// lib/dl/shard.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "dl/cli/app.hpp"
+#include "dl/cli/table.hpp"
+#include "dl/cli/units.hpp"
+#include "dl/core/error.hpp"
+#include "dl/core/version.hpp"
+#include "dl/plan/report.hpp"
+#include "dl/shard/inspect.hpp"
+
+namespace {
+
+// The flags plan and recommend share, as strings until the library parses their units.
+struct PlanFlags {
+  std::string config, params, gpu_mem, gpu, bench, precision, schedule, offload, recompute, formula = "palm";
+  std::string format = "table";
+  std::vector<std::string> sets;
+  int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
+  int64_t gpus = 0, gpus_per_node = 0, micro_batch = 0, global_batch = 0, zero = -1, tp = 0, pp = 0;
+  double mfu = 0;
+};
+
+void add_plan_flags(CLI::App* c, PlanFlags& f) {
+  c->add_option("config", f.config, "dl-train config (TOML): the model, micro-batch and precision");
+  c->add_option("--set", f.sets, "Override a config key: --set model.n_layer=48 (repeatable)")->type_name("KEY=VALUE");
+  c->add_option("--params", f.params, "Parameter count instead of a config: 7.5e9, 1.5B, 124M");
+  c->add_option("--layers", f.layers, "with --params: transformer layers (L)");
+  c->add_option("--hidden", f.hidden, "with --params: hidden width (D)");
+  c->add_option("--heads", f.heads, "with --params: attention heads (A)");
+  c->add_option("--seq", f.seq, "with --params: sequence length (T)");
+  c->add_option("--vocab", f.vocab, "with --params: vocabulary size (V)");
+  c->add_option("--gpus", f.gpus, "Number of GPUs (world size)")->required();
+  c->add_option("--gpus-per-node", f.gpus_per_node, "GPUs per node (default 8)");
+  c->add_option("--gpu-mem", f.gpu_mem, "Memory per GPU: 80GB, 80GiB (default: the --gpu model's)");
+  c->add_option("--gpu", f.gpu, "GPU model for datasheet speeds and memory: H100-SXM, A100-SXM-80GB, 'H100 PCIe', ...");
+  c->add_option("--micro-batch", f.micro_batch, "Sequences per micro-batch per GPU (default: train.batch_size, else 1)");
+  c->add_option("--global-batch", f.global_batch, "Sequences per optimizer step (default: gpus x micro-batch)");
+  c->add_option("--precision", f.precision, "bf16 | fp16 (mixed-precision Adam) | fp32 (default: the config's, else bf16)");
+  c->add_option("--zero", f.zero, "ZeRO stage 0..3 (plan: all four when not given)");
+  c->add_option("--tp", f.tp, "Tensor-parallel degree");
+  c->add_option("--pp", f.pp, "Pipeline stages");
+  c->add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b | gpipe");
+  c->add_option("--offload", f.offload, "none | cpu: optimizer state on the host (needs zero >= 1)");
+  c->add_option("--recompute", f.recompute, "none | selective | full activation recomputation");
+  c->add_option("--bench", f.bench, "dl-bench --format json/jsonl results: measured FLOP/s and bandwidth ('-': stdin)");
+  c->add_option("--mfu", f.mfu, "Fraction of peak FLOP/s training reaches (default 0.45)");
+  c->add_option("--flops", f.formula, "FLOPs per token formula: palm (6N+12LHQT) | llmc (6N+6LDT)");
+  c->add_option("--format", f.format, "table | json | jsonl | csv | md");
+}
+
+dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
+  dl::plan::PlanInputs in;
+  in.config_path = f.config;
+  in.sets = f.sets;
+  if (!f.params.empty()) in.params = dl::parse_count(f.params, "--params");
+  in.layers = f.layers, in.hidden = f.hidden, in.heads = f.heads, in.seq = f.seq, in.vocab = f.vocab;
+  in.gpus = f.gpus;
+  if (f.gpus_per_node) in.gpus_per_node = f.gpus_per_node;
+  if (!f.gpu_mem.empty()) in.gpu_mem = dl::parse_size(f.gpu_mem, "--gpu-mem");
+  in.gpu = f.gpu;
+  in.bench = f.bench;
+  if (f.mfu) in.mfu = f.mfu;
+  if (f.micro_batch) in.micro_batch = f.micro_batch;
+  if (f.global_batch) in.global_batch = f.global_batch;
+  if (!f.precision.empty()) in.precision = f.precision;
+  if (!f.schedule.empty()) in.schedule = f.schedule;
+  in.formula = dl::plan::parse_flop_formula(f.formula);
+  if (f.zero >= 0) in.fixed.zero = f.zero;
+  if (f.tp) in.fixed.tp = f.tp;
+  if (f.pp) in.fixed.pp = f.pp;
+  if (!f.offload.empty()) {
+    if (f.offload != "cpu" && f.offload != "none") dl::throw_usage("--offload: none or cpu, got '", f.offload, "'");
+    in.fixed.offload = f.offload == "cpu";
+  }
+  if (!f.recompute.empty()) in.fixed.recompute = dl::plan::parse_recompute(f.recompute);
+  return in;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dl-shard: plan GPU memory and parallel layouts for training, and inspect checkpoints."};
+  app.set_version_flag("--version", "dl-shard " + dl::version_string() + "\n" + dl::build_info());
+  app.require_subcommand(1);
+  app.footer(
+      "Sizes are decimal (1 GB = 1e9 bytes) unless written in GiB; counts take 7.5e9, 1.5B, 124M.\n"
+      "Exit codes: 0 ok, 1 failure (recommend: no layout fits), 2 bad usage or input (an impossible\n"
+      "layout, an unknown config key, a checkpoint that fails its checksums).\n"
+      "Run `dl-shard SUBCOMMAND --help` for examples; formulas and assumptions: docs/PLANNING.md.");
+
+  PlanFlags pf, rf;
+  auto* plan = app.add_subcommand("plan", "Memory per GPU, communication and step time of given layouts");
+  add_plan_flags(plan, pf);
+  plan->footer(
+      "Rows: one per ZeRO stage unless --zero is given; tp, pp, offload and recompute default to the\n"
+      "config's [parallel] section (or 1/1/none/none); dp = gpus / (tp x pp).\n"
+      "Examples:\n"
+      "  dl-shard plan --params 7.5e9 --gpus 64 --gpu-mem 80GB          # the ZeRO paper's example\n"
+      "  dl-shard plan configs/addition.toml --gpus 1 --gpu-mem 24GB --precision fp32\n"
+      "  dl-shard plan --params 7e9 --layers 32 --hidden 4096 --heads 32 --seq 4096 --vocab 32000 \\\n"
+      "                --gpus 16 --gpu H100-SXM --tp 2 --pp 2 --zero 1 --recompute selective\n"
+      "  dl-shard plan --params 1.5B --gpus 8 --gpu-mem 40GB --zero 3 --offload cpu --format json");
+
+  auto* rec = app.add_subcommand("recommend", "The fastest layout that fits, and why the others do not");
+  add_plan_flags(rec, rf);
+  int64_t top = 10;
+  rec->add_option("--top", top, "Rows shown of the fitting and of the other layouts (0: all; default 10)");
+  rec->footer(
+      "Searches tp, pp, zero, offload and recompute (those not fixed by flags) with dp = gpus / (tp x pp),\n"
+      "ranks layouts that fit by estimated step time. With --bench, measured GEMM or training FLOP/s and\n"
+      "collective bandwidth replace datasheet values.\n"
+      "Examples:\n"
+      "  dl-shard recommend --params 7.5e9 --layers 32 --hidden 4096 --heads 32 --seq 2048 --gpus 8 --gpu-mem 80GB\n"
+      "  dl-shard recommend configs/addition.toml --gpus 2 --gpu L4\n"
+      "  dl-bench gemm --format json > bench.json && dl-shard recommend --params 13e9 --gpus 16 --bench bench.json\n"
+      "  dl-shard recommend --params 70e9 --gpus 64 --gpu H100-SXM --tp 8 --format csv --top 0");
+
+  std::string inspect_path, inspect_format = "table";
+  auto* ins = app.add_subcommand("inspect", "Tensors, dtypes, shapes, bytes and CRC-32C of a checkpoint or safetensors file");
+  ins->add_option("path", inspect_path, "a .safetensors file, a checkpoint directory (step_*), or a run directory")
+      ->required();
+  ins->add_option("--format", inspect_format, "table | json | jsonl | csv | md (jsonl/csv: one row per tensor)");
+  ins->footer(
+      "Verifies every file of a checkpoint against the sizes and CRC-32C in its trainer_state.json and\n"
+      "exits 2 naming the first file that fails. Files are streamed, never loaded whole.\n"
+      "Examples:\n"
+      "  dl-shard inspect runs/a                                  # the run's newest checkpoint\n"
+      "  dl-shard inspect runs/a/checkpoints/step_00000600 --format json\n"
+      "  dl-shard inspect model.safetensors --format csv");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? dl::kExitOk : dl::kExitUsage;
+  }
+
+  return dl::run_tool("dl-shard", [&]() -> int {
+    if (*plan) {
+      auto fmt = dl::parse_output_format(pf.format);
+      auto report = dl::plan::make_plan(to_inputs(pf));
+      std::cout << dl::plan::render_plan(report, fmt);
+      return dl::kExitOk;
+    }
+    if (*rec) {
+      auto fmt = dl::parse_output_format(rf.format);
+      auto report = dl::plan::make_recommendation(to_inputs(rf));
+      std::cout << dl::plan::render_recommendation(report, fmt, top);
+      if (!report.best()) {
+        std::cout.flush();
+        std::cerr << "dl-shard: no layout of " << rf.gpus << " GPUs fits (see the table: why not)\n";
+        return dl::kExitFailure;
+      }
+      return dl::kExitOk;
+    }
+    auto fmt = dl::parse_output_format(inspect_format);
+    auto result = dl::shard::inspect_path(inspect_path);
+    std::cout << dl::shard::render_inspection(result, fmt);
+    if (!result.ok()) {
+      std::cout.flush();
+      dl::throw_usage(result.first_problem());
+    }
+    return dl::kExitOk;
+  });
+}
