@@ -452,3 +452,36 @@ TEST_CASE("text and token-shard data train end to end") {
   auto a = losses_of(r.out), b = losses_of(r2.out);
   for (int64_t s = 1; s <= 5; ++s) CHECK(a[s] == b[s]);
 }
+
+TEST_CASE("every run records its environment; --env-lock refuses breaking drift") {
+  TempDir d("envlock");
+  write_file(d / "c.toml", kSmallGpt);
+  REQUIRE(train({(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--steps", "2"}).exit_code == 0);
+  std::string lock = read_file(d / "run" / "env.lock");
+  CHECK(lock.find("created-by = \"dl-train") != std::string::npos);
+  CHECK(lock.find("[cuda.runtime]") != std::string::npos);
+  // dl-envlock accepts the run's snapshot as a lock for this same machine.
+  RunResult same = run(tool("dl-envlock"), {"check", (d / "run" / "env.lock").string()});
+  INFO(same.out << same.err);
+  CHECK(same.exit_code == 0);
+
+  // A lock claiming another CUDA major is breaking drift: refuse, exit 2, show the table,
+  // create nothing.
+  std::string other = lock;
+  size_t at = other.find("[cuda.runtime]\nversion = \"");
+  REQUIRE(at != std::string::npos);
+  at += std::string("[cuda.runtime]\nversion = \"").size();
+  other.replace(at, other.find('"', at) - at, "11.8");
+  write_file(d / "old.lock", other);
+  RunResult r = train({(d / "c.toml").string(), "--run-dir", (d / "run2").string(), "--env-lock",
+                       (d / "old.lock").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("breaking") != std::string::npos);
+  CHECK(r.err.find("cuda.runtime") != std::string::npos);
+  CHECK(!fs::exists(d / "run2"));
+  // The matching lock lets it start.
+  r = train({(d / "c.toml").string(), "--run-dir", (d / "run3").string(), "--steps", "1", "--env-lock",
+             (d / "run" / "env.lock").string()});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+}

@@ -40,13 +40,14 @@ int main(int argc, char** argv) {
       "  dl-train configs/addition.toml --set train.steps=50 --set model.n_layer=2\n"
       "  dl-train configs/addition.toml --run-dir runs/a --json > metrics.jsonl\n"
       "  dl-train --resume runs/a --steps 2000               # continue a run, bit for bit\n"
+      "  dl-train configs/addition.toml --env-lock env.lock  # only on a machine matching the lock\n"
       "  dl-train sample --run-dir runs/a --prompt '123+456='\n"
       "  dl-train eval --run-dir runs/a --format json\n"
       "\n"
       "Exit codes: 0 ok, 1 failure, 2 bad usage or input, 3 diverged (NaN/Inf), 130 interrupted\n"
       "after a checkpoint. Run `dl-train --help-keys` for every config key.");
 
-  std::string config_path, run_dir, resume_dir, device;
+  std::string config_path, run_dir, resume_dir, device, env_lock;
   std::vector<std::string> sets;
   int64_t steps = -1;
   bool json = false, print_config = false, quiet = false, help_keys = false;
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
   app.add_option("--resume", resume_dir, "Continue the run in DIR from its newest good checkpoint");
   app.add_option("--steps", steps, "Train until this many steps in total (overrides train.steps)");
   app.add_option("--device", device, "cpu | cuda | auto (overrides train.device)");
+  app.add_option("--env-lock", env_lock,
+                 "Refuse to start when this machine has drifted from a dl-envlock lock (CUDA/driver major)");
   app.add_flag("--json", json, "Write metrics as JSON lines to stdout (as in RUN/metrics.jsonl)");
   app.add_flag("--print-config", print_config, "Print the fully resolved config as TOML and exit");
   app.add_flag("-q,--quiet", quiet, "No progress or info logs on stderr");
@@ -139,6 +142,7 @@ int main(int argc, char** argv) {
     }
     o.json = json;
     o.quiet = quiet;
+    o.env_lock = env_lock;
     dl::TrainSummary s = dl::run_training(o);
     if (!json) std::cout << dl::format_train_summary(s, dl::OutputFormat::table);
     return dl::kExitOk;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <future>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -10,6 +11,8 @@
 #include "dl/cli/table.hpp"
 #include "dl/core/parallel.hpp"
 #include "dl/core/rng.hpp"
+#include "dl/core/version.hpp"
+#include "dl/env/env.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/io/tensorboard.hpp"
@@ -203,7 +206,14 @@ TrainSummary run_training(const TrainOptions& opt) {
   check_single_process_layout(cfg.parallel);
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
 
-  // Everything that can reject the config happens before the run directory exists.
+  // Everything that can reject the run happens before the run directory exists.
+  if (!opt.env_lock.empty()) {
+    EnvCheckResult env = check_env_lock(opt.env_lock);
+    if (env.breaking)
+      throw_usage("this machine does not match ", opt.env_lock.string(), " (breaking drift):\n", env.table,
+                  "fix the environment or re-lock it with `dl-envlock snapshot -o ", opt.env_lock.string(), "`");
+    if (env.drift) log_warn("environment differs from " + opt.env_lock.string() + " (not breaking):\n" + env.table);
+  }
   DataSplits data = open_datasets(cfg.data, cfg.model.block_size, seed);
   std::unique_ptr<Model> model = build_model(cfg, *data.train, be);
   Optimizer optimizer(cfg.optim, model->params());
@@ -230,6 +240,21 @@ TrainSummary run_training(const TrainOptions& opt) {
     fs::create_directories(ckpt_root);
   }
   write_file_atomic(opt.run_dir / "config.toml", config_to_toml(cfg));
+  // The environment snapshot probes the machine (about half a second) while training starts.
+  std::future<void> env_snapshot;
+  if (opt.env_snapshot) {
+    env_snapshot = std::async(std::launch::async, [dir = opt.run_dir] {
+      EnvSnapshotOptions eo;
+      eo.hash_libraries = false;
+      eo.created_by = "dl-train " + version_string();
+      try {
+        write_env_snapshot(dir / "env.lock", eo);
+      } catch (const std::exception& e) {
+        log_warn(std::string("could not write the environment snapshot: ") + e.what());
+      }
+    });
+  }
+  // Joined on every way out of this function (the future's destructor waits).
 
   ParamSet& P = model->params();
   const int64_t B = cfg.train.batch_size, A = cfg.train.grad_accum, total = cfg.train.steps;

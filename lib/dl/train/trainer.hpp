@@ -20,6 +20,10 @@ struct TrainOptions {
   bool resume = false;
   bool json = false;   // metrics records also go to stdout (JSON lines)
   bool quiet = false;  // no progress bar, no info logs
+  // A dl-envlock lock this machine must match: breaking drift (CUDA or driver major) refuses to
+  // start (usage error with the drift table); other drift is a warning.
+  std::filesystem::path env_lock;
+  bool env_snapshot = true;  // write RUN/env.lock (dl-envlock's format) describing this machine
 };
 
 struct EvalResult {
