@@ -479,10 +479,6 @@ struct Checker {
     if (m.type == "gpt" && m.n_embd % m.n_head != 0)
       fail({&m.n_embd, &m.n_head}, key_of(&m.n_embd), " (", m.n_embd, ") must be divisible by ", key_of(&m.n_head),
            " (", m.n_head, ") for a gpt model");
-    const auto& sc = cfg.schedule;
-    if (sc.decay_steps == 0 && sc.warmup_steps > cfg.train.steps)
-      fail({&sc.warmup_steps, &cfg.train.steps}, key_of(&sc.warmup_steps), " (", sc.warmup_steps, ") must be <= ",
-           key_of(&cfg.train.steps), " (", cfg.train.steps, ") unless ", key_of(&sc.decay_steps), " is set");
   }
 };
 

@@ -92,6 +92,12 @@ struct ParallelConfig {
   bool operator==(const ParallelConfig&) const = default;
 };
 
+struct DistConfig {
+  double timeout_s = 300;   // every collective and rendezvous wait gives up after this long
+  double bucket_mb = 25;    // gradient all-reduce bucket size
+  bool operator==(const DistConfig&) const = default;
+};
+
 struct LogConfig {
   int64_t every = 10;          // steps between log lines / metrics records
   bool tensorboard = true;     // write an events file in the run directory
@@ -108,6 +114,7 @@ struct Config {
   ScheduleConfig schedule;
   TrainConfig train;
   ParallelConfig parallel;
+  DistConfig dist;
   LogConfig log;
 
   bool operator==(const Config&) const = default;

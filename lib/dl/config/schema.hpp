@@ -108,6 +108,9 @@ void visit_config(C& c, V&& v) {
   v("parallel", "microbatches", c.parallel.microbatches, help("pipeline micro-batches per step").min(1));
   v("parallel", "schedule", c.parallel.schedule, help("pipeline schedule").one_of({"gpipe", "1f1b"}));
   v("parallel", "activation_checkpointing", c.parallel.activation_checkpointing, help("recompute block activations in backward to save memory"));
+  // [dist]
+  v("dist", "timeout_s", c.dist.timeout_s, help("seconds any collective, send/recv or rendezvous may wait before it fails naming the peers").above(0));
+  v("dist", "bucket_mb", c.dist.bucket_mb, help("gradient all-reduce bucket size in MB").above(0));
   // [log]
   v("log", "every", c.log.every, help("steps between log lines and metrics records").min(1));
   v("log", "tensorboard", c.log.tensorboard, help("write a TensorBoard events file in the run directory"));

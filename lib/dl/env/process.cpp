@@ -1,4 +1,5 @@
-// The only translation unit of dl/env that includes Boost.Process (a heavy header).
+// Running probes. Boost.Process only finds programs on PATH here; children start through
+// posix_spawn (see run_process).
 #include "dl/env/process.hpp"
 
 #include <fcntl.h>
@@ -6,9 +7,12 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <boost/process.hpp>
-#include <boost/process/extend.hpp>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <boost/process/search_path.hpp>
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -16,6 +20,7 @@
 namespace dl {
 
 namespace bp = boost::process;
+extern "C" char** environ;
 
 namespace {
 
@@ -59,6 +64,48 @@ std::string find_program(const std::string& name) {
   return bp::search_path(name).string();
 }
 
+namespace {
+
+// Children are started with posix_spawn (glibc: clone with CLONE_VFORK, then exec), not fork:
+// fork runs every library's pthread_atfork handlers in the parent, and OpenBLAS's handler joins
+// its worker threads, which deadlocks when another thread is in a BLAS call — dl-train probes
+// the environment while it trains. (Boost.Process 1.74's use_vfork does not link.)
+std::vector<std::string> child_environment(const std::vector<std::string>& overrides) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    bool replaced = false;
+    for (const auto& o : overrides)
+      if (o.substr(0, o.find('=')) == key) replaced = true;
+    if (!replaced) env.push_back(kv);
+  }
+  for (const auto& o : overrides)
+    if (o.find('=') != std::string::npos) env.push_back(o);
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (auto& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// 0 while running; otherwise fills the exit code (128 + signal when killed).
+bool reap(pid_t pid, int& code, bool block) {
+  int status = 0;
+  pid_t got;
+  do {
+    got = ::waitpid(pid, &status, block ? 0 : WNOHANG);
+  } while (got < 0 && errno == EINTR);
+  if (got != pid) return false;
+  code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return true;
+}
+
+}  // namespace
+
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
   ProcessResult r;
   if (argv.empty()) {
@@ -71,57 +118,64 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
                                                      : "not found: " + argv[0] + " is not an executable file";
     return r;
   }
-  std::vector<std::string> args(argv.begin() + 1, argv.end());
-  auto env = boost::this_process::environment();
-  for (const auto& kv : options.env) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  std::vector<std::string> args = argv;
+  args[0] = r.program;
+  std::vector<std::string> envs = child_environment(options.env);
+  std::vector<char*> c_args = c_strings(args), c_env = c_strings(envs);
   const double deadline = options.timeout_s > 0 ? now_s() + options.timeout_s : 0;
-  std::error_code ec;
 
-  if (options.inherit_output) {
-    bp::child c;
-    try {
-      c = bp::child(bp::exe = r.program, bp::args = args, env, ec);
-    } catch (const std::exception& e) {
-      r.error = e.what();
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1};
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawnattr_init(&attr);
+  // Own process group (a timeout kills the probe and anything it started), default signal
+  // dispositions and an empty mask whatever this process has installed.
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGCHLD}) sigaddset(&defaults, sig);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  ::posix_spawnattr_setpgroup(&attr, 0);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setsigdefault(&attr, &defaults);
+  if (!options.inherit_output) {
+    if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
+      r.error = std::string("pipe: ") + std::strerror(errno);
       return r;
     }
-    if (ec) {
-      r.error = "cannot run " + r.program + ": " + ec.message();
-      return r;
+    ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    ::posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
+    ::posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+  }
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, r.program.c_str(), &fa, &attr, c_args.data(), c_env.data());
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::posix_spawnattr_destroy(&attr);
+  if (!options.inherit_output) {
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
+  }
+  if (rc != 0) {
+    if (!options.inherit_output) {
+      ::close(out_pipe[0]);
+      ::close(err_pipe[0]);
     }
-    r.started = true;
-    c.wait(ec);
-    r.exit_code = c.exit_code();
-    return r;
-  }
-
-  bp::pipe out_pipe, err_pipe;
-  // Own process group: a timeout kills the probe and anything it started.
-  auto own_group = bp::extend::on_exec_setup([](auto&) { ::setpgid(0, 0); });
-  bp::child c;
-  try {
-    c = bp::child(bp::exe = r.program, bp::args = args, bp::std_in < bp::null, bp::std_out > out_pipe,
-                  bp::std_err > err_pipe, env, own_group, ec);
-  } catch (const std::exception& e) {
-    r.error = e.what();
-    return r;
-  }
-  if (ec) {
-    r.error = "cannot run " + r.program + ": " + ec.message();
+    r.error = "cannot run " + r.program + ": " + std::strerror(rc);
     return r;
   }
   r.started = true;
+  if (options.inherit_output) {
+    reap(pid, r.exit_code, true);
+    return r;
+  }
 
   struct Stream {
     int fd;
     std::string* text;
     bool open = true;
   };
-  Stream streams[2] = {{out_pipe.native_source(), &r.out}, {err_pipe.native_source(), &r.err}};
+  Stream streams[2] = {{out_pipe[0], &r.out}, {err_pipe[0], &r.err}};
   for (auto& s : streams) ::fcntl(s.fd, F_SETFL, ::fcntl(s.fd, F_GETFL) | O_NONBLOCK);
   char buf[65536];
   while (streams[0].open || streams[1].open) {
@@ -142,8 +196,8 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
         pfd[n] = {s.fd, POLLIN, 0};
         map[n++] = &s;
       }
-    int rc = ::poll(pfd, static_cast<nfds_t>(n), wait_ms);
-    if (rc < 0) {
+    int prc = ::poll(pfd, static_cast<nfds_t>(n), wait_ms);
+    if (prc < 0) {
       if (errno == EINTR) continue;
       break;
     }
@@ -158,8 +212,11 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
       }
     }
   }
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
   // Output is closed; wait for the exit (a child may close its output and keep running).
-  while (!r.timed_out && c.running(ec)) {
+  bool exited = false;
+  while (!r.timed_out && !(exited = reap(pid, r.exit_code, false))) {
     if (deadline > 0 && now_s() >= deadline) {
       r.timed_out = true;
       break;
@@ -167,18 +224,17 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   if (r.timed_out) {
-    pid_t pid = c.id();
     ::kill(-pid, SIGKILL);
     ::kill(pid, SIGKILL);
     r.error = "timed out after " + seconds_text(options.timeout_s) + " s (killed)";
     // Reap it, but never block on it: a process stuck in the kernel (a hung driver) cannot die
     // until it returns, and the snapshot must still complete.
     double give_up = now_s() + 1.0;
-    while (c.running(ec) && now_s() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    if (c.running(ec)) c.detach();
+    int ignored;
+    while (!reap(pid, ignored, false) && now_s() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    r.exit_code = -1;
     return r;
   }
-  r.exit_code = c.exit_code();
   return r;
 }
 

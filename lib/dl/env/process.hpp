@@ -1,4 +1,4 @@
-// Running a probe: a child process from an argument vector (Boost.Process, never a shell), with
+// Running a probe: a child process from an argument vector (posix_spawn, never a shell), with
 // its output captured and a wall-clock timeout. The child runs in its own process group, so a
 // timeout kills it and everything it started (a script's `sleep`), and reading its output can
 // never outlive the deadline.
