@@ -143,12 +143,12 @@ TEST_CASE("encoder backward matches finite differences, repeated tokens accumula
   Tensor R = random_tensor({B, T, C}, F64, 43);
   Tensor out = Tensor::empty({B, T, C}, F64);
   auto loss = [&] {
-    be().encoder_forward(out, tokens, wte, wpe);
+    be().encoder_forward(out, tokens, wte, wpe, 0, V);
     return dot(out, R);
   };
   loss();
   Tensor dwte = Tensor::zeros({V, C}, F64), dwpe = Tensor::zeros({T, C}, F64);
-  be().encoder_backward(dwte, dwpe, R, tokens);
+  be().encoder_backward(dwte, dwpe, R, tokens, 0);
   CHECK(rel_error(dwte, numeric_grad(wte, loss)) < kTol);
   CHECK(rel_error(dwpe, numeric_grad(wpe, loss)) < kTol);
   // Token 2 never appears: its row gets no gradient.
@@ -156,7 +156,69 @@ TEST_CASE("encoder backward matches finite differences, repeated tokens accumula
 
   Tensor bad = int_tensor({1, 1}, {V});
   Tensor o = Tensor::empty({1, 1, C}, F64);
-  CHECK_THROWS_AS(be().encoder_forward(o, bad, wte, wpe), Error);
+  CHECK_THROWS_AS(be().encoder_forward(o, bad, wte, wpe, 0, V), Error);
+
+  SUBCASE("vocabulary shards add up to the whole embedding") {
+    // Rows [0,2) and [2,5) of wte on two "ranks": the sum of their outputs (one adds wpe) is the
+    // whole lookup, and each shard's gradient is the whole gradient's rows.
+    be().encoder_forward(out, tokens, wte, wpe, 0, V);
+    Tensor lo = wte.rows(0, 2).clone(), hi = wte.rows(2, 3).clone();
+    Tensor o0 = Tensor::empty({B, T, C}, F64), o1 = Tensor::empty({B, T, C}, F64);
+    be().encoder_forward(o0, tokens, lo, wpe, 0, V);
+    be().encoder_forward(o1, tokens, hi, Tensor(), 2, V);
+    for (int64_t i = 0; i < out.numel(); ++i) CHECK(get(o0, i) + get(o1, i) == doctest::Approx(get(out, i)));
+    Tensor g0 = Tensor::zeros({2, C}, F64), g1 = Tensor::zeros({3, C}, F64), none;
+    be().encoder_backward(g0, none, R, tokens, 0);
+    be().encoder_backward(g1, none, R, tokens, 2);
+    for (int64_t i = 0; i < 2 * C; ++i) CHECK(get(g0, i) == doctest::Approx(get(dwte, i)));
+    for (int64_t i = 0; i < 3 * C; ++i) CHECK(get(g1, i) == doctest::Approx(get(dwte, 2 * C + i)));
+  }
+}
+
+TEST_CASE("vocabulary-sharded cross-entropy equals the whole one") {
+  const int64_t N = 5, V = 6;
+  Tensor logits = random_tensor({N, V}, F64, 55, -3, 3);
+  Tensor targets = int_tensor({N}, {0, 5, -1, 3, 2});
+  Tensor losses = Tensor::empty({N}, F64), none;
+  be().crossentropy_forward(losses, none, logits, targets);
+  Tensor dl = Tensor::empty({N, V}, F64);
+  be().crossentropy_backward(dl, logits, targets, 0.25);
+  // Two shards of 3 columns; combine the statistics as the tensor-parallel model does.
+  Tensor shard[2], mx[2], se[2], pk[2];
+  for (int s = 0; s < 2; ++s) {
+    shard[s] = Tensor::empty({N, 3}, F64);
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t j = 0; j < 3; ++j) set(shard[s], r * 3 + j, get(logits, r * V + s * 3 + j));
+    mx[s] = Tensor::empty({N}, F64);
+    be().logits_row_max(mx[s], shard[s]);
+  }
+  Tensor gmax = Tensor::empty({N}, F64);
+  for (int64_t r = 0; r < N; ++r) set(gmax, r, std::max(get(mx[0], r), get(mx[1], r)));
+  for (int s = 0; s < 2; ++s) {
+    se[s] = Tensor::empty({N}, F64);
+    pk[s] = Tensor::empty({N}, F64);
+    be().logits_sum_exp(se[s], shard[s], gmax);
+    be().logits_pick(pk[s], shard[s], targets, s * 3);
+  }
+  Tensor gse = Tensor::empty({N}, F64);
+  for (int64_t r = 0; r < N; ++r) {
+    set(gse, r, get(se[0], r) + get(se[1], r));
+    double loss = targets.data<int32_t>()[r] < 0 ? 0 : std::log(get(gse, r)) + get(gmax, r) - get(pk[0], r) - get(pk[1], r);
+    CHECK(loss == doctest::Approx(get(losses, r)).epsilon(1e-12));
+  }
+  for (int s = 0; s < 2; ++s) {
+    Tensor d = Tensor::empty({N, 3}, F64);
+    be().crossentropy_backward_sharded(d, shard[s], targets, gmax, gse, s * 3, 0.25);
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t j = 0; j < 3; ++j) CHECK(get(d, r * 3 + j) == doctest::Approx(get(dl, r * V + s * 3 + j)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("bias_add adds a row vector") {
+  Tensor x = Tensor::zeros({3, 2}, F64), b = random_tensor({2}, F64, 7);
+  be().bias_add(x, b);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t c = 0; c < 2; ++c) CHECK(get(x, r * 2 + c) == get(b, c));
 }
 
 TEST_CASE("softmax cross-entropy backward matches finite differences; ignored targets") {

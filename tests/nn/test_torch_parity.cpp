@@ -9,7 +9,9 @@
 #include "dl/io/safetensors.hpp"
 #include "dl/nn/gpt.hpp"
 #include "dl/nn/mlp.hpp"
+#include "dl/dist/comm.hpp"
 #include "dl/optim/optimizer.hpp"
+#include "dl/parallel/zero.hpp"
 #include "support/numeric.hpp"
 #include "support/support.hpp"
 
@@ -56,14 +58,17 @@ json run_parity(Model& model, const std::vector<Batch>& batches, json spec) {
   oc.eps = 1e-8;
   oc.weight_decay = 0.1;
   oc.grad_clip = 1.0;
-  Optimizer opt(oc, P);
+  // The training loop's own optimizer path: the engine (one rank, no sharding).
+  auto self = dist::make_self_comm("dp");
+  parallel::ZeroEngine engine(P, model.param_groups(), *self, ParallelConfig{}, oc, 25, true);
+  model.set_hooks(&engine);
   json losses = json::array();
   for (int k = 0; k < kSteps; ++k) {
     ForwardStats s = model.forward(batches[k]);
-    P.zero_grad();
+    engine.zero_grad();
     model.backward(1.0 / s.targets);
-    double norm = grad_norm(P);
-    opt.step(oc.lr, clip_scale(norm, oc.grad_clip));
+    double norm = std::sqrt(engine.grad_norm_squared());
+    engine.step(oc.lr, clip_scale(norm, oc.grad_clip));
     losses.push_back(s.loss_sum / s.targets);
   }
   spec["losses"] = losses;

@@ -32,7 +32,8 @@ std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::
 dl::test::fs::path train_checkpoint(const dl::test::TempDir& dir) {
   auto r = run(tool("dl-train"), {dl::test::source_path("configs/addition.toml").string(), "--run-dir",
                                   (dir / "run").string(), "--set", "train.steps=2", "--set", "model.n_layer=1",
-                                  "--set", "train.eval_every=0", "--set", "schedule.warmup_steps=0", "--quiet"});
+                                  "--set", "train.eval_every=0", "--set", "model.block_size=64",
+                                  "--set", "model.n_embd=128", "--set", "train.batch_size=8", "--quiet"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   auto ckpt = dir / "run" / "checkpoints" / "step_00000002";
   REQUIRE(dl::test::fs::exists(ckpt / "trainer_state.json"));

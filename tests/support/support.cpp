@@ -18,6 +18,18 @@ namespace dl::test {
 
 namespace bp = boost::process;
 
+// Polls instead of child::wait_for, which in Boost 1.74 can block for the whole timeout after
+// the child has exited.
+bool wait_child(bp::child& c, double timeout_s) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  std::error_code ec;
+  while (c.running(ec)) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 TempDir::TempDir(const std::string& tag) {
   std::random_device rd;
   fs::path base = fs::temp_directory_path() / "dlkit-tests";
@@ -55,7 +67,7 @@ RunResult run(const std::string& program, const std::vector<std::string>& args, 
   };
   auto fo = std::async(std::launch::async, drain, std::ref(out));
   auto fe = std::async(std::launch::async, drain, std::ref(err));
-  if (!c.wait_for(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)))) {
+  if (!wait_child(c, timeout_s)) {
     c.terminate();
     r.exit_code = -1;
   } else {
@@ -131,7 +143,7 @@ bool Process::wait_for_line(const std::function<bool(const std::string&)>& pred,
 void Process::send_signal(int sig) { ::kill(impl_->child.id(), sig); }
 
 int Process::wait(double timeout_s) {
-  if (!impl_->child.wait_for(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)))) {
+  if (!wait_child(impl_->child, timeout_s)) {
     impl_->child.terminate();
     return -1;
   }

@@ -42,9 +42,15 @@ class Backend {
   // Copies between any two devices this backend can reach; same dtype and element count.
   virtual void copy(Tensor& dst, const Tensor& src) = 0;
 
-  // out[B,T,C] = wte[tokens] + wpe[position]
-  virtual void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) = 0;
-  virtual void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) = 0;
+  // out[B,T,C] = wte[tokens - vocab_start] + wpe[position]. With a vocabulary-parallel
+  // embedding wte holds rows [vocab_start, vocab_start + rows) and tokens outside that range
+  // contribute zero; wpe may be undefined (added elsewhere). Token ids are checked against
+  // `vocab_size` (the whole vocabulary).
+  virtual void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                               int64_t vocab_start, int64_t vocab_size) = 0;
+  // dwpe may be undefined.
+  virtual void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                                int64_t vocab_start) = 0;
 
   // Row-wise over the last dimension C; mean/rstd [N] are saved for backward. eps = 1e-5.
   virtual void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp,
@@ -76,6 +82,7 @@ class Backend {
   virtual void relu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) = 0;
 
   virtual void add(Tensor& out, const Tensor& a, const Tensor& b) = 0;  // the residual connection
+  virtual void bias_add(Tensor& out, const Tensor& bias) = 0;           // out[N,C] += bias[C]
 
   // Softmax cross-entropy over logits[N,V] with int32 targets[N]; a negative target is ignored
   // (loss 0, gradient 0). losses[N] is f32/f64 like the logits; correct[N] (i32, optional) gets
@@ -87,6 +94,18 @@ class Backend {
                                      double dloss) = 0;
   // argmax over the last dimension -> i32[N]
   virtual void argmax(Tensor& out, const Tensor& logits) = 0;
+
+  // Cross-entropy over logits split by vocabulary across tensor-parallel ranks: each rank holds
+  // columns [vocab_start, vocab_start + V_local). The caller combines the per-row statistics
+  // across ranks (max, then sums) between these calls. All row tensors are [N] like the logits.
+  virtual void logits_row_max(Tensor& row_max, const Tensor& logits) = 0;
+  virtual void logits_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& row_max) = 0;
+  // picked[r] = logits[r, target - vocab_start] when this shard holds the target, else 0.
+  virtual void logits_pick(Tensor& picked, const Tensor& logits, const Tensor& targets, int64_t vocab_start) = 0;
+  // dlogits = (exp(logits - row_max) / sum_exp - onehot(target)) * dloss; rows with target < 0 get 0.
+  virtual void crossentropy_backward_sharded(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                             const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start,
+                                             double dloss) = 0;
 
   // Optimizer steps over flat ranges (param, grad and state tensors of equal size).
   virtual void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,

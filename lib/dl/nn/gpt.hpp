@@ -2,11 +2,28 @@
 // blocks of causal self-attention and a GELU MLP, learned position embeddings, final
 // LayerNorm, LM head tied to the token embedding. Parameters use the Hugging Face GPT-2 names
 // and Conv1D [in,out] layouts, so checkpoints load into transformers' GPT2LMHeadModel.
+//
+// The same class runs every parallel layout:
+//  - tensor parallel (Megatron-LM, Shoeybi et al. 2019): c_attn and c_fc split by output
+//    columns (whole heads), attn.c_proj and mlp.c_proj by input rows, the token embedding and the
+//    loss split by vocabulary; one all-reduce after each row-parallel layer in forward and after
+//    each column-parallel layer's input gradient in backward;
+//  - pipeline parallel: a model object holds one stage (contiguous blocks; the first stage the
+//    embeddings, the last the final LayerNorm, the head and a tied copy of the token embedding),
+//    and keeps activations per in-flight micro-batch ("slot");
+//  - activation checkpointing: only each block's input is kept; backward recomputes the block;
+//  - ZeRO-3: ParamGroupHooks let an engine gather a group's parameters just before use.
+// Every local tensor is a slice of the whole-model tensor (ParamInfo::slice), so initial values,
+// checkpoints and the loss are the same for every layout.
 #pragma once
 #include "dl/config/config.hpp"
 #include "dl/nn/model.hpp"
 
 namespace dl {
+
+namespace dist {
+class Comm;
+}
 
 struct GptConfig {
   int n_layer = 4;
@@ -22,18 +39,46 @@ int64_t gpt_param_count(const GptConfig& c);
 // The model section of a training config as a GptConfig.
 GptConfig gpt_config_from(const ModelConfig& m);
 
+struct GptParallel {
+  int tp_size = 1, tp_rank = 0;
+  dist::Comm* tp = nullptr;  // the tensor-parallel group (needed when tp_size > 1)
+  int pp_size = 1, pp_rank = 0;
+  bool activation_checkpointing = false;
+};
+
 class GptModel final : public Model {
  public:
-  GptModel(const GptConfig& config, Backend& backend, DType dtype = DType::f32);
+  GptModel(const GptConfig& config, Backend& backend, DType dtype = DType::f32, GptParallel parallel = {});
   std::string kind() const override { return "gpt"; }
   ParamSet& params() override { return params_; }
   const GptConfig& config() const { return cfg_; }
+  const GptParallel& parallel() const { return par_; }
+  bool first_stage() const { return par_.pp_rank == 0; }
+  bool last_stage() const { return par_.pp_rank == par_.pp_size - 1; }
+  int first_layer() const { return l0_; }
+  int num_local_layers() const { return l1_ - l0_; }
+  // Parameter groups of this stage in order of use: [embeddings] blocks... [head].
+  int num_groups() const { return static_cast<int>(group_ranges_.size()); }
+  std::vector<std::pair<size_t, size_t>> param_groups() const override { return group_ranges_; }
+  void set_hooks(ParamGroupHooks* hooks) override { hooks_ = hooks; }
 
+  // Single-stage use (the Model interface): slot 0.
   ForwardStats forward(const Batch& batch) override;
   void backward(double dloss) override;
-  const Tensor& correct() const override { return correct_; }
-  const Tensor& logits() const override { return logits_; }
+  const Tensor& correct() const override;
+  const Tensor& logits() const override;
   int64_t activation_bytes() const override;
+
+  // One pipeline stage for one micro-batch in activation slot `slot`. The first stage reads
+  // batch.inputs (tokens); other stages read `hidden_in` [B,T,C] from the previous stage.
+  // Non-last stages write their output to `hidden_out`; the last stage computes the loss
+  // against batch.targets (when defined) and returns its sums.
+  ForwardStats forward_stage(const Batch& batch, const Tensor& hidden_in, int slot, Tensor* hidden_out);
+  // Backward of a slot: the last stage starts from the loss (dloss per target), other stages
+  // from `dhidden_out`; non-first stages write d(hidden_in) to `dhidden_in`. Frees the slot.
+  void backward_stage(int slot, double dloss, const Tensor& dhidden_out, Tensor* dhidden_in);
+  // Shape of the hidden state passed between stages for a micro-batch of B sequences of T.
+  Shape hidden_shape(int64_t B, int64_t T) const { return {B, T, static_cast<int64_t>(cfg_.n_embd)}; }
 
  private:
   struct Layer {  // parameter indices of one block
@@ -42,23 +87,48 @@ class GptModel final : public Model {
   struct Acts {  // forward state of one block
     Tensor ln1, ln1_mean, ln1_rstd, qkv, atty, att, residual2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu;
   };
-  void ensure_buffers(int64_t B, int64_t T);
+  struct Slot {  // one micro-batch in flight
+    bool used = false;
+    int64_t B = 0, T = 0;
+    Tensor tokens, targets;
+    std::vector<Tensor> residual;  // L_local + 1 residual stream states [B,T,C]
+    std::vector<Acts> acts;        // per block (empty with activation checkpointing)
+    Tensor lnf, lnf_mean, lnf_rstd, logits, losses, correct;
+    Tensor row_max, sum_exp, picked;  // vocabulary-parallel loss statistics
+  };
+  void declare_params();
+  Acts make_acts(int64_t B, int64_t T);
+  Slot& slot_for(int slot, int64_t B, int64_t T);
+  void ensure_scratch(int64_t B, int64_t T);
+  void block_forward(int l, const Tensor& in, Acts& a, Tensor& out);
+  void block_backward(int l, const Tensor& in, Acts& a);  // dres_ holds d(out) -> d(in)
+  ForwardStats head_forward(Slot& s);
+  void head_backward(Slot& s, double dloss);
+  void tp_allreduce(Tensor& t);
   Tensor& P(size_t i) { return params_.value(i); }
   Tensor& G(size_t i) { return params_.grad(i); }
+  void hook(void (ParamGroupHooks::*fn)(int), int group) {
+    if (hooks_) (hooks_->*fn)(group);
+  }
+  int block_group(int l) const { return (first_stage() ? 1 : 0) + (l - l0_); }
+  int head_group() const { return num_groups() - 1; }
 
   GptConfig cfg_;
   Backend& be_;
   DType dtype_;
+  GptParallel par_;
   ParamSet params_;
-  size_t wte_, wpe_, lnf_w_, lnf_b_;
-  std::vector<Layer> layers_;
+  int l0_ = 0, l1_ = 0;          // blocks [l0, l1) live on this stage
+  int64_t C_ = 0, Cl_ = 0, Fl_ = 0, Vl_ = 0, Hl_ = 0;  // widths: model, local attention, local MLP, local vocab, local heads
+  size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
+  std::vector<Layer> layers_;     // indexed by l - l0
+  std::vector<std::pair<size_t, size_t>> group_ranges_;  // [first, last) parameter index per group
+  ParamGroupHooks* hooks_ = nullptr;
 
-  int64_t B_ = 0, T_ = 0;
-  std::vector<Tensor> residual_;  // L+1 residual stream states [B,T,C]
-  std::vector<Acts> acts_;
-  Tensor lnf_, lnf_mean_, lnf_rstd_, logits_, losses_, correct_, scratch_c_;
-  Tensor dres_, dc_, d3c_, d4c_;
-  Tensor tokens_, targets_;
+  std::vector<Slot> slots_;
+  int64_t scratch_B_ = 0, scratch_T_ = 0;
+  Tensor scratch_c_, dres_, dc_, d3c_, d4c_;
+  Acts recompute_;  // the one block recomputed at a time under activation checkpointing
 };
 
 }  // namespace dl

@@ -69,6 +69,7 @@ ForwardStats MlpModel::forward(const Batch& batch) {
   inputs_ = x;
   targets_ = batch.targets;
   size_t nl = zs_.size();
+  if (hooks_) hooks_->before_forward(0);
   for (size_t i = 0; i < nl; ++i) {
     const Tensor& in = i == 0 ? inputs_ : hs_[i - 1];
     be_.matmul_forward(zs_[i], in, params_.value(2 * i), params_.value(2 * i + 1), WeightLayout::out_in);
@@ -77,6 +78,7 @@ ForwardStats MlpModel::forward(const Batch& batch) {
       else be_.relu_forward(hs_[i], zs_[i]);
     }
   }
+  if (hooks_) hooks_->after_forward(0);
   ForwardStats st;
   if (!targets_.defined()) return st;
   be_.crossentropy_forward(losses_, correct_, zs_.back(), targets_);
@@ -96,6 +98,7 @@ void MlpModel::backward(double dloss) {
   size_t nl = zs_.size();
   // dz holds the gradient of the current layer's pre-activation; dh the gradient of its input.
   Tensor dz = dz_.flat_slice(0, {B_, w[nl]});
+  if (hooks_) hooks_->before_backward(0);
   be_.crossentropy_backward(dz, zs_.back(), targets_, dloss);
   for (size_t i = nl; i-- > 0;) {
     const Tensor& in = i == 0 ? inputs_ : hs_[i - 1];
@@ -107,6 +110,7 @@ void MlpModel::backward(double dloss) {
     if (gelu_) be_.gelu_backward(dz, dh, zs_[i - 1], false);
     else be_.relu_backward(dz, dh, zs_[i - 1], false);
   }
+  if (hooks_) hooks_->after_backward(0);
 }
 
 }  // namespace dl

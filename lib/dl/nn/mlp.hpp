@@ -30,6 +30,9 @@ class MlpModel final : public Model {
   const Tensor& correct() const override { return correct_; }
   const Tensor& logits() const override { return zs_.back(); }
   int64_t activation_bytes() const override;
+  // One group: the whole network.
+  std::vector<std::pair<size_t, size_t>> param_groups() const override { return {{0, params_.size()}}; }
+  void set_hooks(ParamGroupHooks* hooks) override { hooks_ = hooks; }
 
  private:
   void ensure_buffers(int64_t B);
@@ -40,6 +43,7 @@ class MlpModel final : public Model {
   DType dtype_;
   ParamSet params_;
   bool gelu_ = false;
+  ParamGroupHooks* hooks_ = nullptr;
   int64_t B_ = 0;
   Tensor inputs_, targets_;
   std::vector<Tensor> zs_, hs_;  // pre-activations and activations per layer

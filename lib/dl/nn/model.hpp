@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "dl/nn/params.hpp"
 
@@ -22,6 +24,18 @@ struct ForwardStats {
   int64_t correct = 0;    // targets whose argmax prediction is right
 };
 
+// Called around every use of a parameter group (embeddings, each block, the head) so a ZeRO-3
+// engine can gather parameters before and release them after; after_backward means the group's
+// gradients for this micro-batch are complete.
+class ParamGroupHooks {
+ public:
+  virtual ~ParamGroupHooks() = default;
+  virtual void before_forward(int group) {}
+  virtual void after_forward(int group) {}
+  virtual void before_backward(int group) {}
+  virtual void after_backward(int group) {}
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -37,6 +51,10 @@ class Model {
   virtual const Tensor& logits() const = 0;
   // Bytes held for activations (forward state and backward scratch) at the last batch shape.
   virtual int64_t activation_bytes() const = 0;
+  // Parameter groups, [first, last) indices, in the order forward uses them; and the hooks the
+  // model calls around each use.
+  virtual std::vector<std::pair<size_t, size_t>> param_groups() const = 0;
+  virtual void set_hooks(ParamGroupHooks* hooks) = 0;
 };
 
 }  // namespace dl

@@ -5,11 +5,19 @@
 namespace dl {
 
 void ParamSet::declare(std::string name, Shape shape, ParamInit init, double init_std, bool decay) {
+  declare_slice(std::move(name), std::move(shape), TensorSlice{}, init, init_std, decay);
+}
+
+void ParamSet::declare_slice(std::string name, Shape global_shape, TensorSlice slice, ParamInit init,
+                             double init_std, bool decay, bool tied_copy) {
   DL_CHECK(!flat_values_.defined(), "declare(", name, ") after allocate");
   DL_CHECK(!contains(name), "parameter ", name, " declared twice");
   ParamInfo p;
   p.name = std::move(name);
-  p.shape = std::move(shape);
+  p.shape = slice.local_shape(global_shape);
+  p.global_shape = std::move(global_shape);
+  p.slice = std::move(slice);
+  p.tied_copy = tied_copy;
   p.offset = numel_;
   p.init = init;
   p.init_std = init_std;
@@ -34,6 +42,16 @@ void ParamSet::allocate(Backend& backend, DType dtype) {
 
 void init_param_values(const ParamInfo& info, uint64_t seed, Tensor& out) {
   DL_CHECK(out.numel() == info.numel(), "init buffer for ", info.name);
+  if (!info.slice.whole()) {
+    // A shard takes its values from the whole tensor, so every layout starts from the same weights.
+    ParamInfo whole = info;
+    whole.shape = info.global_shape;
+    whole.slice = TensorSlice{};
+    Tensor g = Tensor::empty(info.global_shape, out.dtype());
+    init_param_values(whole, seed, g);
+    out.copy_from(extract_slice(g, info.slice));
+    return;
+  }
   uint64_t key = stream_key(seed, info.name);
   auto fill = [&](auto* p) {
     using F = std::remove_pointer_t<decltype(p)>;
@@ -68,6 +86,18 @@ void ParamSet::initialize(uint64_t seed) {
 }
 
 void ParamSet::zero_grad() { backend_->zero(flat_grads_); }
+
+void ParamSet::drop_storage() {
+  flat_values_ = Tensor();
+  flat_grads_ = Tensor();
+  for (auto& t : values_) t = Tensor();
+  for (auto& t : grads_) t = Tensor();
+}
+
+void ParamSet::bind(size_t i, Tensor value, Tensor grad) {
+  values_[i] = std::move(value);
+  grads_[i] = std::move(grad);
+}
 
 size_t ParamSet::index(const std::string& name) const {
   for (size_t i = 0; i < infos_.size(); ++i)

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dl/backend/backend.hpp"
+#include "dl/core/slice.hpp"
 
 namespace dl {
 
@@ -14,7 +15,12 @@ enum class ParamInit { normal, zeros, ones };
 
 struct ParamInfo {
   std::string name;  // Hugging Face name for GPT-2 ("h.0.attn.c_attn.weight")
-  Shape shape;
+  Shape shape;         // this rank's (local) shape
+  Shape global_shape;  // the whole-model shape (equal to shape unless sliced)
+  TensorSlice slice;   // where the local tensor sits in the whole one (tensor parallel)
+  // A copy of a parameter another pipeline stage owns (the tied token embedding on the last
+  // stage): kept in sync by the engine, not written to checkpoints, counted once in norms.
+  bool tied_copy = false;
   int64_t offset = 0;  // element offset in the flat buffers
   ParamInit init = ParamInit::zeros;
   double init_std = 0.0;  // for ParamInit::normal (mean 0)
@@ -24,8 +30,11 @@ struct ParamInfo {
 
 class ParamSet {
  public:
-  // Declares a parameter; call before allocate().
+  // Declares a parameter; call before allocate(). A sliced parameter gives its whole-model shape
+  // and the slice this rank holds.
   void declare(std::string name, Shape shape, ParamInit init, double init_std, bool decay);
+  void declare_slice(std::string name, Shape global_shape, TensorSlice slice, ParamInit init, double init_std,
+                     bool decay, bool tied_copy = false);
   // Allocates the flat value and gradient buffers on the backend's device.
   void allocate(Backend& backend, DType dtype);
 
@@ -33,6 +42,11 @@ class ParamSet {
   // the same seed gives the same weights on every device and layout.
   void initialize(uint64_t seed);
   void zero_grad();
+
+  // For engines that keep parameters elsewhere (ZeRO-3): free the flat buffers, then point each
+  // parameter's value and gradient at storage the engine owns (undefined tensors while released).
+  void drop_storage();
+  void bind(size_t i, Tensor value, Tensor grad);
 
   size_t size() const { return infos_.size(); }
   const ParamInfo& info(size_t i) const { return infos_[i]; }
@@ -61,7 +75,7 @@ class ParamSet {
 };
 
 // Generates the initial values of one parameter on the host (f32 or f64), the reference every
-// device and shard reproduces.
+// device and shard reproduces: values are keyed by the element's index in the whole tensor.
 void init_param_values(const ParamInfo& info, uint64_t seed, Tensor& host_out);
 
 }  // namespace dl

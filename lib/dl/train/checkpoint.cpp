@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "dl/cli/app.hpp"
 #include "dl/io/atomic_file.hpp"
@@ -23,7 +23,7 @@ namespace {
 
 constexpr const char* kManifest = "trainer_state.json";
 constexpr const char* kFormat = "dlkit-checkpoint";
-constexpr int kFormatVersion = 1;
+constexpr int kFormatVersion = 2;
 
 std::string step_dir_name(int64_t step) {
   char buf[32];
@@ -31,8 +31,13 @@ std::string step_dir_name(int64_t step) {
   return buf;
 }
 
-// Host copy of a tensor (identity for host tensors).
-Tensor host_view(Backend& be, const Tensor& t) {
+std::string rank_name(int rank, const char* ext) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "shards/rank%05d.%s", rank, ext);
+  return buf;
+}
+
+Tensor host_copy(Backend& be, const Tensor& t) {
   if (t.device().is_cpu()) return t;
   Tensor h = Tensor::empty(t.shape(), t.dtype());
   be.copy(h, t);
@@ -51,6 +56,18 @@ uint32_t file_crc32c(const fs::path& p) {
   return crc;
 }
 
+json slice_json(const TensorSlice& s) {
+  json segs = json::array();
+  for (auto [start, len] : s.segments) segs.push_back({start, len});
+  return {{"dim", s.dim}, {"segments", segs}};
+}
+
+TensorSlice slice_from(const json& j) {
+  TensorSlice s;
+  s.dim = j.value("dim", -1);
+  for (const auto& seg : j.value("segments", json::array())) s.segments.emplace_back(seg[0].get<int64_t>(), seg[1].get<int64_t>());
+  return s;
+}
 
 std::string mlp_config_json(const ModelConfig& m) {
   json j{{"model_type", "dlkit-mlp"}, {"hidden", m.hidden}, {"activation", m.activation}};
@@ -81,70 +98,139 @@ std::string hf_gpt2_config_json(const ModelConfig& m) {
   return j.dump(2) + "\n";
 }
 
-fs::path save_checkpoint(const fs::path& root, Model& model, Optimizer* optimizer, const TrainerState& state,
-                         const Config& config, int64_t keep) {
-  fs::create_directories(root);
+// ---------------------------------------------------------------------------------------------
+// Saving.
+
+fs::path save_checkpoint(const fs::path& root, CheckpointSource& src, const TrainerState& state, const Config& config,
+                         int64_t keep) {
+  dist::Comm& world = src.world;
+  const int rank = world.rank();
+  const bool single = src.layout.world == 1;
   const std::string name = step_dir_name(state.step);
   const fs::path final_dir = root / name;
-  const fs::path tmp = root / ("." + name + ".tmp-" + std::to_string(::getpid()));
+  const fs::path tmp = root / ("." + name + ".tmp");
   std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directory(tmp);
+  if (rank == 0) {
+    fs::create_directories(root);
+    fs::remove_all(tmp, ec);
+    fs::create_directories(tmp / "shards");
+  }
+  world.barrier();
+  ParamSet& P = src.model.params();
+  Backend& be = P.backend();
+  parallel::ZeroEngine& eng = src.engine;
+  const auto& state_names = eng.optimizer().state_names();
   try {
-    ParamSet& P = model.params();
-    Backend& be = P.backend();
-    json files = json::object();
+    // This rank's pieces: parameters and optimizer state.
+    json pieces = json::array(), files = json::object();
+    auto describe = [&](const parallel::Piece& p, const std::string& kind, const std::string& file,
+                        const std::string& key) {
+      const ParamInfo& info = P.info(p.param);
+      return json{{"name", info.name}, {"kind", kind}, {"file", file}, {"key", key}, {"slice", slice_json(info.slice)},
+                  {"local_shape", info.shape}, {"range", {p.lo, p.hi}}};
+    };
+    auto stored = [&](const parallel::Piece& p, Tensor data) {
+      const ParamInfo& info = P.info(p.param);
+      // A whole local tensor keeps its shape (readable as is); a shard is flat.
+      return p.lo == 0 && p.hi == info.numel() ? data.view(info.shape) : data;
+    };
+    std::vector<Tensor> keep_alive;
+    auto write_file = [&](SafetensorsWriter& w, const std::string& rel) {
+      w.set_metadata({{"format", "pt"}, {"dlkit.step", std::to_string(state.step)}});
+      uint32_t crc = w.write(tmp / rel);
+      files[rel] = {{"crc32c", crc}, {"bytes", fs::file_size(tmp / rel)}};
+    };
+    if (single) {
+      SafetensorsWriter weights, opt;
+      for (const auto& p : eng.param_pieces_to_save()) {
+        Tensor d = host_copy(be, eng.param_piece(p));
+        keep_alive.push_back(d);
+        weights.add(P.info(p.param).name, stored(p, d));
+        pieces.push_back(describe(p, "param", "model.safetensors", P.info(p.param).name));
+      }
+      for (size_t k = 0; k < state_names.size(); ++k)
+        for (const auto& p : eng.state_pieces_to_save()) {
+          Tensor d = host_copy(be, eng.state_piece(k, p));
+          keep_alive.push_back(d);
+          std::string key = state_names[k] + "." + P.info(p.param).name;
+          opt.add(key, stored(p, d));
+          pieces.push_back(describe(p, state_names[k], "optimizer.safetensors", key));
+        }
+      write_file(weights, "model.safetensors");
+      if (opt.size()) write_file(opt, "optimizer.safetensors");
+    } else {
+      SafetensorsWriter shard;
+      const std::string rel = rank_name(rank, "safetensors");
+      auto add = [&](const parallel::Piece& p, Tensor d, const std::string& kind) {
+        d = host_copy(be, d);
+        keep_alive.push_back(d);
+        std::string key = (kind == "param" ? "" : kind + ".") + P.info(p.param).name;
+        if (!(p.lo == 0 && p.hi == P.info(p.param).numel())) key += "@" + std::to_string(p.lo);
+        shard.add(key, stored(p, d));
+        pieces.push_back(describe(p, kind, rel, key));
+      };
+      for (const auto& p : eng.param_pieces_to_save()) add(p, eng.param_piece(p), "param");
+      for (size_t k = 0; k < state_names.size(); ++k)
+        for (const auto& p : eng.state_pieces_to_save()) add(p, eng.state_piece(k, p), state_names[k]);
+      if (shard.size()) write_file(shard, rel);
+    }
+    // Whole-tensor shapes and dtypes, for checking and for merging.
+    json tensors = json::object();
+    for (size_t i = 0; i < P.size(); ++i)
+      if (!P.info(i).tied_copy)
+        tensors[P.info(i).name] = {{"shape", P.info(i).global_shape}, {"dtype", std::string(safetensors_dtype(P.dtype()))}};
+    json fragment{{"pieces", pieces}, {"files", files}, {"tensors", tensors}};
+    write_file_atomic(tmp / rank_name(rank, "json"), fragment.dump());
+  } catch (...) {
+    // A failed rank must not leave the others waiting at the barrier forever: its error reaches
+    // the launcher, which stops every rank.
+    throw;
+  }
+  world.barrier();
 
-    SafetensorsWriter weights;
-    for (size_t i = 0; i < P.size(); ++i) weights.add(P.info(i).name, host_view(be, P.value(i)));
-    weights.set_metadata({{"format", "pt"}, {"dlkit.step", std::to_string(state.step)}});
-    uint32_t crc = weights.write(tmp / "model.safetensors");
-    files["model.safetensors"] = {{"crc32c", crc}, {"bytes", fs::file_size(tmp / "model.safetensors")}};
-
-    std::string cfg = model.kind() == "gpt" ? hf_gpt2_config_json(config.model) : mlp_config_json(config.model);
+  fs::path published;
+  if (rank == 0) {
+    json pieces = json::array(), files = json::object(), tensors = json::object();
+    for (int r = 0; r < src.layout.world; ++r) {
+      fs::path frag = tmp / rank_name(r, "json");
+      json f = read_json_file(frag);
+      for (auto& p : f["pieces"]) pieces.push_back(p);
+      for (auto& [k, v] : f["files"].items()) files[k] = v;
+      for (auto& [k, v] : f["tensors"].items()) tensors[k] = v;
+      fs::remove(frag);
+    }
+    std::string cfg = src.model.kind() == "gpt" ? hf_gpt2_config_json(config.model) : mlp_config_json(config.model);
     write_file_atomic(tmp / "config.json", cfg);
     files["config.json"] = {{"crc32c", crc32c(cfg.data(), cfg.size())}, {"bytes", cfg.size()}};
-
-    json opt = nullptr;
-    if (optimizer) {
-      SafetensorsWriter ow;
-      std::vector<Tensor> keep_alive;
-      for (auto& s : optimizer->state()) {
-        Tensor flat = host_view(be, s.flat);
-        keep_alive.push_back(flat);
-        for (size_t i = 0; i < P.size(); ++i)
-          ow.add(s.name + "." + P.info(i).name, flat.flat_slice(P.info(i).offset, P.info(i).shape));
-      }
-      ow.set_metadata({{"format", "pt"}, {"optimizer", optimizer->name()}});
-      uint32_t ocrc = ow.write(tmp / "optimizer.safetensors");
-      files["optimizer.safetensors"] = {{"crc32c", ocrc}, {"bytes", fs::file_size(tmp / "optimizer.safetensors")}};
-      opt = {{"name", optimizer->name()}, {"steps", optimizer->step_count()}};
-    }
-
+    const auto& L = src.layout;
     json manifest{{"format", kFormat},
                   {"version", kFormatVersion},
                   {"dlkit_version", DL_VERSION},
-                  {"model_type", model.kind()},
+                  {"model_type", src.model.kind()},
                   {"step", state.step},
                   {"data_position", state.data_position},
                   {"tokens_seen", state.tokens_seen},
                   {"rng", {{"key", state.rng_key}, {"index", state.rng_index}}},
                   {"train_seconds", state.train_seconds},
-                  {"optimizer", opt},
-                  {"layout", {{"world", 1}, {"dp", 1}, {"tp", 1}, {"pp", 1}, {"zero", 0}}},
+                  {"optimizer", {{"name", eng.optimizer().name()}, {"steps", eng.optimizer().step_count()},
+                                 {"state", state_names}}},
+                  {"layout", {{"world", L.world}, {"dp", L.dp}, {"tp", L.tp}, {"pp", L.pp}, {"zero", L.zero}}},
+                  {"tensors", tensors},
+                  {"pieces", pieces},
                   {"files", files}};
-    write_file_atomic(tmp / kManifest, manifest.dump(2) + "\n");
+    write_file_atomic(tmp / kManifest, manifest.dump(1) + "\n");
+    if (single) fs::remove(tmp / "shards", ec);
     if (fs::exists(final_dir)) fs::remove_all(final_dir);  // a re-save of the same step replaces it
     publish_dir_atomic(tmp, final_dir);
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
+    auto all = list_checkpoints(root);
+    for (size_t i = static_cast<size_t>(std::max<int64_t>(keep, 1)); i < all.size(); ++i) fs::remove_all(all[i], ec);
   }
-  // Retention: newest `keep` complete checkpoints stay.
-  auto all = list_checkpoints(root);
-  for (size_t i = static_cast<size_t>(std::max<int64_t>(keep, 1)); i < all.size(); ++i) fs::remove_all(all[i], ec);
+  world.barrier();  // nobody moves on before the checkpoint is complete
   return final_dir;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Finding and verifying.
 
 std::vector<fs::path> list_checkpoints(const fs::path& root) {
   std::vector<std::pair<int64_t, fs::path>> found;
@@ -173,6 +259,9 @@ std::string verify_checkpoint(const fs::path& dir) {
     return e.what();
   }
   if (m.value("format", "") != kFormat) return (dir / kManifest).string() + ": not a dlkit checkpoint manifest";
+  if (m.value("version", 0) != kFormatVersion)
+    return (dir / kManifest).string() + ": checkpoint format version " + std::to_string(m.value("version", 0)) +
+           ", this dlkit reads version " + std::to_string(kFormatVersion);
   if (!m.contains("files") || !m["files"].is_object()) return (dir / kManifest).string() + ": no file list";
   for (const auto& [name, info] : m["files"].items()) {
     fs::path p = dir / name;
@@ -195,8 +284,9 @@ std::string verify_checkpoint(const fs::path& dir) {
 
 fs::path latest_good_checkpoint(const fs::path& root) {
   auto all = list_checkpoints(root);
-  if (all.empty()) throw_usage("no checkpoint in ", root.string(), " (was the run started? it writes one at the end, "
-                               "every train.checkpoint_every steps, and on Ctrl-C)");
+  if (all.empty())
+    throw_usage("no checkpoint in ", root.string(),
+                " (was the run started? it writes one at the end, every train.checkpoint_every steps, and on Ctrl-C)");
   for (const auto& dir : all) {
     std::string problem = verify_checkpoint(dir);
     if (problem.empty()) return dir;
@@ -205,47 +295,130 @@ fs::path latest_good_checkpoint(const fs::path& root) {
   throw_usage("every checkpoint in ", root.string(), " failed verification (see the warnings above)");
 }
 
-TrainerState load_checkpoint(const fs::path& dir, Model& model, Optimizer* optimizer) {
-  std::string problem = verify_checkpoint(dir);
-  if (!problem.empty()) throw_usage("checkpoint ", dir.string(), " is damaged: ", problem);
-  json m = read_json_file(dir / kManifest);
-  if (m.value("model_type", "") != model.kind())
-    throw_usage(dir.string(), ": checkpoint holds a '", m.value("model_type", "?"), "' model, the config builds '",
-                model.kind(), "'");
-  ParamSet& P = model.params();
-  Backend& be = P.backend();
-  SafetensorsReader weights(dir / "model.safetensors");
-  auto load_into = [&](const SafetensorsReader& r, const std::string& tensor, Tensor dst) {
-    if (!r.contains(tensor))
-      throw_usage(r.path().string(), ": tensor '", tensor, "' is missing (the checkpoint was written for another model "
-                  "config)");
-    const auto& info = r.info(tensor);
-    if (info.shape != dst.shape() || info.dtype != dst.dtype())
-      throw_usage(r.path().string(), ": tensor '", tensor, "' is ", dtype_name(info.dtype), shape_str(info.shape),
-                  " but the model expects ", dst.describe(), " (check model.* against the checkpoint's config.json)");
-    if (dst.device().is_cpu()) {
-      r.read_into(tensor, dst);
-    } else {
-      Tensor h = r.read(tensor);
-      be.copy(dst, h);
+fs::path agree_on_checkpoint(const fs::path& root, dist::Comm& world) {
+  Tensor step = Tensor::zeros({1}, DType::i64);
+  std::string error;
+  if (world.rank() == 0) {
+    try {
+      fs::path dir = latest_good_checkpoint(root);
+      step.data<int64_t>()[0] = std::stoll(dir.filename().string().substr(5));
+    } catch (const Error& e) {
+      error = e.what();
+      step.data<int64_t>()[0] = -1;
     }
-  };
-  for (size_t i = 0; i < P.size(); ++i) load_into(weights, P.info(i).name, P.value(i));
-  if (weights.tensors().size() != P.size())
-    throw_usage(weights.path().string(), " holds ", weights.tensors().size(), " tensors, the model has ", P.size());
-
-  if (optimizer) {
-    if (!fs::exists(dir / "optimizer.safetensors"))
-      throw_usage(dir.string(), ": no optimizer.safetensors (a weights-only checkpoint cannot resume training)");
-    std::string saved = m["optimizer"].is_object() ? m["optimizer"].value("name", "") : "";
-    if (saved != optimizer->name())
-      throw_usage(dir.string(), ": optimizer state is for '", saved, "', the config uses '", optimizer->name(), "'");
-    SafetensorsReader ostate(dir / "optimizer.safetensors");
-    for (auto& s : optimizer->state())
-      for (size_t i = 0; i < P.size(); ++i)
-        load_into(ostate, s.name + "." + P.info(i).name, s.flat.flat_slice(P.info(i).offset, P.info(i).shape));
-    optimizer->set_step_count(m["optimizer"].value("steps", int64_t{0}));
   }
+  world.broadcast(step, 0);
+  int64_t s = step.data<int64_t>()[0];
+  if (s < 0) throw_usage(world.rank() == 0 ? error : "rank 0 found no usable checkpoint in " + root.string());
+  return root / step_dir_name(s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading whole tensors back from pieces.
+
+struct CheckpointReader::Impl {
+  json manifest;
+  std::map<std::string, std::unique_ptr<SafetensorsReader>> files;
+  // name -> kind -> piece entries
+  std::map<std::string, std::map<std::string, std::vector<json>>> pieces;
+  SafetensorsReader& file(const fs::path& dir, const std::string& rel) {
+    auto& f = files[rel];
+    if (!f) f = std::make_unique<SafetensorsReader>(dir / rel);
+    return *f;
+  }
+};
+
+CheckpointReader::CheckpointReader(const fs::path& dir) : dir_(dir), impl_(std::make_unique<Impl>()) {
+  impl_->manifest = read_json_file(dir / kManifest);
+  const json& m = impl_->manifest;
+  if (m.value("format", "") != kFormat || m.value("version", 0) != kFormatVersion)
+    throw_usage((dir / kManifest).string(), ": not a dlkit checkpoint manifest of format version ", kFormatVersion);
+  for (const auto& p : m.value("pieces", json::array()))
+    impl_->pieces[p["name"].get<std::string>()][p["kind"].get<std::string>()].push_back(p);
+}
+
+CheckpointReader::~CheckpointReader() = default;
+
+const json& CheckpointReader::manifest() const { return impl_->manifest; }
+
+CheckpointLayout CheckpointReader::layout() const {
+  const json& l = impl_->manifest["layout"];
+  return {l.value("world", 1), l.value("dp", 1), l.value("tp", 1), l.value("pp", 1), l.value("zero", 0)};
+}
+
+std::string CheckpointReader::model_type() const { return impl_->manifest.value("model_type", ""); }
+
+std::vector<std::string> CheckpointReader::names(const std::string& kind) const {
+  std::vector<std::string> out;
+  for (const auto& [name, info] : impl_->manifest["tensors"].items())
+    if (has(name, kind)) out.push_back(name);
+  return out;
+}
+
+bool CheckpointReader::has(const std::string& name, const std::string& kind) const {
+  auto it = impl_->pieces.find(name);
+  return it != impl_->pieces.end() && it->second.count(kind);
+}
+
+Shape CheckpointReader::shape(const std::string& name) const {
+  const json& t = impl_->manifest["tensors"];
+  if (!t.contains(name)) throw_usage(dir_.string(), ": the checkpoint has no tensor '", name, "'");
+  return t[name]["shape"].get<Shape>();
+}
+
+DType CheckpointReader::dtype(const std::string& name) const {
+  DType d;
+  std::string s = impl_->manifest["tensors"][name].value("dtype", "F32");
+  if (!parse_safetensors_dtype(s, d)) throw_usage(dir_.string(), ": tensor '", name, "' has unknown dtype ", s);
+  return d;
+}
+
+Tensor CheckpointReader::read(const std::string& name, const std::string& kind) const {
+  const Shape global = shape(name);
+  const DType dt = dtype(name);
+  auto it = impl_->pieces.find(name);
+  if (it == impl_->pieces.end() || !it->second.count(kind))
+    throw_usage(dir_.string(), ": no ", kind, " pieces for tensor '", name, "' (was a rank's shard lost?)");
+  // Group the pieces by tensor-parallel slice, assemble each slice, place it in the whole tensor.
+  std::map<std::string, std::vector<const json*>> by_slice;
+  for (const auto& p : it->second.at(kind)) by_slice[p["slice"].dump()].push_back(&p);
+  Tensor whole = Tensor::zeros(global, dt);
+  int64_t covered = 0;
+  for (const auto& [key, ps] : by_slice) {
+    TensorSlice slice = slice_from(json::parse(key));
+    Shape local_shape = slice.local_shape(global);
+    Tensor local = Tensor::zeros(local_shape, dt);
+    int64_t filled = 0;
+    for (const json* p : ps) {
+      int64_t lo = (*p)["range"][0], hi = (*p)["range"][1];
+      const std::string rel = (*p)["file"], tkey = (*p)["key"];
+      SafetensorsReader& f = impl_->file(dir_, rel);
+      if (!f.contains(tkey))
+        throw_usage((dir_ / rel).string(), ": tensor '", tkey, "' listed in the manifest is missing (corrupt shard)");
+      const auto& info = f.info(tkey);
+      if (info.dtype != dt || shape_numel(info.shape) != hi - lo || lo < 0 || hi > local.numel())
+        throw_usage((dir_ / rel).string(), ": tensor '", tkey, "' is ", dtype_name(info.dtype), shape_str(info.shape),
+                    ", the manifest expects ", hi - lo, " elements of ", dtype_name(dt), " ", name,
+                    " (shapes disagree between shards)");
+      Tensor dst = local.view({local.numel()}).flat_slice(lo, {info.shape.empty() ? 1 : shape_numel(info.shape)});
+      Tensor shaped = dst.view(info.shape);
+      f.read_into(tkey, shaped);
+      filled += hi - lo;
+    }
+    if (filled != local.numel())
+      throw_usage(dir_.string(), ": tensor '", name, "' (", kind, ", slice ", slice.describe(), ") has ", filled, " of ",
+                  local.numel(), " elements in the shards: a rank's shard is missing");
+    insert_slice(whole, local, slice);
+    covered += local.numel();
+  }
+  if (covered != shape_numel(global))
+    throw_usage(dir_.string(), ": tensor '", name, "' (", kind, ") covers ", covered, " of ", shape_numel(global),
+                " elements: a tensor-parallel rank's shard is missing");
+  return whole;
+}
+
+TrainerState CheckpointReader::state() const {
+  const json& m = impl_->manifest;
   TrainerState st;
   st.step = m.value("step", int64_t{0});
   st.data_position = m.value("data_position", int64_t{0});
@@ -256,6 +429,71 @@ TrainerState load_checkpoint(const fs::path& dir, Model& model, Optimizer* optim
     st.rng_index = m["rng"].value("index", uint64_t{0});
   }
   return st;
+}
+
+std::string CheckpointReader::optimizer_name() const {
+  const json& o = impl_->manifest["optimizer"];
+  return o.is_object() ? o.value("name", "") : "";
+}
+
+int64_t CheckpointReader::optimizer_steps() const {
+  const json& o = impl_->manifest["optimizer"];
+  return o.is_object() ? o.value("steps", int64_t{0}) : 0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading into a model of any layout.
+
+TrainerState load_checkpoint(const fs::path& dir, Model& model, parallel::ZeroEngine* engine) {
+  CheckpointReader r(dir);
+  if (r.model_type() != model.kind())
+    throw_usage(dir.string(), ": checkpoint holds a '", r.model_type(), "' model, the config builds '", model.kind(), "'");
+  ParamSet& P = model.params();
+  Backend& be = P.backend();
+  for (size_t i = 0; i < P.size(); ++i) {
+    const ParamInfo& info = P.info(i);
+    Shape want = info.global_shape;
+    Shape have = r.shape(info.name);
+    if (have != want)
+      throw_usage(dir.string(), ": tensor '", info.name, "' is ", shape_str(have), " but the model expects ", shape_str(want),
+                  " (check model.* against the checkpoint's config.json)");
+  }
+  // Writes the pieces this rank needs of one kind, each from its whole tensor.
+  auto fill = [&](const std::string& kind, const std::vector<parallel::Piece>& pieces,
+                  const std::function<Tensor(const parallel::Piece&)>& dst_of) {
+    std::map<size_t, std::vector<parallel::Piece>> by_param;
+    for (const auto& p : pieces) by_param[p.param].push_back(p);
+    for (auto& [i, ps] : by_param) {
+      const ParamInfo& info = P.info(i);
+      Tensor local = extract_slice(r.read(info.name, kind), info.slice);
+      Tensor flat = local.view({local.numel()});
+      for (const auto& p : ps) {
+        Tensor dst = dst_of(p);
+        be.copy(dst, flat.flat_slice(p.lo, {p.hi - p.lo}));
+      }
+    }
+  };
+  if (engine) {
+    fill("param", engine->param_pieces_to_load(), [&](const parallel::Piece& p) { return engine->param_piece(p); });
+    const auto& names = engine->optimizer().state_names();
+    if (r.optimizer_name() != engine->optimizer().name())
+      throw_usage(dir.string(), ": optimizer state is for '", r.optimizer_name(), "', the config uses '",
+                  engine->optimizer().name(), "'");
+    for (size_t k = 0; k < names.size(); ++k) {
+      if (!r.has(P.info(0).name, names[k]))
+        throw_usage(dir.string(), ": no ", names[k], " state (a weights-only checkpoint cannot resume training)");
+      fill(names[k], engine->state_pieces_to_load(), [&, k](const parallel::Piece& p) { return engine->state_piece(k, p); });
+    }
+    engine->optimizer().set_step_count(r.optimizer_steps());
+    engine->after_load();
+  } else {
+    std::vector<parallel::Piece> whole;
+    for (size_t i = 0; i < P.size(); ++i) whole.push_back({i, 0, P.info(i).numel()});
+    fill("param", whole, [&](const parallel::Piece& p) {
+      return P.value(p.param).view({P.info(p.param).numel()}).flat_slice(p.lo, {p.hi - p.lo});
+    });
+  }
+  return r.state();
 }
 
 }  // namespace dl

@@ -1,25 +1,40 @@
 // Checkpoints: one directory per step under RUN/checkpoints/, published atomically.
 //
-//   step_00000040/
-//     model.safetensors      weights, Hugging Face GPT-2 names and layouts (F32)
-//     config.json            transformers' GPT2Config (gpt) or dlkit's model description (mlp)
-//     optimizer.safetensors  optimizer state per parameter: "exp_avg.<param>", ...
-//     trainer_state.json     step, data position, RNG state, CRC-32C of every file above
+// Single process:                        Several ranks:
+//   step_00000040/                         step_00000040/
+//     model.safetensors   (HF GPT-2)         shards/rank00000.safetensors ... (one per rank)
+//     optimizer.safetensors                  config.json
+//     config.json                            trainer_state.json
+//     trainer_state.json
 //
-// The directory is written under a temporary name and renamed into place after every file is
-// fsync'ed, and trainer_state.json (the manifest) is written last: a crash at any moment leaves
-// either the complete checkpoint or none. A checkpoint whose files fail their CRC is reported and
-// skipped in favour of the previous one.
+// Every stored tensor is a *piece* of a whole-model tensor: the manifest (trainer_state.json)
+// lists, for each piece, the file and key that hold it, which tensor-parallel slice of the
+// whole tensor it belongs to, and which flat element range of that slice (ZeRO shards cut
+// tensors anywhere). A single-process checkpoint has one whole piece per tensor, stored under
+// its Hugging Face name with its shape, so transformers can load the folder; a sharded one is
+// turned into that by `dl-shard merge`. Any layout loads any checkpoint: each rank rebuilds the
+// whole tensors it needs from their pieces and takes its own slice and shard.
+//
+// The directory is written under a temporary name by every rank, the manifest is written last
+// by rank 0 with the CRC-32C of every file, and the directory is renamed into place: a crash at
+// any moment leaves the complete checkpoint or none. A checkpoint whose files fail their CRC is
+// reported and the previous one is used.
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "dl/config/config.hpp"
+#include "dl/core/slice.hpp"
+#include "dl/dist/comm.hpp"
 #include "dl/nn/model.hpp"
-#include "dl/optim/optimizer.hpp"
+#include "dl/parallel/zero.hpp"
 
 namespace dl {
 
@@ -32,9 +47,22 @@ struct TrainerState {
   double train_seconds = 0;   // wall time spent training, summed over resumed runs
 };
 
-// Writes a checkpoint for state.step under `root` (RUN/checkpoints) and keeps the newest
-// `keep` checkpoints. Returns the published directory.
-std::filesystem::path save_checkpoint(const std::filesystem::path& root, Model& model, Optimizer* optimizer,
+struct CheckpointLayout {
+  int world = 1, dp = 1, tp = 1, pp = 1, zero = 0;
+};
+
+// Everything a rank contributes to a checkpoint.
+struct CheckpointSource {
+  Model& model;
+  parallel::ZeroEngine& engine;
+  dist::Comm& world;
+  CheckpointLayout layout;
+};
+
+// Collective: every rank calls it. Writes the checkpoint for state.step under `root`
+// (RUN/checkpoints, on a filesystem every rank sees) and keeps the newest `keep`. Returns the
+// published directory.
+std::filesystem::path save_checkpoint(const std::filesystem::path& root, CheckpointSource& src,
                                       const TrainerState& state, const Config& config, int64_t keep);
 
 // Checkpoint directories under root, newest step first (complete ones only: the manifest exists).
@@ -47,10 +75,38 @@ std::string verify_checkpoint(const std::filesystem::path& dir);
 // The newest checkpoint that verifies; warns about (and skips) corrupt ones. Throws a usage error
 // when `root` holds no usable checkpoint.
 std::filesystem::path latest_good_checkpoint(const std::filesystem::path& root);
+// Collective: rank 0 chooses the newest good checkpoint and every rank gets the same one.
+std::filesystem::path agree_on_checkpoint(const std::filesystem::path& root, dist::Comm& world);
 
-// Loads weights (and optimizer state when given) into a model built for the same config; every
-// tensor's name, dtype and shape is checked. Returns the trainer state.
-TrainerState load_checkpoint(const std::filesystem::path& dir, Model& model, Optimizer* optimizer);
+// Reads whole tensors back from their pieces (any layout), one tensor at a time.
+class CheckpointReader {
+ public:
+  explicit CheckpointReader(const std::filesystem::path& dir);
+  ~CheckpointReader();
+  const std::filesystem::path& dir() const { return dir_; }
+  const nlohmann::json& manifest() const;
+  CheckpointLayout layout() const;
+  std::string model_type() const;
+  // Whole-model tensor names of a kind ("param", "exp_avg", ...), in manifest order.
+  std::vector<std::string> names(const std::string& kind = "param") const;
+  bool has(const std::string& name, const std::string& kind = "param") const;
+  Shape shape(const std::string& name) const;
+  DType dtype(const std::string& name) const;
+  // The whole tensor, assembled from its pieces; a usage error names what is missing.
+  Tensor read(const std::string& name, const std::string& kind = "param") const;
+  TrainerState state() const;
+  std::string optimizer_name() const;
+  int64_t optimizer_steps() const;
+
+ private:
+  struct Impl;
+  std::filesystem::path dir_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Loads weights (and, with an engine, optimizer state) into a model built for any layout; every
+// tensor's name and whole shape is checked. Returns the trainer state.
+TrainerState load_checkpoint(const std::filesystem::path& dir, Model& model, parallel::ZeroEngine* engine);
 
 // The GPT2Config JSON transformers reads (config.json beside model.safetensors).
 std::string hf_gpt2_config_json(const ModelConfig& model);

@@ -3,8 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <future>
 #include <cmath>
+#include <future>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "dl/cli/app.hpp"
@@ -12,6 +13,8 @@
 #include "dl/core/parallel.hpp"
 #include "dl/core/rng.hpp"
 #include "dl/core/version.hpp"
+#include "dl/dist/gloo_comm.hpp"
+#include "dl/dist/launch_env.hpp"
 #include "dl/env/env.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/jsonl.hpp"
@@ -19,6 +22,9 @@
 #include "dl/nn/gpt.hpp"
 #include "dl/nn/mlp.hpp"
 #include "dl/optim/optimizer.hpp"
+#include "dl/parallel/mesh.hpp"
+#include "dl/parallel/pipeline.hpp"
+#include "dl/parallel/zero.hpp"
 #include "dl/train/checkpoint.hpp"
 #include "dl/train/generate.hpp"
 
@@ -26,38 +32,48 @@ namespace dl {
 
 namespace fs = std::filesystem;
 using ojson = nlohmann::ordered_json;
+using parallel::Mesh;
 
 namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Building a run from a config.
 
-Backend& select_backend(const TrainConfig& t) {
+Backend& select_backend(const TrainConfig& t, bool log) {
   if (t.device == "cuda")
     throw_usage("train.device = \"cuda\": this build of dlkit has no CUDA backend; use \"cpu\" (or \"auto\")");
   if (t.precision != "fp32")
     throw_usage("train.precision = \"", t.precision, "\" needs the CUDA backend; the CPU backend trains in fp32");
-  if (t.device == "auto") log_info("device auto: no CUDA backend in this build, training on the CPU");
+  if (t.device == "auto" && log) log_info("device auto: no CUDA backend in this build, training on the CPU");
   return cpu_backend();
 }
 
-void check_single_process_layout(const ParallelConfig& p) {
-  int64_t dp = p.dp < 0 ? 1 : p.dp;
-  if (dp * p.tp * p.pp != 1)
-    throw_usage("parallel: dp x tp x pp = ", dp * p.tp * p.pp,
-                " ranks, but this dl-train runs a single process (multi-process launch is not part of this build)");
-  if (p.activation_checkpointing)
-    throw_usage("parallel.activation_checkpointing is not supported by this build");
+// CPU threads per rank: train.threads, or the cores shared among the ranks on this node.
+int threads_for(const TrainConfig& t, int local_ranks) {
+  if (t.threads > 0) return static_cast<int>(t.threads);
+  if (std::getenv("DL_NUM_THREADS")) return 0;  // the launcher (or the user) chose
+  int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, hw / std::max(1, local_ranks));
 }
 
-std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backend& be) {
+std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backend& be, Mesh* mesh) {
   if (c.model.type == "gpt") {
     if (!train.is_sequence())
-      throw_usage("model.type = \"gpt\" needs token data, but data.source ", c.data.source, " holds feature rows (use model.type = \"mlp\")");
+      throw_usage("model.type = \"gpt\" needs token data, but data.source ", c.data.source,
+                  " holds feature rows (use model.type = \"mlp\")");
     if (c.model.vocab_size < train.min_vocab_size())
       throw_usage("model.vocab_size = ", c.model.vocab_size, " is smaller than the data's vocabulary (",
                   train.min_vocab_size(), " ids); set model.vocab_size >= ", train.min_vocab_size());
-    return std::make_unique<GptModel>(gpt_config_from(c.model), be);
+    GptParallel par;
+    par.activation_checkpointing = c.parallel.activation_checkpointing;
+    if (mesh) {
+      par.tp_size = mesh->shape().tp;
+      par.tp_rank = mesh->tp_rank();
+      par.tp = &mesh->tp();
+      par.pp_size = mesh->shape().pp;
+      par.pp_rank = mesh->pp_rank();
+    }
+    return std::make_unique<GptModel>(gpt_config_from(c.model), be, DType::f32, par);
   }
   if (train.is_sequence())
     throw_usage("model.type = \"mlp\" needs feature rows (csv:...), but data.source ", c.data.source, " holds tokens");
@@ -72,37 +88,73 @@ std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backen
 // Tokens (gpt) or examples (mlp) in one micro-batch row.
 int64_t units_per_example(const Model& m, const Config& c) { return m.kind() == "gpt" ? c.model.block_size : 1; }
 
-// ---------------------------------------------------------------------------------------------
-// Evaluation and samples.
+std::unique_ptr<Mesh> single_process_mesh() {
+  return std::make_unique<Mesh>(parallel::MeshShape{}, dist::make_self_comm());
+}
 
-EvalResult evaluate(Model& model, const Dataset& data, int64_t batch_size, int64_t max_batches) {
-  EvalResult r;
-  double loss_sum = 0;
-  int64_t correct = 0;
-  int64_t n = data.size();
+// ---------------------------------------------------------------------------------------------
+// Evaluation: forward only, batches split over data-parallel ranks, through the pipeline.
+
+// Whether this rank's loss numbers count in a global sum (one copy per data-parallel rank).
+bool reports_loss(const Model& m, Mesh& mesh) {
+  auto* g = dynamic_cast<const GptModel*>(&m);
+  return (!g || g->last_stage()) && mesh.tp_rank() == 0;
+}
+
+ForwardStats forward_only(Model& model, Mesh& mesh, const Batch& batch) {
+  auto* gpt = dynamic_cast<GptModel*>(&model);
+  if (!gpt || mesh.shape().pp == 1) return model.forward(batch);
+  dist::Comm& pp = mesh.pp();
+  Tensor in, out;
+  if (!gpt->first_stage()) {
+    in = gpt->params().backend().empty(gpt->hidden_shape(batch.inputs.size(0), batch.inputs.size(1)),
+                                         gpt->params().dtype());
+    pp.recv(in, pp.rank() - 1);
+  }
+  ForwardStats st = gpt->forward_stage(batch, in, 0, &out);
+  if (!gpt->last_stage()) pp.send(out, pp.rank() + 1);
+  return st;
+}
+
+EvalResult evaluate(Model& model, Mesh& mesh, const Dataset& data, int64_t batch_size, int64_t max_batches) {
+  const int64_t n = data.size();
   int64_t batches = (n + batch_size - 1) / batch_size;
   if (max_batches > 0) batches = std::min(batches, max_batches);
-  for (int64_t b = 0; b < batches; ++b) {
+  const int dp = mesh.shape().dp;
+  double loss_sum = 0, targets = 0, correct = 0, hits = 0, total = 0, has_task = 0;
+  std::string task_name;
+  const bool counts = reports_loss(model, mesh);
+  for (int64_t b = mesh.dp_rank(); b < batches; b += dp) {
     std::vector<int64_t> ids;
     for (int64_t i = b * batch_size; i < std::min(n, (b + 1) * batch_size); ++i) ids.push_back(i);
     Batch batch = data.make_batch(ids);
-    ForwardStats st = model.forward(batch);
+    ForwardStats st = forward_only(model, mesh, batch);
+    if (!counts) continue;
     loss_sum += st.loss_sum;
-    r.targets += st.targets;
-    correct += st.correct;
+    targets += static_cast<double>(st.targets);
+    correct += static_cast<double>(st.correct);
     if (auto s = data.score(batch, model.correct())) {
-      if (!r.task) r.task = TaskScore{s->name, 0, 0};
-      r.task->hits += s->hits;
-      r.task->total += s->total;
+      task_name = s->name;
+      has_task = 1;
+      hits += static_cast<double>(s->hits);
+      total += static_cast<double>(s->total);
     }
   }
-  r.loss = r.targets ? loss_sum / static_cast<double>(r.targets) : 0.0;
-  r.accuracy = r.targets ? static_cast<double>(correct) / static_cast<double>(r.targets) : 0.0;
+  Tensor sums = Tensor::empty({6}, DType::f64);
+  double* v = sums.data<double>();
+  v[0] = loss_sum, v[1] = targets, v[2] = correct, v[3] = hits, v[4] = total, v[5] = has_task;
+  mesh.world().allreduce(sums);
+  EvalResult r;
+  r.targets = static_cast<int64_t>(v[1]);
+  r.loss = v[1] > 0 ? v[0] / v[1] : 0.0;
+  r.accuracy = v[1] > 0 ? v[2] / v[1] : 0.0;
+  if (v[5] > 0) r.task = TaskScore{task_name.empty() ? "exact_match" : task_name, static_cast<int64_t>(v[3]),
+                                   static_cast<int64_t>(v[4])};
   return r;
 }
 
-// Generations for a person to read: the data's own prompts (greedy), or for plain text a
-// continuation of the start of a validation window.
+// Generations for a person to read (single process): the data's own prompts (greedy), or for
+// plain text a continuation of the start of a validation window.
 std::vector<std::string> demo_samples(Model& model, const Dataset& val, const Tokenizer* tok, int64_t count,
                                       RandomStream& rng) {
   std::vector<std::string> out;
@@ -134,7 +186,7 @@ std::vector<std::string> demo_samples(Model& model, const Dataset& val, const To
 }
 
 // ---------------------------------------------------------------------------------------------
-// Metrics sinks: metrics.jsonl, TensorBoard, and stdout with --json.
+// Metrics sinks (rank 0): metrics.jsonl, TensorBoard, and stdout with --json.
 
 class Metrics {
  public:
@@ -190,6 +242,24 @@ bool dir_is_empty_or_missing(const fs::path& p) {
   return fs::is_directory(p, ec) && fs::directory_iterator(p, ec) == fs::directory_iterator();
 }
 
+// Every rank's numbers gathered to every rank (small vectors: timings, memory).
+std::vector<std::vector<double>> gather_rows(dist::Comm& world, const std::vector<double>& mine) {
+  const int64_t k = static_cast<int64_t>(mine.size());
+  Tensor in = Tensor::empty({k}, DType::f64), out = Tensor::empty({k * world.size()}, DType::f64);
+  std::copy(mine.begin(), mine.end(), in.data<double>());
+  world.allgather(in, out);
+  std::vector<std::vector<double>> rows;
+  for (int r = 0; r < world.size(); ++r)
+    rows.emplace_back(out.data<double>() + r * k, out.data<double>() + (r + 1) * k);
+  return rows;
+}
+
+ojson column(const std::vector<std::vector<double>>& rows, size_t i) {
+  ojson a = ojson::array();
+  for (const auto& r : rows) a.push_back(r[i]);
+  return a;
+}
+
 }  // namespace
 
 Config load_run_config(const fs::path& run_dir, const std::vector<std::string>& overrides) {
@@ -200,176 +270,282 @@ Config load_run_config(const fs::path& run_dir, const std::vector<std::string>& 
 
 TrainSummary run_training(const TrainOptions& opt) {
   const Config& cfg = opt.config;
-  set_log_quiet(opt.quiet);
-  set_num_threads(static_cast<int>(cfg.train.threads));
-  Backend& be = select_backend(cfg.train);
-  check_single_process_layout(cfg.parallel);
+  const dist::LaunchEnv env = dist::detect_launch_env(dist::process_environment());
+  const bool root = env.rank == 0;
+  set_log_quiet(opt.quiet || !root);
+  set_num_threads(threads_for(cfg.train, env.local_world));
+  Backend& be = select_backend(cfg.train, root);
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
-
   // Everything that can reject the run happens before the run directory exists.
-  if (!opt.env_lock.empty()) {
-    EnvCheckResult env = check_env_lock(opt.env_lock);
-    if (env.breaking)
-      throw_usage("this machine does not match ", opt.env_lock.string(), " (breaking drift):\n", env.table,
+  parallel::MeshShape shape = parallel::resolve_mesh(cfg.parallel, cfg.model, env.world);
+  if (!opt.env_lock.empty() && root) {
+    EnvCheckResult envr = check_env_lock(opt.env_lock);
+    if (envr.breaking)
+      throw_usage("this machine does not match ", opt.env_lock.string(), " (breaking drift):\n", envr.table,
                   "fix the environment or re-lock it with `dl-envlock snapshot -o ", opt.env_lock.string(), "`");
-    if (env.drift) log_warn("environment differs from " + opt.env_lock.string() + " (not breaking):\n" + env.table);
+    if (envr.drift) log_warn("environment differs from " + opt.env_lock.string() + " (not breaking):\n" + envr.table);
   }
   DataSplits data = open_datasets(cfg.data, cfg.model.block_size, seed);
-  std::unique_ptr<Model> model = build_model(cfg, *data.train, be);
-  Optimizer optimizer(cfg.optim, model->params());
   if (!opt.resume && !dir_is_empty_or_missing(opt.run_dir))
     throw_usage("run directory ", opt.run_dir.string(),
                 " already exists and is not empty: continue it with --resume ", opt.run_dir.string(),
                 ", or choose another --run-dir");
+
+  std::unique_ptr<dist::Comm> world =
+      env.distributed() ? dist::make_gloo_world(env, cfg.dist.timeout_s) : dist::make_self_comm();
+  if (root && env.distributed())
+    log_info(str(env.world, " ranks (", env.source, " launch), mesh ", shape.describe(), ", zero ", cfg.parallel.zero,
+                 cfg.parallel.offload == "cpu" ? " with CPU offload" : "",
+                 cfg.parallel.activation_checkpointing ? ", activation checkpointing" : ""));
+  Mesh mesh(shape, std::move(world));
+  std::unique_ptr<Model> model = build_model(cfg, *data.train, be, &mesh);
+  auto* gpt = dynamic_cast<GptModel*>(model.get());
+  parallel::ZeroEngine engine(model->params(), model->param_groups(), mesh.dp(), cfg.parallel, cfg.optim,
+                              cfg.dist.bucket_mb, mesh.tp_rank() == 0);
+  model->set_hooks(&engine);
+  parallel::PipelineRunner runner(*model, mesh.pp(), cfg.parallel.schedule);
+  mesh.world().barrier();  // every rank checked the run directory before rank 0 creates it
 
   TrainerState state;
   state.rng_key = stream_key(seed, "trainer/samples");
   const fs::path ckpt_root = opt.run_dir / "checkpoints";
   fs::path last_ckpt;
   if (opt.resume) {
-    last_ckpt = latest_good_checkpoint(ckpt_root);
-    state = load_checkpoint(last_ckpt, *model, &optimizer);
+    last_ckpt = agree_on_checkpoint(ckpt_root, mesh.world());
+    state = load_checkpoint(last_ckpt, *model, &engine);
     log_info("resumed from " + last_ckpt.string() + " at step " + std::to_string(state.step));
     const int64_t at = state.step;
     // Metrics after the checkpoint were produced by the lost part of the run: drop them.
-    if (fs::exists(opt.run_dir / "metrics.jsonl"))
+    if (root && fs::exists(opt.run_dir / "metrics.jsonl"))
       rewrite_jsonl_keep(opt.run_dir / "metrics.jsonl",
                          [at](const nlohmann::json& j) { return j.value("step", int64_t{0}) <= at; });
   } else {
-    model->params().initialize(seed);
-    fs::create_directories(ckpt_root);
+    engine.initialize(seed);
+    if (root) fs::create_directories(ckpt_root);
   }
-  write_file_atomic(opt.run_dir / "config.toml", config_to_toml(cfg));
-  // The environment snapshot probes the machine (about half a second) while training starts.
-  std::future<void> env_snapshot;
-  if (opt.env_snapshot) {
-    env_snapshot = std::async(std::launch::async, [dir = opt.run_dir] {
-      EnvSnapshotOptions eo;
-      eo.hash_libraries = false;
-      eo.created_by = "dl-train " + version_string();
-      try {
-        write_env_snapshot(dir / "env.lock", eo);
-      } catch (const std::exception& e) {
-        log_warn(std::string("could not write the environment snapshot: ") + e.what());
-      }
-    });
+  std::future<void> env_snapshot;  // joined on every way out (the future's destructor waits)
+  if (root) {
+    write_file_atomic(opt.run_dir / "config.toml", config_to_toml(cfg));
+    // The environment snapshot probes the machine (about half a second) while training starts.
+    if (opt.env_snapshot) {
+      env_snapshot = std::async(std::launch::async, [dir = opt.run_dir] {
+        EnvSnapshotOptions eo;
+        eo.hash_libraries = false;
+        eo.created_by = "dl-train " + version_string();
+        try {
+          write_env_snapshot(dir / "env.lock", eo);
+        } catch (const std::exception& e) {
+          log_warn(std::string("could not write the environment snapshot: ") + e.what());
+        }
+      });
+    }
   }
-  // Joined on every way out of this function (the future's destructor waits).
+  mesh.world().barrier();
 
   ParamSet& P = model->params();
+  const int dp = shape.dp;
   const int64_t B = cfg.train.batch_size, A = cfg.train.grad_accum, total = cfg.train.steps;
   const int64_t units = units_per_example(*model, cfg);
-  log_info(str(model->kind(), " model, ", P.numel(), " parameters; train data: ", data.train->describe(),
+  const int64_t global_examples = B * A * dp;
+  int64_t params_total = 0;
+  {
+    Tensor n = Tensor::empty({1}, DType::i64);
+    int64_t mine = 0;
+    for (size_t i = 0; i < P.size(); ++i)
+      if (!P.info(i).tied_copy && (P.info(i).slice.whole() ? mesh.tp_rank() == 0 : true)) mine += P.info(i).numel();
+    n.data<int64_t>()[0] = mesh.dp_rank() == 0 ? mine : 0;
+    mesh.world().allreduce(n);
+    params_total = n.data<int64_t>()[0];
+  }
+  log_info(str(model->kind(), " model, ", params_total, " parameters; train data: ", data.train->describe(),
                data.val ? "; val: " + data.val->describe() : ""));
-  log_info(str("global batch ", B * A, " x ", units, " = ", B * A * units, model->kind() == "gpt" ? " tokens" : " examples",
-               " per step, ", num_threads(), " CPU threads, run directory ", opt.run_dir.string()));
+  log_info(str("global batch ", global_examples, " x ", units, " = ", global_examples * units,
+               model->kind() == "gpt" ? " tokens" : " examples", " per step (", B, " per micro-batch x ", A,
+               " accumulation x ", dp, " data-parallel), ", num_threads(), " CPU threads per rank, run directory ",
+               opt.run_dir.string()));
 
   install_interrupt_handlers();
-  Metrics metrics(opt.run_dir, cfg.log.tensorboard, opt.json);
+  std::unique_ptr<Metrics> metrics;
+  if (root) metrics = std::make_unique<Metrics>(opt.run_dir, cfg.log.tensorboard, opt.json);
   Sampler sampler(data.train->size(), seed, "data/train");
   RandomStream rng(state.rng_key, state.rng_index);
-  const bool bar_wanted = !opt.quiet && (cfg.log.progress == "bar" || cfg.log.progress == "auto");
+  const bool bar_wanted = root && !opt.quiet && (cfg.log.progress == "bar" || cfg.log.progress == "auto");
   ProgressBar bar(total, bar_wanted);
-  const bool lines = !opt.quiet && !bar.enabled() && cfg.log.progress != "none";
+  const bool lines = root && !opt.quiet && !bar.enabled() && cfg.log.progress != "none";
+  const CheckpointLayout layout{shape.world(), shape.dp, shape.tp, shape.pp, static_cast<int>(cfg.parallel.zero)};
+  CheckpointSource ckpt_src{*model, engine, mesh.world(), layout};
 
   TrainSummary summary;
   summary.run_dir = opt.run_dir;
-  summary.params = P.numel();
+  summary.params = params_total;
   std::vector<double> rates;
   int64_t last_saved = opt.resume ? state.step : -1;
   int64_t last_eval = -1;
   double session_start = monotonic_seconds();
   const double seconds_before = state.train_seconds;
+  const bool samples_possible = shape.world() == 1;
 
   auto checkpoint = [&]() {
     if (state.step == last_saved) return;
     state.rng_index = rng.index();
     state.train_seconds = seconds_before + (monotonic_seconds() - session_start);
     bar.finish();
-    last_ckpt = save_checkpoint(ckpt_root, *model, &optimizer, state, cfg, cfg.train.keep_checkpoints);
+    last_ckpt = save_checkpoint(ckpt_root, ckpt_src, state, cfg, cfg.train.keep_checkpoints);
     last_saved = state.step;
     log_info("checkpoint " + last_ckpt.filename().string());
   };
   auto run_eval_now = [&]() {
     if (!data.val || state.step == last_eval) return;
-    EvalResult e = evaluate(*model, *data.val, B, cfg.train.eval_batches);
-    e.samples = demo_samples(*model, *data.val, data.tokenizer.get(), cfg.log.samples, rng);
+    EvalResult e = evaluate(*model, mesh, *data.val, B, cfg.train.eval_batches);
+    if (samples_possible) e.samples = demo_samples(*model, *data.val, data.tokenizer.get(), cfg.log.samples, rng);
     last_eval = state.step;
-    ojson rec = eval_record(state.step, e);
-    if (!e.samples.empty()) rec["samples"] = e.samples;
-    metrics.record(rec);
-    bar.finish();
-    log_info(eval_line(state.step, e));
-    for (const auto& s : e.samples) log_info("  sample: " + s);
+    if (root) {
+      ojson rec = eval_record(state.step, e);
+      if (!e.samples.empty()) rec["samples"] = e.samples;
+      metrics->record(rec);
+      bar.finish();
+      log_info(eval_line(state.step, e));
+      for (const auto& s : e.samples) log_info("  sample: " + s);
+    }
     summary.eval = std::move(e);
+  };
+  auto write_memory_report = [&]() {
+    parallel::MemoryUse m = engine.memory();
+    auto rows = gather_rows(mesh.world(), {double(mesh.dp_rank()), double(mesh.tp_rank()), double(mesh.pp_rank()),
+                                           double(m.params), double(m.grads), double(m.optimizer),
+                                           double(m.optimizer_host), double(m.transient),
+                                           double(model->activation_bytes())});
+    if (!root) return;
+    ojson ranks = ojson::array();
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto& v = rows[r];
+      ranks.push_back({{"rank", r}, {"dp_rank", int(v[0])}, {"tp_rank", int(v[1])}, {"pp_rank", int(v[2])},
+                       {"params_bytes", int64_t(v[3])}, {"grads_bytes", int64_t(v[4])},
+                       {"optimizer_bytes", int64_t(v[5])}, {"optimizer_host_bytes", int64_t(v[6])},
+                       {"transient_bytes", int64_t(v[7])}, {"activation_bytes", int64_t(v[8])}});
+    }
+    ojson report{{"layout", {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"zero", cfg.parallel.zero},
+                             {"offload", cfg.parallel.offload}}},
+                 {"params", params_total},
+                 {"dtype", std::string(dtype_name(P.dtype()))},
+                 {"ranks", ranks}};
+    write_file_atomic(opt.run_dir / "memory.json", report.dump(2) + "\n");
   };
 
   double loss = 0;
+  bool memory_written = false;
   while (state.step < total) {
     const double t0 = monotonic_seconds();
+    const double comm0 = mesh.comm_seconds(), pp0 = mesh.pp().seconds_in_comm();
+    // This rank's micro-batches: micro-batch a of dp rank r covers global positions
+    // [pos + (a * dp + r) * B, + B), so the step's examples are the same for every layout.
     std::vector<Batch> micro;
-    int64_t targets = 0;
+    int64_t my_targets = 0;
     for (int64_t a = 0; a < A; ++a) {
-      micro.push_back(data.train->make_batch(sampler.examples(state.data_position + a * B, B)));
+      int64_t first = state.data_position + (a * dp + mesh.dp_rank()) * B;
+      micro.push_back(data.train->make_batch(sampler.examples(first, B)));
       const int32_t* t = micro.back().targets.data<int32_t>();
-      for (int64_t i = 0; i < micro.back().targets.numel(); ++i) targets += t[i] >= 0;
+      for (int64_t i = 0; i < micro.back().targets.numel(); ++i) my_targets += t[i] >= 0;
     }
+    Tensor count = Tensor::empty({1}, DType::i64);
+    count.data<int64_t>()[0] = my_targets;
+    mesh.dp().allreduce(count);
+    const int64_t targets = count.data<int64_t>()[0];
     const double t1 = monotonic_seconds();
-    P.zero_grad();
-    double loss_sum = 0;
-    for (auto& mb : micro) {
-      ForwardStats st = model->forward(mb);
-      loss_sum += st.loss_sum;
-      // The loss is the mean over every target of the step, so each micro-batch's gradient is
-      // scaled by 1 / (targets in the whole step).
-      model->backward(targets ? 1.0 / static_cast<double>(targets) : 0.0);
+
+    engine.zero_grad();
+    // The loss is the mean over every target of the step (all micro-batches and ranks), so each
+    // backward is scaled by 1 / (targets in the whole step).
+    parallel::PipelineStats ps = runner.run(micro, targets ? 1.0 / static_cast<double>(targets) : 0.0);
+    engine.reduce_gradients();
+    if (gpt && mesh.embedding()) {
+      // The tied embedding's gradient: the first stage's (lookup) plus the last stage's (head).
+      Tensor wte_grad = P.grad(P.index("wte.weight")).view({P.info(P.index("wte.weight")).numel()});
+      mesh.embedding()->allreduce(wte_grad);
     }
-    loss = targets ? loss_sum / static_cast<double>(targets) : 0.0;
-    const double gnorm = grad_norm(P);
+    // One all-reduce for the step's global numbers: loss, accuracy, gradient norm, stop flag.
+    Tensor g = Tensor::empty({4}, DType::f64);
+    double* gv = g.data<double>();
+    const bool counts = reports_loss(*model, mesh);
+    gv[0] = counts ? ps.loss.loss_sum : 0.0;
+    gv[1] = counts ? static_cast<double>(ps.loss.correct) : 0.0;
+    gv[2] = engine.grad_norm_squared();
+    gv[3] = interrupt_requested() ? 1.0 : 0.0;
+    mesh.world().allreduce(g);
+    loss = targets ? gv[0] / static_cast<double>(targets) : 0.0;
+    const double gnorm = std::sqrt(gv[2]);
+    const bool stop = gv[3] > 0;
     const double t2 = monotonic_seconds();
     const int64_t step_no = state.step + 1;
     if (!std::isfinite(loss) || !std::isfinite(gnorm)) {
       bar.finish();
       std::string what = !std::isfinite(loss) ? "loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf")
                                               : "gradient norm is " + std::string(std::isnan(gnorm) ? "NaN" : "Inf");
-      // The weights before this step are the last good state, if they are finite.
-      if (std::isfinite(be.sum_squares(P.flat_values())) && state.step > 0) checkpoint();
+      // The weights before this step are the last good state, if they are finite on every rank.
+      Tensor pn = Tensor::empty({1}, DType::f64);
+      pn.data<double>()[0] = engine.param_norm_squared();
+      mesh.world().allreduce(pn);
+      if (std::isfinite(pn.data<double>()[0]) && state.step > 0) checkpoint();
       throw Error(ErrorKind::diverged,
                   str(what, " at step ", step_no, "; the last good checkpoint is ",
                       last_ckpt.empty() ? std::string("(none)") : last_ckpt.string(),
                       " (lower optim.lr, raise schedule.warmup_steps or set optim.grad_clip)"));
     }
     const double lr = learning_rate(cfg.schedule, cfg.optim.lr, state.step, total);
-    optimizer.step(lr, clip_scale(gnorm, cfg.optim.grad_clip));
+    engine.step(lr, clip_scale(gnorm, cfg.optim.grad_clip));
     const double t3 = monotonic_seconds();
     state.step = step_no;
-    state.data_position += A * B;
-    state.tokens_seen += A * B * units;
+    state.data_position += global_examples;
+    state.tokens_seen += global_examples * units;
     const double step_s = t3 - t0;
-    const double rate = static_cast<double>(A * B * units) / step_s;
+    const double rate = static_cast<double>(global_examples * units) / step_s;
     rates.push_back(rate);
     const double elapsed = seconds_before + (t3 - session_start);
+    if (!memory_written) {
+      write_memory_report();
+      memory_written = true;
+    }
 
     if (step_no % cfg.log.every == 0 || step_no == 1 || step_no == total) {
-      ojson rec{{"step", step_no},
-                {"loss", loss},
-                {"lr", lr},
-                {"grad_norm", gnorm},
-                {"tokens_per_sec", rate},
-                {"elapsed_s", elapsed},
-                {"time_data_s", t1 - t0},
-                {"time_compute_s", t2 - t1},
-                {"time_optimizer_s", t3 - t2}};
-      metrics.record(rec);
-      if (lines)
-        log_info(str("step ", step_no, "/", total, " loss ", format_fixed(loss, 4), " lr ", format_si(lr, "", 3),
-                     " grad_norm ", format_fixed(gnorm, 3), " ", format_si(rate, model->kind() == "gpt" ? "tok/s" : "ex/s", 3)));
+      // Time split per rank: data, compute, communication (dp/tp collectives), pipeline wait
+      // (blocked on neighbouring stages: the bubble), optimizer.
+      const double pp_s = mesh.pp().seconds_in_comm() - pp0;
+      const double comm_s = (mesh.comm_seconds() - comm0) - pp_s;
+      const double compute_s = std::max(0.0, (t2 - t1) - comm_s - pp_s);
+      std::vector<double> mine = {t1 - t0, compute_s, comm_s, ps.wait_seconds, t3 - t2};
+      auto rows = shape.world() > 1 ? gather_rows(mesh.world(), mine) : std::vector<std::vector<double>>{mine};
+      if (root) {
+        ojson rec{{"step", step_no},
+                  {"loss", loss},
+                  {"lr", lr},
+                  {"grad_norm", gnorm},
+                  {"tokens_per_sec", rate},
+                  {"elapsed_s", elapsed},
+                  {"step_s", step_s},
+                  {"time_data_s", mine[0]},
+                  {"time_compute_s", mine[1]},
+                  {"time_comm_s", mine[2]},
+                  {"time_pipeline_wait_s", mine[3]},
+                  {"time_optimizer_s", mine[4]}};
+        if (shape.world() > 1) {
+          rec["rank_time_compute_s"] = column(rows, 1);
+          rec["rank_time_comm_s"] = column(rows, 2);
+          rec["rank_time_pipeline_wait_s"] = column(rows, 3);
+          rec["rank_time_optimizer_s"] = column(rows, 4);
+        }
+        metrics->record(rec);
+        if (lines)
+          log_info(str("step ", step_no, "/", total, " loss ", format_fixed(loss, 4), " lr ", format_si(lr, "", 3),
+                       " grad_norm ", format_fixed(gnorm, 3), " ",
+                       format_si(rate, model->kind() == "gpt" ? "tok/s" : "ex/s", 3)));
+      }
     }
-    bar.update(step_no, "loss " + format_fixed(loss, 4) + " | " + format_si(rate, model->kind() == "gpt" ? "tok/s" : "ex/s", 3));
+    bar.update(step_no, "loss " + format_fixed(loss, 4) + " | " +
+                            format_si(rate, model->kind() == "gpt" ? "tok/s" : "ex/s", 3));
 
     if (cfg.train.eval_every > 0 && step_no % cfg.train.eval_every == 0 && step_no < total) run_eval_now();
     if (cfg.train.checkpoint_every > 0 && step_no % cfg.train.checkpoint_every == 0) checkpoint();
-    if (interrupt_requested()) {
+    if (stop) {
       checkpoint();
       summary.interrupted = true;
       break;
@@ -384,30 +560,33 @@ TrainSummary run_training(const TrainOptions& opt) {
   summary.train_loss = loss;
   summary.tokens_per_sec = median(rates);
   summary.train_seconds = state.train_seconds;
-
-  ojson s{{"status", summary.interrupted ? "interrupted" : "completed"},
-          {"steps", summary.steps},
-          {"params", summary.params},
-          {"final_train_loss", summary.train_loss},
-          {"median_tokens_per_sec", summary.tokens_per_sec},
-          {"train_seconds", summary.train_seconds},
-          {"checkpoint", last_ckpt.string()}};
-  if (summary.eval) s["final_eval"] = eval_record(summary.steps, *summary.eval);
-  write_file_atomic(opt.run_dir / "summary.json", s.dump(2) + "\n");
+  if (root) {
+    ojson s{{"status", summary.interrupted ? "interrupted" : "completed"},
+            {"steps", summary.steps},
+            {"params", summary.params},
+            {"layout", {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"zero", cfg.parallel.zero}}},
+            {"final_train_loss", summary.train_loss},
+            {"median_tokens_per_sec", summary.tokens_per_sec},
+            {"train_seconds", summary.train_seconds},
+            {"checkpoint", last_ckpt.string()}};
+    if (summary.eval) s["final_eval"] = eval_record(summary.steps, *summary.eval);
+    write_file_atomic(opt.run_dir / "summary.json", s.dump(2) + "\n");
+  }
   if (summary.interrupted)
-    throw Error(ErrorKind::interrupted, str("interrupted by signal ", interrupt_signal(), " at step ", state.step,
-                                            "; checkpoint ", last_ckpt.string(), " (continue with --resume ",
-                                            opt.run_dir.string(), ")"));
+    throw Error(ErrorKind::interrupted, str("interrupted at step ", state.step, "; checkpoint ", last_ckpt.string(),
+                                            " (continue with --resume ", opt.run_dir.string(), ")"));
   return summary;
 }
 
 // ---------------------------------------------------------------------------------------------
-// eval and sample: a model rebuilt from the run's config and its newest good checkpoint.
+// eval and sample: a single-process model rebuilt from the run's config and its newest good
+// checkpoint (saved under any layout).
 
 namespace {
 struct LoadedRun {
   Config config;
   DataSplits data;
+  std::unique_ptr<Mesh> mesh;
   std::unique_ptr<Model> model;
   fs::path checkpoint;
   TrainerState state;
@@ -417,9 +596,10 @@ LoadedRun load_run(const fs::path& run_dir, const std::vector<std::string>& over
   LoadedRun r;
   r.config = load_run_config(run_dir, overrides);
   set_num_threads(static_cast<int>(r.config.train.threads));
-  Backend& be = select_backend(r.config.train);
+  Backend& be = select_backend(r.config.train, false);
   r.data = open_datasets(r.config.data, r.config.model.block_size, static_cast<uint64_t>(r.config.train.seed));
-  r.model = build_model(r.config, *r.data.train, be);
+  r.mesh = single_process_mesh();
+  r.model = build_model(r.config, *r.data.train, be, nullptr);
   r.checkpoint = latest_good_checkpoint(run_dir / "checkpoints");
   r.state = load_checkpoint(r.checkpoint, *r.model, nullptr);
   return r;
@@ -427,8 +607,7 @@ LoadedRun load_run(const fs::path& run_dir, const std::vector<std::string>& over
 }  // namespace
 
 EvalReport run_eval(const EvalOptions& o) {
-  std::vector<std::string> overrides = o.overrides;
-  LoadedRun r = load_run(o.run_dir, overrides);
+  LoadedRun r = load_run(o.run_dir, o.overrides);
   EvalReport rep;
   rep.checkpoint = r.checkpoint;
   rep.step = r.state.step;
@@ -446,7 +625,7 @@ EvalReport run_eval(const EvalOptions& o) {
     if (!target) throw_usage("the run's data has no validation split (data.val_fraction = 0); pass --data SPEC");
     rep.data = r.config.data.val_source.empty() ? r.config.data.source + " (validation split)" : r.config.data.val_source;
   }
-  rep.result = evaluate(*r.model, *target, r.config.train.batch_size, o.max_batches);
+  rep.result = evaluate(*r.model, *r.mesh, *target, r.config.train.batch_size, o.max_batches);
   return rep;
 }
 

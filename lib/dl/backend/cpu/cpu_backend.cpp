@@ -47,27 +47,31 @@ class CpuBackend final : public Backend {
   void zero(Tensor& t) override { t.zero_(); }
   void copy(Tensor& dst, const Tensor& src) override { dst.copy_from(src); }
 
-  void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe) override {
+  void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t vocab_start,
+                       int64_t vocab_size) override {
     const char* op = "encoder_forward";
     expect_float(op, {&out, &wte, &wpe});
     expect(tokens.dtype() == DType::i32 && tokens.ndim() == 2, op, "tokens must be i32[B,T], got " + tokens.describe());
-    int64_t B = tokens.size(0), T = tokens.size(1), C = wte.size(1), V = wte.size(0);
-    expect(out.numel() == B * T * C && wpe.size(1) == C && wpe.size(0) >= T, op,
-           "out " + out.describe() + ", wte " + wte.describe() + ", wpe " + wpe.describe() + ", tokens " +
-               tokens.describe());
-    check_tokens(tokens, V);
+    int64_t B = tokens.size(0), T = tokens.size(1), C = wte.size(1);
+    expect(out.numel() == B * T * C && (!wpe.defined() || (wpe.size(1) == C && wpe.size(0) >= T)), op,
+           "out " + out.describe() + ", wte " + wte.describe() + ", wpe " + (wpe.defined() ? wpe.describe() : "-") +
+               ", tokens " + tokens.describe());
+    check_tokens(tokens, vocab_size);
     dispatch(out, [&](auto z) {
       using F = decltype(z);
-      cpu::encoder_forward(ptr<F>(out), tokens.data<int32_t>(), ptr<F>(wte), ptr<F>(wpe), B, T, C);
+      cpu::encoder_forward(ptr<F>(out), tokens.data<int32_t>(), ptr<F>(wte), ptr<F>(wpe), B, T, C, vocab_start,
+                           wte.size(0));
     });
   }
 
-  void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens) override {
+  void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                        int64_t vocab_start) override {
     expect_float("encoder_backward", {&dout, &dwte, &dwpe});
     int64_t B = tokens.size(0), T = tokens.size(1), C = dwte.size(1);
     dispatch(dout, [&](auto z) {
       using F = decltype(z);
-      cpu::encoder_backward(ptr<F>(dwte), ptr<F>(dwpe), ptr<F>(dout), tokens.data<int32_t>(), B, T, C);
+      cpu::encoder_backward(ptr<F>(dwte), ptr<F>(dwpe), ptr<F>(dout), tokens.data<int32_t>(), B, T, C, vocab_start,
+                            dwte.size(0));
     });
   }
 
@@ -223,6 +227,16 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void bias_add(Tensor& out, const Tensor& bias) override {
+    expect_float("bias_add", {&out, &bias});
+    int64_t C = bias.numel();
+    expect(C > 0 && out.numel() % C == 0, "bias_add", out.describe() + " += " + bias.describe());
+    dispatch(out, [&](auto z) {
+      using F = decltype(z);
+      cpu::add_bias(ptr<F>(out), ptr<F>(bias), out.numel() / C, C);
+    });
+  }
+
   void crossentropy_dims(const char* op, const Tensor& logits, const Tensor& targets, int64_t& N, int64_t& V) {
     V = logits.size(-1);
     N = logits.numel() / V;
@@ -269,6 +283,44 @@ class CpuBackend final : public Backend {
     dispatch(logits, [&](auto z) {
       using F = decltype(z);
       cpu::argmax(out.data<int32_t>(), ptr<F>(logits), N, V);
+    });
+  }
+
+  void logits_row_max(Tensor& row_max, const Tensor& logits) override {
+    expect_float("logits_row_max", {&logits, &row_max});
+    int64_t V = logits.size(-1), N = logits.numel() / V;
+    expect(row_max.numel() == N, "logits_row_max", row_max.describe());
+    dispatch(logits, [&](auto z) {
+      using F = decltype(z);
+      cpu::logits_row_max(ptr<F>(row_max), ptr<F>(logits), N, V);
+    });
+  }
+  void logits_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& row_max) override {
+    expect_float("logits_sum_exp", {&logits, &sum_exp, &row_max});
+    int64_t V = logits.size(-1), N = logits.numel() / V;
+    dispatch(logits, [&](auto z) {
+      using F = decltype(z);
+      cpu::logits_sum_exp(ptr<F>(sum_exp), ptr<F>(logits), ptr<F>(row_max), N, V);
+    });
+  }
+  void logits_pick(Tensor& picked, const Tensor& logits, const Tensor& targets, int64_t vocab_start) override {
+    expect_float("logits_pick", {&logits, &picked});
+    int64_t V = logits.size(-1), N = logits.numel() / V;
+    expect(targets.numel() == N && targets.dtype() == DType::i32, "logits_pick", targets.describe());
+    dispatch(logits, [&](auto z) {
+      using F = decltype(z);
+      cpu::logits_pick(ptr<F>(picked), ptr<F>(logits), targets.data<int32_t>(), N, V, vocab_start);
+    });
+  }
+  void crossentropy_backward_sharded(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                     const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start,
+                                     double dloss) override {
+    expect_float("crossentropy_backward_sharded", {&dlogits, &logits, &row_max, &sum_exp});
+    int64_t V = logits.size(-1), N = logits.numel() / V;
+    dispatch(logits, [&](auto z) {
+      using F = decltype(z);
+      cpu::crossentropy_backward_sharded(ptr<F>(dlogits), ptr<F>(logits), targets.data<int32_t>(), ptr<F>(row_max),
+                                         ptr<F>(sum_exp), N, V, vocab_start, F(dloss));
     });
   }
 

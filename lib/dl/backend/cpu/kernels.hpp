@@ -38,23 +38,34 @@ inline int64_t row_grain(int64_t row_len) { return std::max<int64_t>(1, 16384 / 
 // ---------------------------------------------------------------------------------------------
 // Encoder: token + position embeddings.
 
+// Rows of wte are [v0, v0 + rows); tokens outside contribute zero (vocabulary-parallel shards).
+// wpe may be null.
 template <class T>
 void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t B, int64_t Tn,
-                     int64_t C) {
+                     int64_t C, int64_t v0, int64_t rows) {
   parallel_for(B * Tn, row_grain(C), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
-      const T* te = wte + static_cast<int64_t>(tokens[r]) * C;
-      const T* pe = wpe + (r % Tn) * C;
+      int64_t tok = static_cast<int64_t>(tokens[r]) - v0;
+      const T* te = tok >= 0 && tok < rows ? wte + tok * C : nullptr;
+      const T* pe = wpe ? wpe + (r % Tn) * C : nullptr;
       T* o = out + r * C;
+      if (te && pe) {
 #pragma omp simd
-      for (int64_t c = 0; c < C; ++c) o[c] = te[c] + pe[c];
+        for (int64_t c = 0; c < C; ++c) o[c] = te[c] + pe[c];
+      } else if (te) {
+        for (int64_t c = 0; c < C; ++c) o[c] = te[c];
+      } else if (pe) {
+        for (int64_t c = 0; c < C; ++c) o[c] = pe[c];
+      } else {
+        for (int64_t c = 0; c < C; ++c) o[c] = T(0);
+      }
     }
   });
 }
 
 template <class T>
 void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int64_t B, int64_t Tn,
-                      int64_t C) {
+                      int64_t C, int64_t v0, int64_t rows) {
   // Split channels so scattered token rows never collide between threads; rows are visited in
   // order, so the sums are deterministic.
   int64_t cblock = 16;
@@ -64,11 +75,14 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, in
       int64_t c0 = blk * cblock, c1 = std::min(C, c0 + cblock);
       for (int64_t r = 0; r < B * Tn; ++r) {
         const T* d = dout + r * C;
-        T* te = dwte + static_cast<int64_t>(tokens[r]) * C;
-        T* pe = dwpe + (r % Tn) * C;
-        for (int64_t c = c0; c < c1; ++c) {
-          te[c] += d[c];
-          pe[c] += d[c];
+        int64_t tok = static_cast<int64_t>(tokens[r]) - v0;
+        if (tok >= 0 && tok < rows) {
+          T* te = dwte + tok * C;
+          for (int64_t c = c0; c < c1; ++c) te[c] += d[c];
+        }
+        if (dwpe) {
+          T* pe = dwpe + (r % Tn) * C;
+          for (int64_t c = c0; c < c1; ++c) pe[c] += d[c];
         }
       }
     }
@@ -536,6 +550,60 @@ void argmax(int32_t* out, const T* logits, int64_t N, int64_t V) {
       for (int64_t j = 1; j < V; ++j)
         if (l[j] > l[am]) am = j;
       out[r] = static_cast<int32_t>(am);
+    }
+  });
+}
+
+// Vocabulary-sharded cross-entropy pieces (tensor parallel).
+template <class T>
+void logits_row_max(T* row_max, const T* logits, int64_t N, int64_t V) {
+  parallel_for(N, row_grain(V), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* l = logits + r * V;
+      T mx = l[0];
+      for (int64_t j = 1; j < V; ++j) mx = std::max(mx, l[j]);
+      row_max[r] = mx;
+    }
+  });
+}
+
+template <class T>
+void logits_sum_exp(T* sum_exp, const T* logits, const T* row_max, int64_t N, int64_t V) {
+  parallel_for(N, row_grain(V), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* l = logits + r * V;
+      T mx = row_max[r], s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t j = 0; j < V; ++j) s += vexp(l[j] - mx);
+      sum_exp[r] = s;
+    }
+  });
+}
+
+template <class T>
+void logits_pick(T* picked, const T* logits, const int32_t* targets, int64_t N, int64_t V, int64_t v0) {
+  for (int64_t r = 0; r < N; ++r) {
+    int64_t t = static_cast<int64_t>(targets[r]) - v0;
+    picked[r] = targets[r] >= 0 && t >= 0 && t < V ? logits[r * V + t] : T(0);
+  }
+}
+
+template <class T>
+void crossentropy_backward_sharded(T* dlogits, const T* logits, const int32_t* targets, const T* row_max,
+                                   const T* sum_exp, int64_t N, int64_t V, int64_t v0, T dloss) {
+  parallel_for(N, row_grain(V), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* l = logits + r * V;
+      T* d = dlogits + r * V;
+      if (targets[r] < 0) {
+        for (int64_t j = 0; j < V; ++j) d[j] = 0;
+        continue;
+      }
+      T mx = row_max[r], scale = dloss / sum_exp[r];
+#pragma omp simd
+      for (int64_t j = 0; j < V; ++j) d[j] = vexp(l[j] - mx) * scale;
+      int64_t t = static_cast<int64_t>(targets[r]) - v0;
+      if (t >= 0 && t < V) d[t] -= dloss;
     }
   });
 }

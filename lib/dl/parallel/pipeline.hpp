@@ -1,0 +1,36 @@
+// Runs one training step's micro-batches through this rank's model stage: sequentially when
+// there is one stage, else with a pipeline schedule over the pp group (activations forward to
+// the next stage, their gradients back). GPipe: every forward, then every backward (all
+// activations held). 1F1B (PipeDream-Flush, Narayanan et al. 2021): after a warm-up of
+// pp - stage - 1 forwards, one forward and one backward alternate, so at most pp - stage
+// micro-batches are in flight. Both have a bubble of (p - 1) / (m + p - 1) of the step.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "dl/dist/comm.hpp"
+#include "dl/nn/gpt.hpp"
+
+namespace dl::parallel {
+
+struct PipelineStats {
+  ForwardStats loss;            // sums over the micro-batches (non-zero on the last stage only)
+  double wait_seconds = 0;      // blocked waiting for the neighbouring stages
+};
+
+class PipelineRunner {
+ public:
+  // `model` is this rank's stage; `pp` the pipeline group (size 1 for no pipeline); `model_any`
+  // is used when the model is not a GPT (single stage).
+  PipelineRunner(Model& model, dist::Comm& pp, const std::string& schedule);
+  // Forward and backward of every micro-batch; dloss is d(loss)/d(each target's loss).
+  PipelineStats run(const std::vector<Batch>& micro, double dloss);
+
+ private:
+  Model& model_;
+  GptModel* gpt_;
+  dist::Comm& pp_;
+  bool gpipe_;
+};
+
+}  // namespace dl::parallel

@@ -1,0 +1,352 @@
+#include "dl/parallel/zero.hpp"
+
+#include <algorithm>
+
+namespace dl::parallel {
+
+int64_t ZeroEngine::Group::own_begin() const { return std::min(end, begin + rank * piece); }
+int64_t ZeroEngine::Group::own_end() const { return std::min(end, begin + (rank + 1) * piece); }
+
+ZeroEngine::ZeroEngine(ParamSet& params, std::vector<std::pair<size_t, size_t>> groups, dist::Comm& dp,
+                       const ParallelConfig& parallel, const OptimConfig& optim, double bucket_mb,
+                       bool count_replicated)
+    : params_(params),
+      dp_(dp),
+      zero_(static_cast<int>(parallel.zero)),
+      offload_(parallel.offload == "cpu"),
+      opt_(optim),
+      count_replicated_(count_replicated),
+      be_(params.backend()) {
+  const int64_t es = static_cast<int64_t>(dtype_size(params.dtype()));
+  bucket_elems_ = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1e6) / es);
+  const int n = dp_.size();
+  int64_t shard = 0, widest = 0;
+  for (auto [p0, p1] : groups) {
+    if (p0 == p1) continue;
+    Group g;
+    g.p0 = p0;
+    g.p1 = p1;
+    g.begin = params.info(p0).offset;
+    g.end = params.info(p1 - 1).offset + params.info(p1 - 1).numel();
+    g.piece = (g.end - g.begin + n - 1) / n;
+    g.shard_offset = shard;
+    g.rank = dp_.rank();
+    shard += g.piece;
+    widest = std::max(widest, g.piece);
+    groups_.push_back(g);
+  }
+  shard_size_ = shard;
+  const int64_t whole = params.numel();
+  const int64_t state_elems = zero_ == 0 ? whole : shard_size_;
+  Backend& state_be = offload_ ? cpu_backend() : be_;
+  for (size_t k = 0; k < opt_.state_names().size(); ++k) {
+    state_.push_back(state_be.empty({state_elems}, params.dtype()));
+    state_be.zero(state_.back());
+  }
+  if (zero_ >= 2) {
+    shard_grads_ = be_.empty({shard_size_}, params.dtype());
+    be_.zero(shard_grads_);
+  }
+  if (zero_ >= 1) {
+    staging_ = be_.empty({widest * n}, params.dtype());
+    staging_piece_ = be_.empty({widest}, params.dtype());
+  }
+  if (zero_ == 3) {
+    shard_params_ = be_.empty({shard_size_}, params.dtype());
+    be_.zero(shard_params_);
+    work_.resize(groups_.size());
+    params_.drop_storage();  // the whole model now exists only as gathered groups
+  }
+}
+
+ZeroEngine::~ZeroEngine() = default;
+
+template <class F>
+void ZeroEngine::for_each_param_overlap(int64_t a, int64_t b, size_t p0, size_t p1, F&& fn) const {
+  for (size_t i = p0; i < p1; ++i) {
+    const ParamInfo& info = params_.info(i);
+    int64_t lo = std::max(a, info.offset), hi = std::min(b, info.offset + info.numel());
+    if (lo < hi) fn(i, lo, hi);
+  }
+}
+
+const ZeroEngine::Group& ZeroEngine::group_of(int64_t flat) const {
+  for (const auto& g : groups_)
+    if (flat >= g.begin && flat < g.end) return g;
+  throw_runtime("element ", flat, " is in no parameter group");
+}
+
+int64_t ZeroEngine::shard_index(int64_t flat) const {
+  const Group& g = group_of(flat);
+  DL_CHECK(flat >= g.own_begin() && flat < g.own_end(), "element ", flat, " is not owned by dp rank ", g.rank);
+  return g.shard_offset + (flat - (g.begin + g.rank * g.piece));
+}
+
+Tensor ZeroEngine::param_storage(int64_t flat, int64_t n) {
+  if (zero_ < 3) return params_.flat_values().flat_slice(flat, {n});
+  return shard_params_.flat_slice(shard_index(flat), {n});
+}
+
+Tensor ZeroEngine::grad_storage(int64_t flat, int64_t n) {
+  if (zero_ < 2) return params_.flat_grads().flat_slice(flat, {n});
+  return shard_grads_.flat_slice(shard_index(flat), {n});
+}
+
+Tensor ZeroEngine::state_storage(size_t k, int64_t flat, int64_t n) {
+  if (zero_ == 0) return state_[k].flat_slice(flat, {n});
+  return state_[k].flat_slice(shard_index(flat), {n});
+}
+
+bool ZeroEngine::counts_in_norm(size_t i) const {
+  const ParamInfo& info = params_.info(i);
+  if (info.tied_copy) return false;  // the first stage counts the tied embedding
+  return info.slice.whole() ? count_replicated_ : true;
+}
+
+void ZeroEngine::initialize(uint64_t seed) {
+  if (zero_ < 3) {
+    params_.initialize(seed);
+    return;
+  }
+  for (const auto& g : groups_) {
+    for_each_param_overlap(g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
+      const ParamInfo& info = params_.info(i);
+      Tensor host = Tensor::empty(info.shape, params_.dtype());
+      init_param_values(info, seed, host);
+      Tensor dst = param_storage(lo, hi - lo);
+      be_.copy(dst, host.view({info.numel()}).flat_slice(lo - info.offset, {hi - lo}));
+    });
+  }
+}
+
+void ZeroEngine::zero_grad() {
+  if (zero_ < 3) params_.zero_grad();
+  if (zero_ >= 2) be_.zero(shard_grads_);
+}
+
+void ZeroEngine::reduce_gradients() {
+  if (zero_ >= 2 || dp_.size() == 1) return;
+  Tensor& g = params_.flat_grads();
+  for (int64_t off = 0; off < g.numel(); off += bucket_elems_) {
+    Tensor bucket = g.flat_slice(off, {std::min(bucket_elems_, g.numel() - off)});
+    dp_.allreduce(bucket);
+  }
+}
+
+double ZeroEngine::grad_norm_squared() const {
+  auto* self = const_cast<ZeroEngine*>(this);
+  double s = 0;
+  if (zero_ < 2) {
+    // Whole, identical gradients on every dp rank: dp rank 0 counts them.
+    if (dp_.rank() != 0) return 0;
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (counts_in_norm(i)) s += be_.sum_squares(self->params_.grad(i));
+    return s;
+  }
+  for (const auto& g : groups_)
+    for_each_param_overlap(g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
+      if (counts_in_norm(i)) s += be_.sum_squares(self->grad_storage(lo, hi - lo));
+    });
+  return s;
+}
+
+double ZeroEngine::param_norm_squared() const {
+  if (zero_ == 3) return be_.sum_squares(shard_params_);
+  return be_.sum_squares(params_.flat_values());
+}
+
+void ZeroEngine::step(double lr, double grad_scale) {
+  opt_.begin_step();
+  Backend& step_be = offload_ ? cpu_backend() : be_;
+  for (const auto& g : groups_) {
+    int64_t a = zero_ == 0 ? g.begin : g.own_begin(), b = zero_ == 0 ? g.end : g.own_end();
+    for_each_param_overlap(a, b, g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
+      Tensor p = param_storage(lo, hi - lo), gr = grad_storage(lo, hi - lo);
+      std::vector<Tensor> st;
+      for (size_t k = 0; k < state_.size(); ++k) st.push_back(state_storage(k, lo, hi - lo));
+      opt_.update(step_be, p, gr, st, params_.info(i).decay, lr, grad_scale);
+    });
+  }
+  if (zero_ == 1 || zero_ == 2) {
+    // Every rank updated its piece: gather the whole parameters back.
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      const Group& g = groups_[gi];
+      Tensor whole = staging_.flat_slice(0, {g.piece * dp_.size()});
+      gather_group(static_cast<int>(gi), whole);
+      Tensor dst = params_.flat_values().flat_slice(g.begin, {g.end - g.begin});
+      be_.copy(dst, whole.flat_slice(0, {g.end - g.begin}));
+    }
+  }
+}
+
+// All-gathers group g's pieces into `dst` (dp * piece elements; the group's elements first).
+void ZeroEngine::gather_group(int gi, Tensor& dst) {
+  const Group& g = groups_[static_cast<size_t>(gi)];
+  Tensor mine = staging_piece_.flat_slice(0, {g.piece});
+  be_.zero(mine);
+  int64_t n = g.own_end() - g.own_begin();
+  if (n > 0) {
+    Tensor part = mine.flat_slice(0, {n});
+    be_.copy(part, zero_ == 3 ? shard_params_.flat_slice(g.shard_offset, {n})
+                              : params_.flat_values().flat_slice(g.own_begin(), {n}));
+  }
+  dp_.allgather(mine, dst);
+}
+
+// Sums group g's whole-group gradients over dp and adds this rank's piece to its shard.
+void ZeroEngine::reduce_scatter_group(int gi, const Tensor& grads_whole) {
+  const Group& g = groups_[static_cast<size_t>(gi)];
+  const int64_t padded = g.piece * dp_.size(), len = g.end - g.begin;
+  Tensor in = grads_whole;
+  if (grads_whole.numel() != padded) {
+    in = staging_.flat_slice(0, {padded});
+    be_.zero(in);
+    Tensor head = in.flat_slice(0, {len});
+    be_.copy(head, grads_whole.flat_slice(0, {len}));
+  }
+  Tensor piece = staging_piece_.flat_slice(0, {g.piece});
+  dp_.reduce_scatter(in, piece);
+  Tensor acc = shard_grads_.flat_slice(g.shard_offset, {g.piece});
+  be_.add(acc, acc, piece);
+}
+
+void ZeroEngine::bind_group(int gi, Work& w, bool grads) {
+  const Group& g = groups_[static_cast<size_t>(gi)];
+  for (size_t i = g.p0; i < g.p1; ++i) {
+    const ParamInfo& info = params_.info(i);
+    int64_t at = info.offset - g.begin;
+    params_.bind(i, w.params.flat_slice(at, info.shape), grads ? w.grads.flat_slice(at, info.shape) : Tensor());
+  }
+}
+
+void ZeroEngine::unbind_group(int gi) {
+  const Group& g = groups_[static_cast<size_t>(gi)];
+  for (size_t i = g.p0; i < g.p1; ++i) params_.bind(i, Tensor(), Tensor());
+}
+
+void ZeroEngine::before_forward(int gi) {
+  if (zero_ != 3) return;
+  Work& w = work_[static_cast<size_t>(gi)];
+  const Group& g = groups_[static_cast<size_t>(gi)];
+  w.params = be_.empty({g.piece * dp_.size()}, params_.dtype());
+  gather_group(gi, w.params);
+  w.active = true;
+  bind_group(gi, w, false);
+}
+
+void ZeroEngine::after_forward(int gi) {
+  if (zero_ != 3) return;
+  Work& w = work_[static_cast<size_t>(gi)];
+  unbind_group(gi);
+  w.params = Tensor();  // freed: the group exists only as shards again
+  w.active = false;
+}
+
+void ZeroEngine::before_backward(int gi) {
+  if (zero_ != 3) return;
+  Work& w = work_[static_cast<size_t>(gi)];
+  const Group& g = groups_[static_cast<size_t>(gi)];
+  w.params = be_.empty({g.piece * dp_.size()}, params_.dtype());
+  gather_group(gi, w.params);
+  w.grads = be_.empty({g.piece * dp_.size()}, params_.dtype());
+  be_.zero(w.grads);
+  w.active = w.grads_active = true;
+  bind_group(gi, w, true);
+}
+
+void ZeroEngine::after_backward(int gi) {
+  if (zero_ == 2) {
+    const Group& g = groups_[static_cast<size_t>(gi)];
+    Tensor grads = params_.flat_grads().flat_slice(g.begin, {g.end - g.begin});
+    reduce_scatter_group(gi, grads);
+    be_.zero(grads);  // the whole-size buffer only carries one micro-batch
+  } else if (zero_ == 3) {
+    Work& w = work_[static_cast<size_t>(gi)];
+    reduce_scatter_group(gi, w.grads);
+    unbind_group(gi);
+    w.params = Tensor();
+    w.grads = Tensor();
+    w.active = w.grads_active = false;
+  }
+}
+
+MemoryUse ZeroEngine::memory() const {
+  MemoryUse m;
+  const int64_t es = static_cast<int64_t>(dtype_size(params_.dtype()));
+  const int64_t whole = params_.numel();
+  m.params = (zero_ == 3 ? shard_size_ : whole) * es;
+  m.grads = (zero_ >= 2 ? shard_size_ : whole) * es;
+  int64_t state = static_cast<int64_t>(state_.size()) * (zero_ == 0 ? whole : shard_size_) * es;
+  (offload_ ? m.optimizer_host : m.optimizer) = state;
+  int64_t widest = 0;
+  for (const auto& g : groups_) widest = std::max(widest, g.piece * dp_.size());
+  if (zero_ == 2) m.transient = whole * es;
+  // ZeRO-3 holds at most two gathered groups at once (the tied embedding and one block), each
+  // with its gradients during backward.
+  if (zero_ == 3) m.transient = 4 * widest * es;
+  return m;
+}
+
+std::vector<Piece> ZeroEngine::param_pieces_to_save() const {
+  std::vector<Piece> out;
+  if (zero_ < 3) {
+    if (dp_.rank() != 0) return out;
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (!params_.info(i).tied_copy) out.push_back({i, 0, params_.info(i).numel()});
+    return out;
+  }
+  for (const auto& g : groups_)
+    for_each_param_overlap(g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
+      if (!params_.info(i).tied_copy) out.push_back({i, lo - params_.info(i).offset, hi - params_.info(i).offset});
+    });
+  return out;
+}
+
+std::vector<Piece> ZeroEngine::param_pieces_to_load() const {
+  std::vector<Piece> out;
+  if (zero_ < 3) {
+    for (size_t i = 0; i < params_.size(); ++i) out.push_back({i, 0, params_.info(i).numel()});
+    return out;
+  }
+  for (const auto& g : groups_)
+    for_each_param_overlap(g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
+      out.push_back({i, lo - params_.info(i).offset, hi - params_.info(i).offset});
+    });
+  return out;
+}
+
+std::vector<Piece> ZeroEngine::state_pieces_to_load() const {
+  std::vector<Piece> out;
+  if (zero_ == 0) {
+    for (size_t i = 0; i < params_.size(); ++i) out.push_back({i, 0, params_.info(i).numel()});
+    return out;
+  }
+  for (const auto& g : groups_)
+    for_each_param_overlap(g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
+      out.push_back({i, lo - params_.info(i).offset, hi - params_.info(i).offset});
+    });
+  return out;
+}
+
+std::vector<Piece> ZeroEngine::state_pieces_to_save() const {
+  std::vector<Piece> out;
+  if (zero_ == 0 && dp_.rank() != 0) return out;
+  for (const Piece& p : state_pieces_to_load())
+    if (!params_.info(p.param).tied_copy) out.push_back(p);
+  return out;
+}
+
+Tensor ZeroEngine::param_piece(const Piece& p) {
+  const ParamInfo& info = params_.info(p.param);
+  if (zero_ < 3) return params_.value(p.param).view({info.numel()}).flat_slice(p.lo, {p.hi - p.lo});
+  return param_storage(info.offset + p.lo, p.hi - p.lo);
+}
+
+Tensor ZeroEngine::state_piece(size_t k, const Piece& p) {
+  const ParamInfo& info = params_.info(p.param);
+  return state_storage(k, info.offset + p.lo, p.hi - p.lo);
+}
+
+void ZeroEngine::after_load() {}
+
+}  // namespace dl::parallel
