@@ -141,3 +141,32 @@ TEST_CASE("every GPU Type of the FSDL cloud catalog maps, or is listed as unmapp
   CHECK(canonical_gpu("A4000 (16 GB)") == "RTX-A4000");
   CHECK(canonical_gpu("K80 (12 GB)") == "K80");
 }
+
+TEST_CASE("canonical_gpu: benchmark and serverless names (dl-cost)") {
+  // Lambda's benchmark tables (../shared/data/lambda_pytorch-train-throughput-*.csv).
+  CHECK(canonical_gpu("RTX 6000 Ada") == "RTX-6000-Ada");
+  CHECK(canonical_gpu("RTX 6000 (48 GB)") == "RTX-6000-Ada");
+  CHECK(canonical_gpu("Quadro RTX 8000") == "Quadro-RTX-8000");
+  CHECK(canonical_gpu("H100 80GB PCIe Gen5") == "H100-PCIe");
+  CHECK(canonical_gpu("A100 80GB SXM4") == "A100-SXM-80GB");
+  CHECK(canonical_gpu("A100 40GB PCIe") == "A100-PCIe-40GB");
+  CHECK(canonical_gpu("V100 16GB") == "V100-SXM2-16GB");
+  CHECK(canonical_gpu("H200 140GB SXM") == "H200");
+  CHECK(canonical_gpu("GH200 96GB") == "GH200-96GB");
+  CHECK_FALSE(canonical_gpu("GH200 80GB"));  // no such GH200
+  CHECK_FALSE(canonical_gpu("B200 192GB"));  // not in the table
+  CHECK_FALSE(canonical_gpu("RTX 6000"));    // still ambiguous without a size
+  // Full Stack Deep Learning's serverless table.
+  CHECK(canonical_gpu("Nvidia L4") == "L4");
+  CHECK(canonical_gpu("Nvidia T4") == "T4");
+  CHECK(canonical_gpu("L40 (48 GB)") == "L40");
+  CHECK(canonical_gpu("A40") == "A40");
+  CHECK_FALSE(canonical_gpu("A100 (20 GB)"));  // a MIG slice, not a GPU
+  CHECK_FALSE(canonical_gpu("Nvidia A100"));   // 40 or 80 GB?
+  auto ada = gpu_spec("RTX-6000-Ada");
+  REQUIRE(ada);
+  CHECK(ada->memory_bytes == 48e9);
+  CHECK(ada->bf16_flops == 364.2e12);
+  CHECK(gpu_spec("Quadro-RTX-8000")->memory_bytes == 48e9);
+  CHECK_FALSE(gpu_spec("Quadro-RTX-8000")->peak_flops("bf16"));
+}

@@ -95,6 +95,11 @@ std::vector<GpuSpec> build_table() {
   // 165.2 TFLOP/s dense, FP32 82.6, 24 GB 1008 GB/s.
   add({"RTX-4090", "NVIDIA GeForce RTX 4090 24GB", "Ada Lovelace", 24 * G, 165.2 * T, 165.2 * T, 82.6 * T, 82.6 * T,
        1008 * G, kPcie4, kPcie4, "PCIe 4.0 x16", "NVIDIA Ada whitepaper"});
+  // NVIDIA RTX 6000 Ada Generation datasheet: 1,457 TFLOP/s FP8 tensor with sparsity -> 364.2 dense
+  // FP16/BF16 (a professional card: FP32 accumulation at the full rate), FP32 91.1 TFLOP/s,
+  // 48 GB GDDR6 960 GB/s. Not to be confused with the Turing Quadro RTX 6000 (24 GB).
+  add({"RTX-6000-Ada", "NVIDIA RTX 6000 Ada Generation 48GB", "Ada Lovelace", 48 * G, 364.2 * T, 364.2 * T,
+       182.1 * T, 91.1 * T, 960 * G, kPcie4, kPcie4, "PCIe 4.0 x16", "NVIDIA RTX 6000 Ada datasheet (dense = half of sparse)"});
   // Turing. NVIDIA T4 datasheet: FP16 tensor 65, FP32 8.1 TFLOP/s, 16 GB 320 GB/s; no BF16/TF32.
   // Quadro RTX 6000 / 5000 / 4000 datasheets: FP16 tensor 130.5 / 89.2 / 57, FP32 16.3 / 11.2 /
   // 7.1 TFLOP/s; 24 GB 672 GB/s, 16 GB 448 GB/s, 8 GB 416 GB/s.
@@ -102,6 +107,9 @@ std::vector<GpuSpec> build_table() {
        "NVIDIA T4 datasheet"});
   add({"Quadro-RTX-6000", "NVIDIA Quadro RTX 6000 24GB", "Turing", 24 * G, 0, 130.5 * T, 0, 16.3 * T, 672 * G, kPcie3,
        kPcie3, "PCIe 3.0 x16", "NVIDIA Quadro RTX 6000 datasheet"});
+  // Quadro RTX 8000: the Quadro RTX 6000's TU102 with 48 GB (same datasheet compute and bandwidth).
+  add({"Quadro-RTX-8000", "NVIDIA Quadro RTX 8000 48GB", "Turing", 48 * G, 0, 130.5 * T, 0, 16.3 * T, 672 * G, kPcie3,
+       kPcie3, "PCIe 3.0 x16", "NVIDIA Quadro RTX 8000 datasheet"});
   add({"Quadro-RTX-5000", "NVIDIA Quadro RTX 5000 16GB", "Turing", 16 * G, 0, 89.2 * T, 0, 11.2 * T, 448 * G, kPcie3,
        kPcie3, "PCIe 3.0 x16", "NVIDIA Quadro RTX 5000 datasheet"});
   add({"Quadro-RTX-4000", "NVIDIA Quadro RTX 4000 8GB", "Turing", 8 * G, 0, 57 * T, 0, 7.1 * T, 416 * G, kPcie3,
@@ -166,7 +174,7 @@ ParsedName parse_name(const std::string& raw) {
       return !x.empty() && std::all_of(x.begin(), x.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; });
     };
     if (t == "NVIDIA" || t == "TESLA" || t == "GEFORCE" || t == "GPU" || t == "HBM3" || t == "HBM3E" || t == "HBM2" ||
-        t == "HBM2E" || t == "GDDR6" || t == "GDDR6X" || t == "TENSOR" || t == "CORE")
+        t == "HBM2E" || t == "GDDR6" || t == "GDDR6X" || t == "TENSOR" || t == "CORE" || t == "GEN4" || t == "GEN5")
       continue;
     if (t == "SXM" || t == "SXM2" || t == "SXM3" || t == "SXM4" || t == "SXM5" || t == "HGX" || t == "DGX") {
       p.form = "sxm";
@@ -235,7 +243,9 @@ std::optional<std::string> resolve(const ParsedName& p) {
   if (b == "RTX4090" || b == "4090") return "RTX-4090";
   if (b == "RTX3090" || b == "3090") return "RTX-3090";
   if (b == "RTX3080TI" || b == "3080TI") return "RTX-3080-Ti";
-  // Turing Quadro cards; "RTX 6000" alone could also be the 48 GB RTX 6000 Ada (not in the table).
+  // Turing Quadro cards; "RTX 6000" alone could be the 24 GB Quadro or the 48 GB RTX 6000 Ada.
+  if (b == "RTX6000ADA" || (b == "RTX6000" && mem_is(48))) return "RTX-6000-Ada";
+  if (b == "QUADRORTX8000" || b == "RTX8000") return "Quadro-RTX-8000";
   if (b == "QUADRORTX6000" || (b == "RTX6000" && mem_is(24))) return "Quadro-RTX-6000";
   if (b == "QUADRORTX5000" || (b == "RTX5000" && mem_is(16))) return "Quadro-RTX-5000";
   if (b == "QUADRORTX4000" || (b == "RTX4000" && mem_is(8))) return "Quadro-RTX-4000";

@@ -1,0 +1,588 @@
+#include "dl/cost/estimate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include "dl/config/config.hpp"
+#include "dl/core/error.hpp"
+#include "dl/cost/format.hpp"
+#include "dl/plan/bench_input.hpp"
+#include "dl/plan/gpus.hpp"
+
+namespace dl::cost {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+void check_fraction(double v, const char* what) {
+  if (!(v > 0 && v <= 1)) throw_usage(what, ": a fraction in (0, 1], got ", v);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Scaling and spot
+
+double ScalingModel::per_doubling(Interconnect c) const {
+  switch (c) {
+    case Interconnect::nvlink: return nvlink;
+    case Interconnect::pcie: return pcie;
+    case Interconnect::consumer: return consumer;
+  }
+  return pcie;
+}
+
+double ScalingModel::efficiency(Interconnect c, int64_t gpus, int64_t gpus_per_instance) const {
+  if (gpus <= 1) return 1.0;
+  const int64_t within = std::min(gpus, std::max<int64_t>(gpus_per_instance, 1));
+  const double across = static_cast<double>(gpus) / static_cast<double>(within);
+  return std::pow(per_doubling(c), std::log2(static_cast<double>(within))) * std::pow(internode, std::log2(across));
+}
+
+SpotOutcome spot_outcome(double compute_hours, double interval_hours, int64_t instances, const SpotModel& m) {
+  SpotOutcome o;
+  const double rate = m.preempt_per_hour * static_cast<double>(std::max<int64_t>(instances, 1));
+  const double loss = interval_hours / 2.0 + m.restart_hours;
+  const double keep = 1.0 - rate * loss;
+  if (!(keep > 0)) {
+    o.finishes = false;
+    o.wall_hours = kInf;
+    o.preemptions = kInf;
+    o.overhead_hours = kInf;
+    return o;
+  }
+  o.wall_hours = compute_hours / keep;
+  o.preemptions = rate * o.wall_hours;
+  o.overhead_hours = o.wall_hours - compute_hours;
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Speed
+
+std::vector<std::string> parse_speed_sources(const std::string& s) {
+  if (s.empty() || s == "auto") return {"bench", "relative", "analytic"};
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i <= s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    std::string t = s.substr(i, j - i);
+    if (t != "bench" && t != "relative" && t != "analytic")
+      throw_usage("--speed: '", t, "' is not a speed source (auto, or a list of bench, relative, analytic)");
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+    i = j + 1;
+  }
+  return out;
+}
+
+namespace {
+
+// Datasheet peak at the precision (falling back as the planner does) x MFU.
+std::optional<GpuSpeed> analytic_speed(const std::string& model, const std::string& precision, double mfu) {
+  auto spec = plan::gpu_spec(model);
+  if (!spec) return std::nullopt;
+  std::string fallback;
+  plan::Hardware hw = plan::hardware_for_gpu(*spec, precision, &fallback);
+  GpuSpeed s;
+  s.flops = hw.peak_flops * mfu;
+  s.source = "analytic";
+  s.detail = str(format_si(hw.peak_flops, "FLOP/s"), " ", precision, " peak x MFU ", format_fixed(mfu, 2));
+  if (!fallback.empty()) s.detail += " (" + fallback + ")";
+  return s;
+}
+
+}  // namespace
+
+std::optional<GpuSpeed> SpeedModel::speed(const std::string& model, std::string* why) const {
+  std::vector<std::string> reasons;
+  for (const auto& src : sources) {
+    if (src == "bench") {
+      auto it = measured.find(model);
+      if (it != measured.end()) return it->second;
+      reasons.push_back(measured.empty() ? "no --bench" : "no bench rows for " + model);
+    } else if (src == "relative") {
+      if (!relative) {
+        reasons.push_back("no relative-throughput table");
+        continue;
+      }
+      const RelativeEntry* e = relative->find(model, precision);
+      if (!e) {
+        reasons.push_back(str(model, " is not in the ", throughput_precision(precision), " relative-throughput table"));
+        continue;
+      }
+      // Anchor: a measured GPU of the table (train measurements first), else the reference GPU's
+      // analytic speed.
+      std::string anchor;
+      const GpuSpeed* anchor_speed = nullptr;
+      for (int pass = 0; pass < 2 && !anchor_speed; ++pass)
+        for (const auto& [m, s] : measured) {
+          if (!relative->find(m, precision)) continue;
+          if (pass == 0 && s.detail.rfind("train", 0) != 0) continue;
+          anchor = m;
+          anchor_speed = &s;
+          break;
+        }
+      GpuSpeed base;
+      if (anchor_speed) {
+        base = *anchor_speed;
+      } else {
+        anchor = relative->reference;
+        auto a = analytic_speed(anchor, precision, mfu);
+        if (!a) {
+          reasons.push_back("the reference GPU " + anchor + " has no datasheet entry");
+          continue;
+        }
+        base = *a;
+      }
+      const RelativeEntry* ea = relative->find(anchor, precision);
+      const double ra = ea ? ea->ratio : 1.0;
+      GpuSpeed s;
+      s.flops = base.flops * e->ratio / ra;
+      s.source = "relative";
+      s.detail = str("x", format_fixed(e->ratio / ra, 3), " vs ", anchor, " (", base.source, ": ", base.detail, "); ",
+                     throughput_precision(precision), " ratio from ", e->file.empty() ? relative->path : e->file);
+      return s;
+    } else if (src == "analytic") {
+      if (auto s = analytic_speed(model, precision, mfu)) return s;
+      reasons.push_back("no datasheet entry for " + model);
+    }
+  }
+  if (why) {
+    std::string w;
+    for (const auto& r : reasons) w += (w.empty() ? "" : "; ") + r;
+    *why = "no speed (" + w + ")";
+  }
+  return std::nullopt;
+}
+
+SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::vector<std::string>& throughput,
+                            const std::string& reference_gpu, const std::vector<std::string>& sources,
+                            const std::string& precision, double mfu) {
+  SpeedModel sm;
+  sm.precision = precision;
+  sm.mfu = mfu;
+  sm.sources = sources.empty() ? parse_speed_sources("auto") : sources;
+  check_fraction(mfu, "--mfu");
+  auto uses = [&](const char* s) { return std::find(sm.sources.begin(), sm.sources.end(), s) != sm.sources.end(); };
+  if (std::count(bench.begin(), bench.end(), "-") > 1) throw_usage("--bench -: stdin can be read once");
+  // Measured: every file's rows, grouped by canonical GPU model.
+  std::map<std::string, std::vector<nlohmann::json>> by_model;
+  std::map<std::string, std::set<std::string>> files_of;
+  size_t cpu_rows = 0;
+  for (const auto& path : bench) {
+    const std::string name = path == "-" ? "stdin" : path;
+    for (auto& row : plan::read_bench_rows(path)) {
+      std::string gm = row.contains("gpu_model") && row["gpu_model"].is_string() ? row["gpu_model"].get<std::string>() : "";
+      if (gm.empty()) {
+        ++cpu_rows;
+        continue;
+      }
+      std::string canon = plan::canonical_gpu(gm).value_or(gm);
+      by_model[canon].push_back(std::move(row));
+      files_of[canon].insert(name);
+    }
+  }
+  if (cpu_rows) sm.notes.push_back(str("bench: ", cpu_rows, " rows without a gpu_model (CPU) ignored"));
+  for (const auto& [model, rows] : by_model) {
+    std::string files;
+    for (const auto& f : files_of[model]) files += (files.empty() ? "" : ", ") + f;
+    if (!plan::gpu_spec(model)) sm.notes.push_back("bench: rows for '" + model + "', not a GPU in dlkit's table, still matched by name");
+    plan::BenchSummary b = plan::summarize_bench(rows, precision, model, files);
+    GpuSpeed s;
+    s.source = "bench";
+    if (b.train_flops) {
+      s.flops = *b.train_flops;
+      s.detail = str("train: ", format_si(*b.train_flops, "FLOP/s"), " per GPU achieved (",
+                     b.train_config.empty() ? std::string("train row") : b.train_config, ", ", files, ")");
+    } else if (b.gemm_flops) {
+      s.flops = *b.gemm_flops * mfu;
+      s.detail = str("gemm: ", format_si(*b.gemm_flops, "FLOP/s"), " ", b.gemm_dtype, " measured x MFU ",
+                     format_fixed(mfu, 2), " (", files, ")");
+    } else {
+      sm.notes.push_back("bench: rows for " + model + " have no gemm or train results: not used for speed");
+      continue;
+    }
+    sm.measured[model] = s;
+  }
+  if (uses("relative")) {
+    try {
+      sm.relative = load_relative_throughput(throughput, reference_gpu);
+    } catch (const Error& e) {
+      if (!throughput.empty()) throw;
+      sm.notes.push_back(std::string("relative-throughput table not found (") + e.what() + "): not used");
+    }
+  } else if (!throughput.empty()) {
+    sm.notes.push_back("--throughput given but --speed leaves out relative: not used");
+  }
+  return sm;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Experiment
+
+Experiment make_experiment(const EstimateInputs& in) {
+  Experiment e;
+  const bool config = !in.config_path.empty();
+  const bool hints = in.layers || in.hidden || in.heads || in.seq || in.vocab;
+  if (config && (in.tokens || in.params || in.flops || in.hours))
+    throw_usage("give a config or --tokens/--params, --flops or --hours, not both");
+  if (config && hints)
+    throw_usage("--layers/--hidden/--heads/--seq/--vocab describe a --params model; change a config with --set");
+  if (!config && !in.sets.empty()) throw_usage("--set changes a config: give the config too");
+  if (in.flops && in.hours) throw_usage("give --flops or --hours, not both");
+  if (in.hours && in.on_offer.empty()) throw_usage("--hours needs --on OFFER: the offer the reference run used");
+  if (!in.hours && !in.on_offer.empty()) throw_usage("--on names the offer of a reference run: give --hours too");
+  if (in.on_gpus && !in.hours) throw_usage("--on-gpus goes with --hours and --on");
+  if (in.hours && !(*in.hours > 0)) throw_usage("--hours: need a positive duration, got ", *in.hours);
+  if (in.tokens && !(*in.tokens > 0)) throw_usage("--tokens: need a positive token count, got ", *in.tokens);
+  if (in.flops && !(*in.flops > 0)) throw_usage("--flops: need a positive FLOP count, got ", *in.flops);
+  if (in.params && !(*in.params > 0)) throw_usage("--params: need a positive parameter count, got ", *in.params);
+  if (in.on_gpus && *in.on_gpus < 1) throw_usage("--on-gpus: need at least 1");
+  if (in.micro_batch && *in.micro_batch < 1) throw_usage("--micro-batch: need at least 1");
+  if (!config && !in.tokens && !in.params && !in.flops && !in.hours)
+    throw_usage("no experiment: give a dl-train config, --tokens N --params P, --flops F, or --hours H --on OFFER "
+                "(see --help)");
+  if (!config && hints && !in.params) throw_usage("--layers/--hidden/... need --params");
+
+  if (config) {
+    Config c = load_config(in.config_path, in.sets);
+    const std::string name = fs::path(in.config_path).filename().string();
+    e.model = plan::model_from_config(c, name);
+    e.precision = in.precision.value_or(c.train.precision);
+    e.micro_batch = in.micro_batch.value_or(c.train.batch_size);
+    e.optimizer = c.optim.name == "sgd" ? (c.optim.momentum != 0 ? "sgd-momentum" : "sgd") : "adamw";
+    e.steps = c.train.steps;
+    e.checkpoint_every = c.train.checkpoint_every;
+    if (e.steps < 1) throw_usage(in.config_path, ": train.steps = 0: nothing to train, nothing to price");
+    int64_t dp = c.parallel.dp;
+    if (dp < 1) {
+      dp = 1;
+      e.notes.push_back("parallel.dp = auto: tokens counted for one data-parallel replica; pass --tokens for the total");
+    }
+    const int64_t accum = c.parallel.pp > 1 ? c.parallel.microbatches : c.train.grad_accum;
+    const bool gpt = c.model.type == "gpt";
+    const int64_t seq = gpt ? c.model.block_size : 1;
+    const double global = static_cast<double>(c.train.batch_size) * static_cast<double>(accum) * static_cast<double>(dp);
+    e.tokens = static_cast<double>(e.steps) * global * static_cast<double>(seq);
+    e.flops_per_token = plan::flops_per_token(*e.model, in.formula);
+    e.formula = plan::flop_formula_name(in.formula);
+    e.flops = *e.tokens * e.flops_per_token;
+    e.description = str(name, ": ", e.steps, " steps x ", c.train.batch_size, " x ", accum, " x dp ", dp,
+                        gpt ? str(" x ", seq, " tokens") : std::string(" examples"), " = ", format_count(*e.tokens),
+                        gpt ? " tokens" : " examples");
+    if (!gpt) e.notes.push_back("mlp: one 'token' is one example; FLOPs per example 6N");
+  } else {
+    e.precision = in.precision.value_or("bf16");
+    e.micro_batch = in.micro_batch.value_or(1);
+    if (in.params) e.model = plan::model_from_params(*in.params, in.layers, in.hidden, in.heads, in.seq, in.vocab);
+    e.tokens = in.tokens;
+    if (in.flops) {
+      e.flops = *in.flops;
+      e.formula = "given (--flops)";
+      if (e.tokens) e.flops_per_token = e.flops / *e.tokens;
+      e.description = str(format_flop(e.flops), " (--flops)");
+    } else if (in.hours) {
+      e.formula = "from the reference run (--hours --on)";
+      e.description = str(format_fixed(*in.hours, 2), " h on ", in.on_offer);
+    } else {
+      if (!in.tokens) throw_usage("--params needs --tokens (or --flops, or --hours --on OFFER): the work is tokens x FLOPs per token");
+      if (!in.params) throw_usage("--tokens needs --params: FLOPs per token come from the model size");
+      e.flops_per_token = plan::flops_per_token(*e.model, in.formula);
+      e.formula = e.model->is_transformer() ? plan::flop_formula_name(in.formula)
+                                            : "6N (no --layers/--hidden/--heads/--seq: attention not counted)";
+      e.flops = *e.tokens * e.flops_per_token;
+      e.description = str(format_count(*e.tokens), " tokens x ", e.model->name);
+    }
+    if (e.model && !e.model->is_transformer())
+      e.notes.push_back("memory: model states only (give --layers --hidden --heads --seq for activations)");
+  }
+  plan::activation_value_bytes(e.precision);  // validates the precision
+  return e;
+}
+
+FitResult check_fit(const Experiment& e, int64_t gpus, double gpu_mem_bytes) {
+  FitResult r;
+  if (!e.model) return r;
+  const plan::ModelShape& m = *e.model;
+  plan::Layout l;
+  l.gpus = gpus;
+  l.gpus_per_node = gpus;
+  l.dp = gpus;
+  l.micro_batch = e.micro_batch;
+  l.microbatches = 1;
+  l.precision = e.precision;
+  l.optimizer = e.optimizer;
+  double smallest = kInf;
+  std::string smallest_layout;
+  std::vector<plan::Recompute> rcs = {plan::Recompute::none};
+  if (m.is_transformer()) rcs.push_back(plan::Recompute::full);
+  for (auto rc : rcs) {
+    for (int64_t z = 0; z <= (gpus > 1 ? 3 : 0); ++z) {
+      l.zero = z;
+      l.recompute = rc;
+      const double total = plan::memory_per_rank(m, l).total();
+      std::string name = str("zero=", z, rc == plan::Recompute::full ? " recompute=full" : "");
+      if (total < smallest) smallest = total, smallest_layout = name;
+      if (total <= gpu_mem_bytes) {
+        r.fits = true;
+        r.layout = name;
+        r.mem_per_gpu = total;
+        // Full recompute repeats the forward pass: 1/3 more work than the 6N-style count.
+        r.recompute_factor = rc == plan::Recompute::full ? 0.75 : 1.0;
+        return r;
+      }
+    }
+  }
+  r.fits = false;
+  r.layout = smallest_layout;
+  r.mem_per_gpu = smallest;
+  r.why_not = str("needs ", format_bytes(smallest), " per GPU even with ", smallest_layout, "; has ",
+                  format_bytes(gpu_mem_bytes));
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Estimate
+
+CostReport make_estimate(const EstimateInputs& in) {
+  CostReport rep;
+  rep.experiment = make_experiment(in);
+  Experiment& ex = rep.experiment;
+  check_fraction(in.mfu, "--mfu");
+  for (auto [v, what] : {std::pair{in.scaling.nvlink, "--eff-nvlink"}, std::pair{in.scaling.pcie, "--eff-pcie"},
+                         std::pair{in.scaling.consumer, "--eff-consumer"}, std::pair{in.scaling.internode, "--eff-internode"}})
+    check_fraction(v, what);
+  if (!(in.spot_model.preempt_per_hour >= 0)) throw_usage("--preempt-rate: need a rate >= 0 per hour");
+  if (!(in.spot_model.restart_hours >= 0)) throw_usage("--restart: need a duration >= 0");
+  if (in.checkpoint_hours && !(*in.checkpoint_hours > 0)) throw_usage("--checkpoint-interval: need a positive duration");
+  if (in.budget && !(*in.budget > 0)) throw_usage("--budget: need a positive amount of USD, got ", *in.budget);
+  if (in.deadline && !(*in.deadline > 0)) throw_usage("--deadline: need a positive duration, got ", *in.deadline);
+  for (int64_t g : in.gpus)
+    if (g < 1) throw_usage("--gpus: GPU counts must be >= 1, got ", g);
+
+  Catalog cat = load_catalogs(in.catalogs, {in.strict});
+  rep.warnings = cat.warnings;
+  auto offers = filter_offers(cat, in.gpu_filter, in.provider_filter);
+  if (offers.empty())
+    throw_usage("no offer matches", in.gpu_filter.empty() ? "" : " --gpu " + in.gpu_filter,
+                in.provider_filter.empty() ? "" : " --provider " + in.provider_filter, " (see `dl-cost offers`)");
+  SpeedModel sm = make_speed_model(in.bench, in.throughput, in.reference_gpu, in.speed_sources, ex.precision, in.mfu);
+  for (const auto& n : sm.notes) rep.notes.push_back("# " + n);
+
+  // --hours H --on X: the work is what X's GPUs do in H hours at their modelled speed.
+  if (in.hours) {
+    const Offer& ref = find_offer(cat, in.on_offer);
+    if (ref.gpu_model.empty()) throw_usage("--on ", ref.id, ": ", ref.why_unusable(false));
+    std::string why;
+    auto s = sm.speed(ref.gpu_model, &why);
+    if (!s) throw_usage("--on ", ref.id, ": ", why);
+    const int64_t n = in.on_gpus.value_or(ref.gpu_count);
+    const double eff = in.scaling.efficiency(ref.interconnect, n, ref.gpu_count);
+    ex.flops = *in.hours * 3600.0 * static_cast<double>(n) * s->flops * eff;
+    if (ex.tokens) ex.flops_per_token = ex.flops / *ex.tokens;
+    ex.description = str(format_fixed(*in.hours, 2), " h on ", ref.id, " (", n, " x ", ref.gpu_model, ", ", s->source,
+                         " speed, scaling ", format_fixed(eff, 3), ") = ", format_flop(ex.flops));
+  }
+
+  std::map<std::string, std::vector<std::string>> skipped;  // reason -> offer ids
+  std::vector<bool> pricings = {false};
+  if (in.spot) pricings.push_back(true);
+  for (const Offer* o : offers) {
+    for (bool spot : pricings) {
+      std::string why = o->why_unusable(spot);
+      std::optional<GpuSpeed> speed;
+      if (why.empty()) {
+        auto it = rep.speeds.find(o->gpu_model);
+        if (it != rep.speeds.end()) {
+          speed = it->second;
+        } else {
+          speed = sm.speed(o->gpu_model, &why);
+          if (speed) rep.speeds[o->gpu_model] = *speed;
+        }
+      }
+      if (!why.empty()) {
+        skipped[(spot ? "spot: " : "") + why].push_back(o->id);
+        continue;
+      }
+      std::vector<int64_t> counts = in.gpus.empty() ? std::vector<int64_t>{o->gpu_count} : in.gpus;
+      std::sort(counts.begin(), counts.end());
+      counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+      for (int64_t n : counts) {
+        CostRow row;
+        row.offer = *o;
+        row.spot = spot;
+        row.gpus = n;
+        row.instances = (n + o->gpu_count - 1) / o->gpu_count;
+        row.billed_gpus = row.instances * o->gpu_count;
+        const double price = *o->price(spot);
+        row.usd_per_hour = price * static_cast<double>(row.instances);
+        row.usd_per_gpu_hour = price / static_cast<double>(o->gpu_count);
+        row.speed = *speed;
+        row.efficiency = in.scaling.efficiency(o->interconnect, n, o->gpu_count);
+        FitResult fit = check_fit(ex, n, o->gpu_mem_bytes);
+        row.fits = fit.fits;
+        row.layout = fit.layout;
+        row.mem_per_gpu = fit.mem_per_gpu;
+        row.why_not = fit.why_not;
+        row.recompute_factor = fit.recompute_factor;
+        row.flops_per_s = static_cast<double>(n) * speed->flops * row.efficiency * row.recompute_factor;
+        row.compute_hours = ex.flops / row.flops_per_s / 3600.0;
+        row.hours = row.compute_hours;
+        if (ex.tokens) row.tokens_per_s = *ex.tokens / (row.compute_hours * 3600.0);
+        if (spot) {
+          if (in.checkpoint_hours) row.checkpoint_hours = *in.checkpoint_hours;
+          else if (ex.checkpoint_every > 0 && ex.steps > 0)
+            row.checkpoint_hours = row.compute_hours * static_cast<double>(std::min(ex.checkpoint_every, ex.steps)) /
+                                   static_cast<double>(ex.steps);
+          else if (ex.checkpoint_every == 0) row.checkpoint_hours = row.compute_hours;
+          else row.checkpoint_hours = 1.0;
+          row.spot_outcome = spot_outcome(row.compute_hours, row.checkpoint_hours, row.instances, in.spot_model);
+          row.hours = row.spot_outcome.wall_hours;
+          if (!row.spot_outcome.finishes)
+            row.why_not = str("expected never to finish on spot: ", format_fixed(in.spot_model.preempt_per_hour, 3),
+                              " preemptions per instance-hour x ", row.instances, " instances x (",
+                              format_fixed(row.checkpoint_hours, 2), " h / 2 + ", format_fixed(in.spot_model.restart_hours, 2),
+                              " h restart) >= 1");
+        }
+        row.total_usd = row.hours * row.usd_per_hour;
+        if (ex.tokens && std::isfinite(row.total_usd)) row.usd_per_1b_tokens = row.total_usd / *ex.tokens * 1e9;
+        rep.rows.push_back(std::move(row));
+      }
+    }
+  }
+  for (const auto& [why, ids] : skipped) {
+    for (const auto& id : ids) rep.skipped.push_back(id + ": " + why);
+  }
+  if (rep.rows.empty()) {
+    std::string reasons;
+    for (const auto& [why, ids] : skipped)
+      reasons += str(reasons.empty() ? "" : "; ", ids.size(), " offer", ids.size() == 1 ? "" : "s", ": ", why);
+    throw_usage("no offer can be estimated: ", reasons);
+  }
+
+  // Order: eligible (fits, finishes) first, each group by total cost, then hours, then id.
+  std::stable_sort(rep.rows.begin(), rep.rows.end(), [](const CostRow& a, const CostRow& b) {
+    if (a.eligible() != b.eligible()) return a.eligible();
+    if (a.total_usd != b.total_usd) return a.total_usd < b.total_usd;
+    if (a.hours != b.hours) return a.hours < b.hours;
+    if (a.offer.id != b.offer.id) return a.offer.id < b.offer.id;
+    return a.gpus < b.gpus;
+  });
+  CostRow* cheapest = nullptr;
+  CostRow* fastest = nullptr;
+  CostRow* per_hour = nullptr;
+  CostRow* best = nullptr;
+  for (auto& r : rep.rows) {
+    if (!r.eligible()) continue;
+    if (!cheapest) cheapest = &r;
+    if (!fastest || r.hours < fastest->hours) fastest = &r;
+    if (!per_hour || r.usd_per_gpu_hour < per_hour->usd_per_gpu_hour) per_hour = &r;
+    const bool ok = (!in.budget || r.total_usd <= *in.budget) && (!in.deadline || r.hours <= *in.deadline);
+    if (ok && (in.budget || in.deadline)) {
+      // Budget only: the fastest within it. Deadline (with or without budget): the cheapest.
+      if (!best) best = &r;
+      else if (in.budget && !in.deadline && r.hours < best->hours) best = &r;
+    }
+  }
+  auto label = [&](const CostRow& r) {
+    return str(r.offer.id, r.gpus != r.offer.gpu_count || r.instances > 1 ? str(" x", r.gpus, " GPUs") : std::string(),
+               r.spot ? " (spot)" : "");
+  };
+  auto summary = [&](const CostRow& r) {
+    return str(label(r), ": ", format_usd(r.total_usd), " in ", format_hours(r.hours), " (", r.gpus, " x ", r.offer.gpu_model,
+               ", ", format_usd(r.usd_per_hour), "/h)");
+  };
+  if (cheapest) {
+    cheapest->cheapest = true;
+    rep.callouts.push_back("cheapest: " + summary(*cheapest));
+  }
+  if (fastest) {
+    fastest->fastest = true;
+    rep.callouts.push_back("fastest: " + summary(*fastest));
+  }
+  if (in.budget || in.deadline) {
+    std::string limits = str(in.budget ? "budget " + format_usd(*in.budget) : "", in.budget && in.deadline ? ", " : "",
+                             in.deadline ? "deadline " + format_hours(*in.deadline) : "");
+    if (best) {
+      best->best = true;
+      rep.callouts.push_back(str("best within ", limits, ": ", summary(*best)));
+    } else {
+      rep.constraints_met = false;
+      rep.callouts.push_back(str("nothing meets the ", limits, cheapest ? "; the cheapest: " + summary(*cheapest) : "",
+                                 fastest ? "; the fastest: " + summary(*fastest) : ""));
+    }
+  }
+  if (per_hour) {
+    per_hour->cheapest_per_gpu_hour = true;
+    if (cheapest && per_hour != cheapest && per_hour->offer.id != cheapest->offer.id)
+      rep.callouts.push_back(str("the cheapest per GPU-hour, ", label(*per_hour), " (", format_usd(per_hour->usd_per_gpu_hour),
+                                 "/GPU-h, ", per_hour->offer.gpu_model, "), is not the cheapest per experiment: it costs ",
+                                 format_usd(per_hour->total_usd), " where ", label(*cheapest), " (",
+                                 format_usd(cheapest->usd_per_gpu_hour), "/GPU-h, ", cheapest->offer.gpu_model, ") costs ",
+                                 format_usd(cheapest->total_usd)));
+  }
+  if (!cheapest) rep.callouts.push_back("no offer fits: every row is marked with why not");
+
+  // Notes: what the numbers assume.
+  auto& notes = rep.notes;
+  std::vector<std::string> head;
+  head.push_back("# experiment: " + ex.description);
+  if (ex.model)
+    head.push_back(str("# model: ", format_count(ex.model->params), " parameters",
+                       ex.model->is_transformer()
+                           ? str(" (L=", ex.model->n_layer, " D=", ex.model->hidden, " heads=", ex.model->heads, " T=", ex.model->seq, ")")
+                           : std::string()));
+  head.push_back(str("# work: ", format_flop(ex.flops), ex.flops_per_token > 0 ? str(" = tokens x ", format_flop(ex.flops_per_token), " per token") : std::string(),
+                     ", FLOPs per token: ", ex.formula));
+  for (const auto& n : ex.notes) head.push_back("# " + n);
+  std::string order;
+  for (const auto& s : sm.sources) order += (order.empty() ? "" : " > ") + s;
+  head.push_back(str("# speed per GPU, preferred source first: ", order, "; precision ", ex.precision, ", MFU ",
+                     format_fixed(in.mfu, 2), " (analytic and gemm-based speeds)"));
+  if (ex.precision == "fp32")
+    head.push_back("# fp32: FP32 datasheet peaks (no TF32), as dl-train computes; GPU runs usually train in bf16 "
+                   "(--precision bf16)");
+  std::set<std::string> used;
+  for (const auto& row : rep.rows) used.insert(row.speed.source);
+  if (used.size() > 1)
+    head.push_back("# rows use different speed sources (column 'speed from'), which compare imperfectly; "
+                   "--speed analytic (or relative) ranks all on one basis");
+  if (sm.relative)
+    head.push_back(str("# relative throughput: ", sm.relative->path, " (", sm.relative->source, "), reference ",
+                       sm.relative->reference, ", ", throughput_precision(ex.precision), " table"));
+  head.push_back(str("# scaling: efficiency = e^log2(GPUs in an instance) x ", format_fixed(in.scaling.internode, 2),
+                     "^log2(instances); e = ", format_fixed(in.scaling.nvlink, 2), " nvlink, ", format_fixed(in.scaling.pcie, 2),
+                     " pcie, ", format_fixed(in.scaling.consumer, 2), " consumer; cost = hours x instance $/h x instances"));
+  head.push_back(str("# memory: plan::memory_per_rank (ZeRO states, activations, 2 GB overhead), micro-batch ", ex.micro_batch,
+                     "; the first of zero=0..3, then with full recompute (x0.75 speed), that fits; a row that does not fit "
+                     "is never cheapest, fastest or best"));
+  if (in.spot) {
+    std::string interval = in.checkpoint_hours ? format_hours(*in.checkpoint_hours) + " (--checkpoint-interval)"
+                           : ex.checkpoint_every > 0 ? str("every ", ex.checkpoint_every, " of ", ex.steps, " steps (train.checkpoint_every)")
+                           : ex.checkpoint_every == 0 ? std::string("only at the end (train.checkpoint_every = 0): a preemption loses the run so far")
+                                                      : std::string("1 h (assumed; --checkpoint-interval)");
+    head.push_back(str("# spot: ", format_fixed(in.spot_model.preempt_per_hour, 3), " preemptions per instance-hour, ",
+                       format_hours(in.spot_model.restart_hours), " restart, checkpoints ", interval,
+                       "; wall = compute / (1 - rate x instances x (interval/2 + restart))"));
+  }
+  head.push_back("# prices: USD list prices of the catalogs (dates: `dl-cost offers`); hours are modelled, not measured");
+  notes.insert(notes.begin(), head.begin(), head.end());
+  if (!skipped.empty()) {
+    for (const auto& [why, ids] : skipped) {
+      std::string list;
+      for (size_t i = 0; i < ids.size() && i < 4; ++i) list += (i ? ", " : "") + ids[i];
+      if (ids.size() > 4) list += str(", ... (", ids.size() - 4, " more)");
+      notes.push_back(str("# skipped ", ids.size(), ids.size() == 1 ? " offer" : " offers", ": ", why, ": ", list));
+    }
+  }
+  return rep;
+}
+
+}  // namespace dl::cost

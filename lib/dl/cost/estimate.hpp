@@ -1,0 +1,239 @@
+// dl-cost estimate and onprem: the time and money an experiment takes on each cloud offer.
+//
+//   work (FLOPs)  = tokens x FLOPs per token (plan::flops_per_token), or --flops, or a reference
+//                   run's hours x that offer's speed
+//   speed (FLOP/s) = GPUs x per-GPU speed x scaling efficiency (x 3/4 with full recompute)
+//   hours         = work / speed / 3600
+//   cost          = hours x instance $/h x instances
+//   spot          : hours / (1 - preemptions per hour x (checkpoint interval / 2 + restart)),
+//                   priced at the spot rate
+//
+// Per-GPU speed, in order of preference: measured (dl-bench rows of that GPU model), the
+// relative-throughput table scaled from an anchor GPU, the datasheet peak x MFU. Every formula,
+// default and source: docs/COST.md.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dl/cli/table.hpp"
+#include "dl/cost/catalog.hpp"
+#include "dl/cost/throughput.hpp"
+#include "dl/plan/plan.hpp"
+
+namespace dl::cost {
+
+// Multi-GPU scaling efficiency: the fraction of n x one GPU's speed that n GPUs reach.
+// Within one instance: e^log2(n) with e per interconnect class; across instances each further
+// doubling also costs `internode`. eff(1) = 1.
+struct ScalingModel {
+  double nvlink = 0.97;    // per doubling, NVLink/NVSwitch boards
+  double pcie = 0.90;      // per doubling, datacenter/workstation cards over PCIe
+  double consumer = 0.85;  // per doubling, GeForce cards (no peer-to-peer)
+  double internode = 0.90; // per doubling of instances (InfiniBand/Ethernet between machines)
+  double per_doubling(Interconnect c) const;
+  // gpus used, gpus_per_instance of the offer.
+  double efficiency(Interconnect c, int64_t gpus, int64_t gpus_per_instance) const;
+};
+
+// Expected wall time on spot capacity: a preemption (a Poisson process at `preempt_per_hour`
+// per instance; any instance's preemption stops a synchronous job) loses the work since the
+// last checkpoint, half an interval on average, plus `restart_hours` to get capacity back and
+// reload. wall = hours / (1 - rate x instances x (interval / 2 + restart)); infinite when the
+// bracket is <= 0 (the job would not finish).
+struct SpotModel {
+  double preempt_per_hour = 0.05;  // per instance-hour (an assumption; docs/COST.md)
+  double restart_hours = 0.25;
+};
+struct SpotOutcome {
+  double wall_hours = 0;        // expected, including lost work and restarts (inf: never finishes)
+  double preemptions = 0;       // expected number
+  double overhead_hours = 0;    // wall - compute
+  bool finishes = true;
+};
+SpotOutcome spot_outcome(double compute_hours, double checkpoint_interval_hours, int64_t instances, const SpotModel& m);
+
+// What the experiment is: total work and, when known, tokens and the model (for memory).
+struct Experiment {
+  std::string description;                 // "gpt2-124m.toml: 19000 steps x 512 x 1024 tokens"
+  std::optional<plan::ModelShape> model;   // for FLOPs per token and the memory check
+  std::optional<double> tokens;            // for $ per 1B tokens
+  double flops = 0;                        // total model FLOPs (0 in --hours mode until resolved)
+  double flops_per_token = 0;
+  std::string formula;                     // "6N+12LHQT (PaLM)" or "given (--flops)"
+  std::string precision = "bf16";
+  std::string optimizer = "adamw";
+  int64_t micro_batch = 1;
+  int64_t steps = 0;                       // optimizer steps (config), 0 when unknown
+  int64_t checkpoint_every = -1;           // steps (config); -1 unknown, 0 only at the end
+  std::vector<std::string> notes;
+};
+
+struct EstimateInputs {
+  // The experiment: one of a dl-train config, --tokens with --params, --flops, --hours with --on.
+  std::string config_path;
+  std::vector<std::string> sets;
+  std::optional<double> tokens, params, flops, hours;
+  std::string on_offer;                 // --on: the reference run's offer
+  std::optional<int64_t> on_gpus;       // --on-gpus: GPUs of the reference run (default: the offer's)
+  int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
+  std::optional<std::string> precision;  // default: the config's, else bf16
+  std::optional<int64_t> micro_batch;    // default: the config's train.batch_size, else 1
+  plan::FlopFormula formula = plan::FlopFormula::palm;
+  // Offers and speed.
+  std::vector<std::string> catalogs;     // empty: the shipped catalog
+  bool strict = false;
+  std::string gpu_filter, provider_filter;
+  std::vector<std::string> bench;        // dl-bench json/jsonl files ("-": stdin)
+  std::vector<std::string> throughput;   // relative-throughput TOML or Lambda CSVs; empty: shipped
+  std::string reference_gpu = "A100-SXM-80GB";  // for --throughput CSVs
+  std::vector<std::string> speed_sources = {"bench", "relative", "analytic"};
+  double mfu = 0.4;
+  std::vector<int64_t> gpus;             // GPU counts; empty: each offer's own instance size
+  ScalingModel scaling;
+  bool spot = false;                     // also price spot capacity
+  SpotModel spot_model;
+  std::optional<double> checkpoint_hours;  // overrides the config's checkpoint interval
+  std::optional<double> budget, deadline;  // USD, hours
+};
+
+// Per-GPU speed of one GPU model and where it comes from.
+struct GpuSpeed {
+  double flops = 0;          // achieved model FLOP/s per GPU
+  std::string source;        // "bench" | "relative" | "analytic"
+  std::string detail;        // "train row of bench.json", "x1.79 vs A100-SXM-80GB analytic", ...
+};
+
+struct CostRow {
+  Offer offer;
+  int64_t gpus = 0;          // GPUs the job uses
+  int64_t instances = 0;     // instances billed: ceil(gpus / gpus per instance)
+  int64_t billed_gpus = 0;   // instances x gpus per instance
+  bool spot = false;         // priced at the spot rate
+  double usd_per_hour = 0;   // all billed instances
+  double usd_per_gpu_hour = 0;  // the instance price / its GPUs
+  GpuSpeed speed;
+  double efficiency = 1;     // scaling efficiency at this GPU count
+  double recompute_factor = 1;  // 3/4 when only full recompute makes it fit
+  double flops_per_s = 0;    // whole job: gpus x per-GPU x efficiency x recompute factor
+  double compute_hours = 0;  // work / speed
+  double hours = 0;          // wall hours (spot: expected, with lost work and restarts)
+  double total_usd = 0;
+  std::optional<double> usd_per_1b_tokens;
+  std::optional<double> tokens_per_s;
+  std::optional<bool> fits;  // nullopt: no model to check
+  std::string layout;        // "zero=0", "zero=3 recompute=full" (what makes it fit)
+  double mem_per_gpu = 0;    // bytes, of the chosen (or smallest) layout
+  std::string why_not;       // when it does not fit or (spot) does not finish
+  SpotOutcome spot_outcome;
+  double checkpoint_hours = 0;
+  bool cheapest = false, fastest = false, best = false, cheapest_per_gpu_hour = false;
+  bool eligible() const { return fits.value_or(true) && spot_outcome.finishes; }
+};
+
+struct CostReport {
+  Experiment experiment;
+  std::vector<CostRow> rows;          // fitting first, each group by total cost
+  std::vector<std::string> skipped;   // "offer-id: reason"
+  std::vector<std::string> warnings;  // catalog and throughput warnings (the tool logs them)
+  std::vector<std::string> notes;     // assumptions and sources
+  std::vector<std::string> callouts;  // cheapest, fastest, best, the per-hour lesson
+  bool constraints_met = true;        // false: --budget/--deadline given and no row meets them
+  std::map<std::string, GpuSpeed> speeds;  // per GPU model
+};
+
+// Everything the estimate needs besides the experiment, loaded once (onprem reuses it).
+struct SpeedModel {
+  std::string precision = "bf16";
+  double mfu = 0.4;
+  std::vector<std::string> sources = {"bench", "relative", "analytic"};
+  std::map<std::string, GpuSpeed> measured;   // bench: per GPU model
+  std::optional<RelativeThroughput> relative;
+  std::vector<std::string> notes;
+  // The speed of a GPU model; nullopt with *why when no allowed source knows it.
+  std::optional<GpuSpeed> speed(const std::string& gpu_model, std::string* why = nullptr) const;
+};
+// bench: rows of all files, grouped by gpu_model (CPU rows ignored with a note).
+SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::vector<std::string>& throughput,
+                            const std::string& reference_gpu, const std::vector<std::string>& sources,
+                            const std::string& precision, double mfu);
+// "auto" | a comma list of bench, relative, analytic; usage error otherwise.
+std::vector<std::string> parse_speed_sources(const std::string& s);
+
+// The experiment from the inputs (config, --tokens/--params, --flops; --hours is resolved in
+// make_estimate once the reference offer's speed is known). Usage errors for conflicting or
+// missing inputs and for negative values.
+Experiment make_experiment(const EstimateInputs& in);
+
+// Which layout makes the model fit on `gpus` GPUs of `gpu_mem` bytes: plain data parallel, then
+// ZeRO 1..3, then each with full recompute. fits nullopt without a model.
+struct FitResult {
+  std::optional<bool> fits;
+  std::string layout;
+  double mem_per_gpu = 0;
+  double recompute_factor = 1;
+  std::string why_not;
+};
+FitResult check_fit(const Experiment& e, int64_t gpus, double gpu_mem_bytes);
+
+CostReport make_estimate(const EstimateInputs& in);
+// top: rows shown (0: all).
+std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top);
+
+// dl-cost offers: the catalog, filtered; unusable offers listed with the reason.
+std::string render_offers(const Catalog& c, const std::vector<const Offer*>& offers, OutputFormat f);
+
+// dl-cost onprem: buying a machine vs renting the same work.
+//   on-prem power per month = watts / 1000 x 730 h x utilization x PUE x kWh price
+//   cloud per month         = (730 h x utilization x on-prem speed / offer speed) x offer $/h x instances
+//   break-even months       = price / (cloud per month - power per month)
+struct OnpremInputs {
+  double price = 0, watts = 0, kwh_price = 0, utilization = 0, years = 0;
+  double pue = 1.0;
+  std::string gpu;               // the machine's GPU model (default: the --vs offer's)
+  std::optional<int64_t> gpus;   // the machine's GPU count (default: the --vs offer's, else 1)
+  std::string vs;                // compare with this offer only
+  std::vector<std::string> catalogs;
+  bool strict = false;
+  std::string gpu_filter, provider_filter;
+  std::vector<std::string> bench, throughput;
+  std::string reference_gpu = "A100-SXM-80GB";
+  std::vector<std::string> speed_sources = {"bench", "relative", "analytic"};
+  std::string precision = "bf16";
+  double mfu = 0.4;
+  ScalingModel scaling;
+  bool spot = false;
+};
+struct OnpremRow {
+  Offer offer;
+  bool spot = false;
+  int64_t gpus = 0, instances = 0;
+  double cloud_hours_per_month = 0;
+  double cloud_per_month = 0;
+  double power_per_month = 0;
+  double onprem_per_month = 0;   // power + price / (12 x years)
+  std::optional<double> breakeven_months;  // nullopt: never (cloud <= power)
+  double savings_over_life = 0;  // cloud x 12Y - (price + power x 12Y)
+  GpuSpeed speed;
+  double efficiency = 1;
+  bool best = false;
+};
+struct OnpremReport {
+  OnpremInputs inputs;
+  std::string gpu_model;
+  int64_t gpus = 1;
+  GpuSpeed onprem_speed;
+  double onprem_flops_per_s = 0;
+  std::vector<OnpremRow> rows;   // by cloud cost per month
+  std::vector<std::string> skipped, warnings, notes, callouts;
+};
+OnpremReport make_onprem(const OnpremInputs& in);
+std::string render_onprem(const OnpremReport& r, OutputFormat f, int64_t top);
+
+inline constexpr double kHoursPerMonth = 730.0;  // 365 x 24 / 12
+
+}  // namespace dl::cost
