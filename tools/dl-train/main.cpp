@@ -8,6 +8,8 @@
 #include "dl/cli/table.hpp"
 #include "dl/config/config.hpp"
 #include "dl/core/version.hpp"
+#include "dl/dist/launch_env.hpp"
+#include "dl/dist/launcher.hpp"
 #include "dl/train/report.hpp"
 #include "dl/train/trainer.hpp"
 
@@ -41,13 +43,16 @@ int main(int argc, char** argv) {
       "  dl-train configs/addition.toml --run-dir runs/a --json > metrics.jsonl\n"
       "  dl-train --resume runs/a --steps 2000               # continue a run, bit for bit\n"
       "  dl-train configs/addition.toml --env-lock env.lock  # only on a machine matching the lock\n"
+      "  dl-train configs/addition.toml --nproc-per-node 4 --set parallel.tp=2 --set parallel.dp=2\n"
+      "  srun -N2 --ntasks-per-node 8 dl-train big.toml --run-dir runs/big   # Slurm, torchrun, mpirun work too\n"
       "  dl-train sample --run-dir runs/a --prompt '123+456='\n"
       "  dl-train eval --run-dir runs/a --format json\n"
       "\n"
       "Exit codes: 0 ok, 1 failure, 2 bad usage or input, 3 diverged (NaN/Inf), 130 interrupted\n"
       "after a checkpoint. Run `dl-train --help-keys` for every config key.");
 
-  std::string config_path, run_dir, resume_dir, device, env_lock;
+  std::string config_path, run_dir, resume_dir, device, env_lock, rdzv;
+  int nproc_per_node = 1, nnodes = 1, node_rank = 0;
   std::vector<std::string> sets;
   int64_t steps = -1;
   bool json = false, print_config = false, quiet = false, help_keys = false;
@@ -59,6 +64,13 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu | cuda | auto (overrides train.device)");
   app.add_option("--env-lock", env_lock,
                  "Refuse to start when this machine has drifted from a dl-envlock lock (CUDA/driver major)");
+  app.add_option("--nproc-per-node", nproc_per_node,
+                 "Start N ranks on this node (like torchrun); [parallel] dp x tp x pp must equal the world size")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--nnodes", nnodes, "Nodes in the job (each runs this command with its --node-rank)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--node-rank", node_rank, "This node's index, 0..nnodes-1");
+  app.add_option("--rdzv", rdzv, "Rendezvous: a folder every node sees, or host:port of node 0 (default: a local folder)");
   app.add_flag("--json", json, "Write metrics as JSON lines to stdout (as in RUN/metrics.jsonl)");
   app.add_flag("--print-config", print_config, "Print the fully resolved config as TOML and exit");
   app.add_flag("-q,--quiet", quiet, "No progress or info logs on stderr");
@@ -103,6 +115,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? dl::kExitOk : dl::kExitUsage;
   }
 
+  dl::dist::bind_to_launcher();
   return dl::run_tool("dl-train", [&]() -> int {
     if (help_keys) {
       std::cout << keys_help();
@@ -143,8 +156,29 @@ int main(int argc, char** argv) {
     o.json = json;
     o.quiet = quiet;
     o.env_lock = env_lock;
+    const bool is_rank = std::getenv("DL_RANK") != nullptr;
+    if ((nproc_per_node > 1 || nnodes > 1) && !is_rank) {
+      // Launcher: every rank runs this same command line (plus the run directory chosen here, so
+      // all of them agree on it).
+      dl::dist::LaunchOptions lo;
+      lo.nproc_per_node = nproc_per_node;
+      lo.nnodes = nnodes;
+      lo.node_rank = node_rank;
+      lo.rdzv = rdzv;
+      lo.args.assign(argv + 1, argv + argc);
+      if (run_dir.empty() && resume_dir.empty()) {
+        lo.args.push_back("--run-dir");
+        lo.args.push_back(o.run_dir.string());
+      }
+      return dl::dist::launch_local_ranks(lo);
+    }
+    // Started by another launcher (torchrun, srun, mpirun): the default run directory's time stamp
+    // could differ between ranks, so it must be given.
+    if (!is_rank && run_dir.empty() && resume_dir.empty() &&
+        dl::dist::detect_launch_env(dl::dist::process_environment()).distributed())
+      dl::throw_usage("several ranks must share one run directory: pass --run-dir (the same on every rank)");
     dl::TrainSummary s = dl::run_training(o);
-    if (!json) std::cout << dl::format_train_summary(s, dl::OutputFormat::table);
+    if (!json && s.rank == 0) std::cout << dl::format_train_summary(s, dl::OutputFormat::table);
     return dl::kExitOk;
   });
 }

@@ -85,7 +85,7 @@ struct ParallelConfig {
   int64_t pp = 1;
   int64_t zero = 0;                 // 0..3
   std::string offload = "none";     // "none" | "cpu"
-  int64_t microbatches = 1;         // pipeline micro-batches
+  int64_t microbatches = 1;         // pipeline micro-batches per step (see micro_batches_per_step)
   std::string schedule = "1f1b";    // "gpipe" | "1f1b"
   bool activation_checkpointing = false;
 
@@ -119,6 +119,10 @@ struct Config {
 
   bool operator==(const Config&) const = default;
 };
+
+// Micro-batches each data-parallel rank runs per optimizer step: train.grad_accum times
+// parallel.microbatches (the pipeline's micro-batches). dl-train, dl-shard and dl-cost agree on it.
+inline int64_t micro_batches_per_step(const Config& c) { return c.train.grad_accum * c.parallel.microbatches; }
 
 // Loads a TOML file, applies "--set" overrides ("section.key=value"), validates every key, and
 // resolves data paths. Throws dl::Error(usage) naming the file, line and key.

@@ -105,7 +105,7 @@ void visit_config(C& c, V&& v) {
   v("parallel", "pp", c.parallel.pp, help("pipeline stages").min(1));
   v("parallel", "zero", c.parallel.zero, help("ZeRO stage: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters").min(0).max(3));
   v("parallel", "offload", c.parallel.offload, help("keep ZeRO-sharded optimizer states on the CPU").one_of({"none", "cpu"}));
-  v("parallel", "microbatches", c.parallel.microbatches, help("pipeline micro-batches per step").min(1));
+  v("parallel", "microbatches", c.parallel.microbatches, help("micro-batches per step per data-parallel rank for the pipeline (multiplies train.grad_accum)").min(1));
   v("parallel", "schedule", c.parallel.schedule, help("pipeline schedule").one_of({"gpipe", "1f1b"}));
   v("parallel", "activation_checkpointing", c.parallel.activation_checkpointing, help("recompute block activations in backward to save memory"));
   // [dist]

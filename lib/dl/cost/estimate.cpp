@@ -266,7 +266,7 @@ Experiment make_experiment(const EstimateInputs& in) {
       dp = 1;
       e.notes.push_back("parallel.dp = auto: tokens counted for one data-parallel replica; pass --tokens for the total");
     }
-    const int64_t accum = c.parallel.pp > 1 ? c.parallel.microbatches : c.train.grad_accum;
+    const int64_t accum = micro_batches_per_step(c);
     const bool gpt = c.model.type == "gpt";
     const int64_t seq = gpt ? c.model.block_size : 1;
     const double global = static_cast<double>(c.train.batch_size) * static_cast<double>(accum) * static_cast<double>(dp);

@@ -108,8 +108,9 @@ class GlooComm final : public Comm {
   ms timeout() const { return ms(static_cast<int64_t>(shared_->timeout_s * 1000)); }
 
   // Runs one operation, timing it and turning Gloo's exceptions into errors that name it.
+  // `timed` is false for operations built from timed sends and receives (reduce_scatter).
   template <class F>
-  void run(const std::string& op, const Tensor& t, F&& fn, int peer = -1) {
+  void run(const std::string& op, const Tensor& t, F&& fn, int peer = -1, bool timed = true) {
     auto t0 = std::chrono::steady_clock::now();
     try {
       fn();
@@ -118,7 +119,7 @@ class GlooComm final : public Comm {
     } catch (const std::exception& e) {
       fail(op, t, e.what(), peer);
     }
-    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (timed) seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
   [[noreturn]] void fail(const std::string& op, const Tensor& t, const std::string& why, int peer) const {
@@ -182,7 +183,7 @@ class GlooComm final : public Comm {
         });
       }
       out.copy_from(piece(r).view(out.shape()));
-    });
+    }, -1, /*timed=*/false);
   }
 
   void allgather(const Tensor& in, Tensor& out) override {

@@ -287,17 +287,24 @@ MemoryUse ZeroEngine::memory() const {
   return m;
 }
 
+// One copy of everything: tied copies are the first stage's, replicated (not tensor-sliced)
+// parameters are tensor-parallel rank 0's.
+bool ZeroEngine::saves(size_t i) const {
+  const ParamInfo& info = params_.info(i);
+  return !info.tied_copy && (!info.slice.whole() || count_replicated_);
+}
+
 std::vector<Piece> ZeroEngine::param_pieces_to_save() const {
   std::vector<Piece> out;
   if (zero_ < 3) {
     if (dp_.rank() != 0) return out;
     for (size_t i = 0; i < params_.size(); ++i)
-      if (!params_.info(i).tied_copy) out.push_back({i, 0, params_.info(i).numel()});
+      if (saves(i)) out.push_back({i, 0, params_.info(i).numel()});
     return out;
   }
   for (const auto& g : groups_)
     for_each_param_overlap(g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
-      if (!params_.info(i).tied_copy) out.push_back({i, lo - params_.info(i).offset, hi - params_.info(i).offset});
+      if (saves(i)) out.push_back({i, lo - params_.info(i).offset, hi - params_.info(i).offset});
     });
   return out;
 }
@@ -332,7 +339,7 @@ std::vector<Piece> ZeroEngine::state_pieces_to_save() const {
   std::vector<Piece> out;
   if (zero_ == 0 && dp_.rank() != 0) return out;
   for (const Piece& p : state_pieces_to_load())
-    if (!params_.info(p.param).tied_copy) out.push_back(p);
+    if (saves(p.param)) out.push_back(p);
   return out;
 }
 

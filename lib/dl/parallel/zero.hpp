@@ -103,6 +103,7 @@ class ZeroEngine final : public ParamGroupHooks {
   template <class F>
   void for_each_param_overlap(int64_t a, int64_t b, size_t p0, size_t p1, F&& fn) const;
   bool counts_in_norm(size_t param) const;
+  bool saves(size_t param) const;
   Tensor param_storage(int64_t flat, int64_t n);  // where element `flat` of the stage's parameters lives
   Tensor grad_storage(int64_t flat, int64_t n);
   Tensor state_storage(size_t k, int64_t flat, int64_t n);

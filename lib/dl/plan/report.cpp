@@ -118,7 +118,7 @@ Setup setup(const PlanInputs& in) {
   r.hardware = hw;
 
   // Global batch: fixed across layouts so their step times compare.
-  const int64_t accum = c ? (c->parallel.pp > 1 ? c->parallel.microbatches : c->train.grad_accum) : 1;
+  const int64_t accum = c ? micro_batches_per_step(*c) : 1;
   r.global_batch = in.global_batch.value_or(in.gpus * b.micro_batch * std::max<int64_t>(accum, 1));
   if (r.global_batch < 1) throw_usage("--global-batch: need at least 1 sequence");
   r.formula = in.formula;

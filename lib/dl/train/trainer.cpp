@@ -124,12 +124,18 @@ EvalResult evaluate(Model& model, Mesh& mesh, const Dataset& data, int64_t batch
   double loss_sum = 0, targets = 0, correct = 0, hits = 0, total = 0, has_task = 0;
   std::string task_name;
   const bool counts = reports_loss(model, mesh);
-  for (int64_t b = mesh.dp_rank(); b < batches; b += dp) {
+  // Every dp rank runs the same number of forwards (ZeRO-3 gathers parameters collectively in
+  // forward); a rank past the end repeats batch 0 and discards it.
+  const int64_t rounds = (batches + dp - 1) / dp;
+  for (int64_t round = 0; round < rounds; ++round) {
+    const int64_t b = round * dp + mesh.dp_rank();
+    const bool real = b < batches;
+    const int64_t first = real ? b * batch_size : 0;
     std::vector<int64_t> ids;
-    for (int64_t i = b * batch_size; i < std::min(n, (b + 1) * batch_size); ++i) ids.push_back(i);
+    for (int64_t i = first; i < std::min(n, first + batch_size); ++i) ids.push_back(i);
     Batch batch = data.make_batch(ids);
     ForwardStats st = forward_only(model, mesh, batch);
-    if (!counts) continue;
+    if (!counts || !real) continue;
     loss_sum += st.loss_sum;
     targets += static_cast<double>(st.targets);
     correct += static_cast<double>(st.correct);
@@ -344,7 +350,9 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   ParamSet& P = model->params();
   const int dp = shape.dp;
-  const int64_t B = cfg.train.batch_size, A = cfg.train.grad_accum, total = cfg.train.steps;
+  // Micro-batches per step: gradient accumulation times pipeline micro-batches.
+  const int64_t B = cfg.train.batch_size, A = micro_batches_per_step(cfg);
+  const int64_t total = cfg.train.steps;
   const int64_t units = units_per_example(*model, cfg);
   const int64_t global_examples = B * A * dp;
   int64_t params_total = 0;
@@ -377,6 +385,7 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   TrainSummary summary;
   summary.run_dir = opt.run_dir;
+  summary.rank = mesh.rank();
   summary.params = params_total;
   std::vector<double> rates;
   int64_t last_saved = opt.resume ? state.step : -1;

@@ -35,6 +35,7 @@ struct EvalResult {
 };
 
 struct TrainSummary {
+  int rank = 0;  // this process's rank; rank 0 reports
   std::filesystem::path run_dir;
   std::filesystem::path checkpoint;  // the last checkpoint written
   int64_t steps = 0;

@@ -1,0 +1,332 @@
+// Every parallel layout against the single-process run: the same seed and global batch give the
+// same loss at every step (fp32, 1e-5 relative). Plus per-rank memory against the ZeRO formulas,
+// sharded checkpoints resumed under the same and other layouts, and a rank killed mid-run.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "dl/plan/plan.hpp"
+#include "support/support.hpp"
+
+using namespace dl::test;
+using nlohmann::json;
+
+namespace {
+
+// Two addition problems per window, every block shape small enough for 8 ranks on 2 cores.
+const char* kGpt = R"([model]
+type = "gpt"
+n_layer = 2
+n_head = 4
+n_embd = 32
+block_size = 26
+vocab_size = 256
+
+[data]
+source = "synthetic:addition"
+
+[optim]
+lr = 3e-3
+
+[schedule]
+warmup_steps = 4
+decay_steps = 20
+
+[train]
+steps = 20
+batch_size = 8
+threads = 1
+eval_every = 0
+eval_batches = 1
+checkpoint_every = 0
+
+[log]
+every = 1
+samples = 0
+progress = "none"
+tensorboard = false
+)";
+
+struct Run {
+  int code = -1;
+  std::string err;
+  std::map<int64_t, double> loss;
+};
+
+Run train(const fs::path& cfg, const fs::path& run_dir, int nproc, std::vector<std::string> sets,
+          std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {cfg.string(), "--run-dir", run_dir.string(), "--json"};
+  if (nproc > 1) {
+    args.push_back("--nproc-per-node");
+    args.push_back(std::to_string(nproc));
+  }
+  for (const auto& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  RunResult r = run(tool("dl-train"), args, "", {}, 300);
+  Run out;
+  out.code = r.exit_code;
+  out.err = r.err;
+  for (const auto& l : lines(r.out)) {
+    if (l.empty() || l[0] != '{') continue;
+    json j = json::parse(l);
+    if (j.contains("loss")) out.loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  }
+  return out;
+}
+
+Run resume(const fs::path& run_dir, int nproc, std::vector<std::string> sets) {
+  std::vector<std::string> args = {"--resume", run_dir.string(), "--json"};
+  if (nproc > 1) {
+    args.push_back("--nproc-per-node");
+    args.push_back(std::to_string(nproc));
+  }
+  for (const auto& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  RunResult r = run(tool("dl-train"), args, "", {}, 300);
+  Run out;
+  out.code = r.exit_code;
+  out.err = r.err;
+  for (const auto& l : lines(r.out)) {
+    if (l.empty() || l[0] != '{') continue;
+    json j = json::parse(l);
+    if (j.contains("loss")) out.loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  }
+  return out;
+}
+
+double max_rel_diff(const std::map<int64_t, double>& a, const std::map<int64_t, double>& b) {
+  double worst = 0;
+  for (auto [s, v] : a) {
+    auto it = b.find(s);
+    if (it == b.end()) return INFINITY;
+    worst = std::max(worst, std::fabs(v - it->second) / std::fabs(it->second));
+  }
+  return worst;
+}
+
+// The single-process reference, computed once per test binary.
+const std::map<int64_t, double>& reference() {
+  static std::map<int64_t, double> ref;
+  static TempDir dir("layout-ref");
+  if (ref.empty()) {
+    write_file(dir / "c.toml", kGpt);
+    Run r = train(dir / "c.toml", dir / "run", 1, {});
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    REQUIRE(r.loss.size() == 20);
+    ref = r.loss;
+  }
+  return ref;
+}
+
+}  // namespace
+
+TEST_CASE("every parallel layout gives the single-process losses") {
+  const auto& ref = reference();
+  struct Layout {
+    std::string name;
+    int nproc;
+    std::vector<std::string> sets;
+  };
+  // Global batch 8 sequences everywhere: batch_size x microbatches x dp.
+  std::vector<Layout> layouts = {
+      {"dp=2", 2, {"parallel.dp=2", "train.batch_size=4"}},
+      {"dp=2 zero=1", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=1"}},
+      {"dp=2 zero=2", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=2"}},
+      {"dp=2 zero=3", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3"}},
+      {"dp=2 zero=3 offload", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3", "parallel.offload=cpu"}},
+      {"tp=2", 2, {"parallel.tp=2"}},
+      {"pp=2 gpipe m=4", 2, {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4", "parallel.schedule=gpipe"}},
+      {"pp=2 1f1b m=4", 2, {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4", "parallel.schedule=1f1b"}},
+      {"dp=2 x tp=2", 4, {"parallel.dp=2", "parallel.tp=2", "train.batch_size=4"}},
+      {"dp=2 x pp=2", 4, {"parallel.dp=2", "parallel.pp=2", "train.batch_size=2", "parallel.microbatches=2"}},
+      {"tp=2 x pp=2", 4, {"parallel.tp=2", "parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4"}},
+      {"dp=2 x tp=2 x pp=2", 8,
+       {"parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "train.batch_size=2", "parallel.microbatches=2"}},
+      {"activation checkpointing", 1, {"parallel.activation_checkpointing=true"}},
+      {"dp=2 zero=1 activation checkpointing", 2,
+       {"parallel.dp=2", "train.batch_size=4", "parallel.zero=1", "parallel.activation_checkpointing=true"}},
+  };
+  TempDir dir("layouts");
+  write_file(dir / "c.toml", kGpt);
+  int i = 0;
+  for (const auto& l : layouts) {
+    CAPTURE(l.name);
+    Run r = train(dir / "c.toml", dir / ("run" + std::to_string(i++)), l.nproc, l.sets);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    REQUIRE(r.loss.size() == 20);
+    double d = max_rel_diff(r.loss, ref);
+    MESSAGE(l.name << ": max relative loss difference over 20 steps " << d);
+    CHECK(d < 1e-5);
+  }
+}
+
+TEST_CASE("per-rank memory agrees with the ZeRO formulas (fp32 Adam)") {
+  TempDir dir("layout-mem");
+  write_file(dir / "c.toml", kGpt);
+  // psi for this model, and the formula's bytes per rank at dp = 2.
+  const double psi = 2 * (4 * 32 * 32 * 3 + 13 * 32) + 256 * 32 + 26 * 32 + 2 * 32;
+  const auto sb = dl::plan::state_bytes("fp32");
+  for (int zero = 0; zero <= 3; ++zero) {
+    CAPTURE(zero);
+    Run r = train(dir / "c.toml", dir / ("run" + std::to_string(zero)), 2,
+                  {"parallel.dp=2", "train.batch_size=4", "parallel.zero=" + std::to_string(zero), "train.steps=1"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    json mem = json::parse(read_file(dir / ("run" + std::to_string(zero)) / "memory.json"));
+    REQUIRE(mem["params"].get<double>() == psi);
+    REQUIRE(mem["ranks"].size() == 2);
+    double want_p = zero >= 3 ? sb.params * psi / 2 : sb.params * psi;
+    double want_g = zero >= 2 ? sb.grads * psi / 2 : sb.grads * psi;
+    double want_o = zero >= 1 ? sb.optimizer * psi / 2 : sb.optimizer * psi;
+    // The formula's total per rank, as dl-shard computes it.
+    double formula = dl::plan::zero_model_state_bytes(psi, 2, zero, sb);
+    for (const auto& rk : mem["ranks"]) {
+      double p = rk["params_bytes"], g = rk["grads_bytes"], o = rk["optimizer_bytes"];
+      // Within padding: each of the model's 4 parameter groups pads to a multiple of dp.
+      const double pad = 4 * 4 * 4;
+      CHECK(std::fabs(p - want_p) <= pad);
+      CHECK(std::fabs(g - want_g) <= pad);
+      CHECK(std::fabs(o - want_o) <= 2 * pad);
+      CHECK(std::fabs(p + g + o - formula) <= 4 * pad);
+      CHECK(rk["activation_bytes"].get<double>() > 0);
+    }
+  }
+}
+
+TEST_CASE("sharded checkpoints: resume is bit for bit; other layouts continue the same losses") {
+  const auto& ref = reference();
+  TempDir dir("layout-ckpt");
+  write_file(dir / "c.toml", kGpt);
+  // Same layout: 10 steps + resume to 20 equals 20 uninterrupted steps exactly.
+  std::vector<std::string> zero1 = {"parallel.dp=2", "train.batch_size=4", "parallel.zero=1"};
+  Run whole = train(dir / "c.toml", dir / "whole", 2, zero1);
+  REQUIRE(whole.code == 0);
+  Run first = train(dir / "c.toml", dir / "split", 2, zero1, {"--steps", "10"});
+  REQUIRE(first.code == 0);
+  CHECK(fs::exists(dir / "split" / "checkpoints" / "step_00000010" / "shards" / "rank00001.safetensors"));
+  Run rest = resume(dir / "split", 2, {"train.steps=20"});
+  INFO(rest.err);
+  REQUIRE(rest.code == 0);
+  for (auto [s, v] : rest.loss) first.loss[s] = v;
+  REQUIRE(first.loss.size() == 20);
+  for (int64_t s = 1; s <= 20; ++s) {
+    CAPTURE(s);
+    CHECK(first.loss[s] == whole.loss[s]);
+  }
+
+  // Saved with dp=2 zero=3, resumed with tp=2 (and the reverse): the losses go on as the
+  // single-process run's.
+  struct Pair {
+    std::string name;
+    std::vector<std::string> save, load;
+  };
+  std::vector<Pair> pairs = {
+      {"zero3 -> tp2", {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3"},
+       {"parallel.dp=1", "parallel.tp=2", "train.batch_size=8", "parallel.zero=0", "train.steps=20"}},
+      {"tp2 -> zero3", {"parallel.tp=2"},
+       {"parallel.tp=1", "parallel.dp=2", "train.batch_size=4", "parallel.zero=3", "train.steps=20"}},
+  };
+  int i = 0;
+  for (const auto& p : pairs) {
+    CAPTURE(p.name);
+    fs::path run_dir = dir / ("x" + std::to_string(i++));
+    Run a = train(dir / "c.toml", run_dir, 2, p.save, {"--steps", "10"});
+    INFO(a.err);
+    REQUIRE(a.code == 0);
+    Run b = resume(run_dir, 2, p.load);
+    INFO(b.err);
+    REQUIRE(b.code == 0);
+    for (auto [s, v] : b.loss) a.loss[s] = v;
+    REQUIRE(a.loss.size() == 20);
+    double d = max_rel_diff(a.loss, ref);
+    MESSAGE(p.name << ": max relative loss difference " << d);
+    CHECK(d < 1e-5);
+  }
+}
+
+TEST_CASE("a rank killed with SIGKILL stops the run within 15 s; the last checkpoint resumes") {
+  TempDir dir("layout-kill");
+  write_file(dir / "c.toml", kGpt);
+  // Slow enough steps that the kill lands mid-run; a checkpoint every 5 steps.
+  std::vector<std::string> args = {(dir / "c.toml").string(), "--run-dir", (dir / "run").string(), "--json",
+                                   "--nproc-per-node", "2", "--set", "parallel.dp=2", "--set", "train.batch_size=64",
+                                   "--set", "model.n_embd=128", "--set", "train.steps=400", "--set",
+                                   "train.checkpoint_every=5", "--set", "schedule.decay_steps=400"};
+  Process p(tool("dl-train"), args);
+  REQUIRE(p.wait_for_line([](const std::string& l) { return l.find("\"step\":12,") != std::string::npos; }, 120));
+  // Find rank 1: the launcher's child whose environment says DL_RANK=1.
+  int victim = -1;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string status = read_file(e.path() / "status");
+    auto at = status.find("PPid:\t");
+    if (at == std::string::npos || std::stoi(status.substr(at + 6)) != p.pid()) continue;
+    std::string env = read_file(e.path() / "environ");
+    if (env.find(std::string("DL_RANK=1") + '\0') != std::string::npos) victim = std::stoi(name);
+  }
+  REQUIRE(victim > 0);
+  auto t0 = std::chrono::steady_clock::now();
+  ::kill(victim, SIGKILL);
+  int code = p.wait(60);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(p.err());
+  CHECK(code != 0);
+  CHECK(code != -1);
+  CHECK(took < 15);
+  CHECK(p.err().find("rank 1 exited with status 137") != std::string::npos);
+  // No rank left behind: no process has the launcher as parent any more.
+  int left = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string status = read_file(e.path() / "status");
+    auto at = status.find("PPid:\t");
+    if (at != std::string::npos && std::stoi(status.substr(at + 6)) == p.pid()) ++left;
+  }
+  CHECK(left == 0);
+  // The newest complete checkpoint verifies and the run resumes from it to the end.
+  RunResult r = run(tool("dl-train"), {"--resume", (dir / "run").string(), "--json", "--nproc-per-node", "2",
+                                       "--set", "train.steps=20"},
+                    "", {}, 300);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.find("resumed from") != std::string::npos);
+  CHECK(r.err.find("skipping checkpoint") == std::string::npos);
+}
+
+TEST_CASE("impossible layouts are clear errors") {
+  TempDir dir("layout-bad");
+  write_file(dir / "c.toml", kGpt);
+  struct Case {
+    int nproc;
+    std::vector<std::string> sets;
+    std::string expect;
+  };
+  std::vector<Case> cases = {
+      {2, {"parallel.tp=3"}, "dp x tp x pp"},
+      {3, {"parallel.tp=3"}, "must divide model.n_head"},
+      {2, {"parallel.pp=4"}, "dp x tp x pp"},
+      {4, {"parallel.pp=4", "model.n_layer=2"}, "must divide model.n_layer"},
+      {2, {"parallel.dp=1"}, "dp x tp x pp = 1 x 1 x 1 = 1 ranks, but 2 processes"},
+      {1, {"parallel.dp=2"}, "--nproc-per-node"},
+      {2, {"parallel.pp=2", "parallel.zero=2"}, "zero = 2 with pipeline parallel"},
+  };
+  int i = 0;
+  for (const auto& c : cases) {
+    CAPTURE(c.expect);
+    Run r = train(dir / "c.toml", dir / ("run" + std::to_string(i++)), c.nproc, c.sets);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(c.expect) != std::string::npos);
+  }
+}
