@@ -200,7 +200,9 @@ class Metrics {
     jsonl_.open(run_dir / "metrics.jsonl");
     if (tensorboard) tb_ = std::make_unique<TensorBoardWriter>(run_dir);
   }
+  std::function<void(const ojson&)> on_record;
   void record(const ojson& rec) {
+    if (on_record) on_record(rec);
     jsonl_.write_ordered(rec);
     if (to_stdout_) {
       std::fputs((rec.dump() + "\n").c_str(), stdout);
@@ -374,7 +376,10 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   install_interrupt_handlers();
   std::unique_ptr<Metrics> metrics;
-  if (root) metrics = std::make_unique<Metrics>(opt.run_dir, cfg.log.tensorboard, opt.json);
+  if (root) {
+    metrics = std::make_unique<Metrics>(opt.run_dir, cfg.log.tensorboard, opt.json);
+    metrics->on_record = opt.on_record;
+  }
   Sampler sampler(data.train->size(), seed, "data/train");
   RandomStream rng(state.rng_key, state.rng_index);
   const bool bar_wanted = root && !opt.quiet && (cfg.log.progress == "bar" || cfg.log.progress == "auto");
@@ -395,7 +400,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   const bool samples_possible = shape.world() == 1;
 
   auto checkpoint = [&]() {
-    if (state.step == last_saved) return;
+    if (state.step == last_saved || !opt.checkpoints) return;
     state.rng_index = rng.index();
     state.train_seconds = seconds_before + (monotonic_seconds() - session_start);
     bar.finish();
@@ -404,7 +409,7 @@ TrainSummary run_training(const TrainOptions& opt) {
     log_info("checkpoint " + last_ckpt.filename().string());
   };
   auto run_eval_now = [&]() {
-    if (!data.val || state.step == last_eval) return;
+    if (!data.val || state.step == last_eval || !opt.evaluation) return;
     EvalResult e = evaluate(*model, mesh, *data.val, B, cfg.train.eval_batches);
     if (samples_possible) e.samples = demo_samples(*model, *data.val, data.tokenizer.get(), cfg.log.samples, rng);
     last_eval = state.step;

@@ -7,6 +7,9 @@
 #include <optional>
 #include <string>
 #include <vector>
+#include <functional>
+
+#include <nlohmann/json.hpp>
 
 #include "dl/config/config.hpp"
 #include "dl/data/dataset.hpp"
@@ -24,6 +27,11 @@ struct TrainOptions {
   // start (usage error with the drift table); other drift is a warning.
   std::filesystem::path env_lock;
   bool env_snapshot = true;  // write RUN/env.lock (dl-envlock's format) describing this machine
+  // For programs that drive training (dl-bench): every metrics record rank 0 writes is also
+  // passed here, and checkpoints and evaluations can be turned off.
+  std::function<void(const nlohmann::ordered_json&)> on_record;
+  bool checkpoints = true;
+  bool evaluation = true;
 };
 
 struct EvalResult {
