@@ -50,7 +50,9 @@ RunResult run(const std::string& program, const std::vector<std::string>& args, 
   RunResult r;
   bp::ipstream out, err;
   bp::opstream in;
-  auto child_env = boost::this_process::environment();
+  // A copy: this_process::environment() is the live environment, and writing to it would leak
+  // one test's variables into every later child.
+  bp::environment child_env = boost::this_process::environment();
   for (const auto& kv : env) {
     auto eq = kv.find('=');
     child_env[kv.substr(0, eq)] = kv.substr(eq + 1);
@@ -92,7 +94,9 @@ struct Process::Impl {
 
 Process::Process(const std::string& program, const std::vector<std::string>& args, const std::vector<std::string>& env)
     : impl_(std::make_unique<Impl>()) {
-  auto child_env = boost::this_process::environment();
+  // A copy: this_process::environment() is the live environment, and writing to it would leak
+  // one test's variables into every later child.
+  bp::environment child_env = boost::this_process::environment();
   for (const auto& kv : env) {
     auto eq = kv.find('=');
     child_env[kv.substr(0, eq)] = kv.substr(eq + 1);

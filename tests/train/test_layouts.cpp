@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <unistd.h>
+
+#include <functional>
 
 #include <chrono>
 #include <cmath>
@@ -329,4 +332,129 @@ TEST_CASE("impossible layouts are clear errors") {
     CHECK(r.code == 2);
     CHECK(r.err.find(c.expect) != std::string::npos);
   }
+}
+
+namespace {
+int free_port() {
+  // A port from the kernel's ephemeral range that is unlikely to collide between test runs.
+  return 20000 + (::getpid() * 7919 + static_cast<int>(std::chrono::steady_clock::now().time_since_epoch().count() % 1000)) % 20000;
+}
+
+std::map<int64_t, double> losses_from(const std::vector<std::string>& out_lines) {
+  std::map<int64_t, double> loss;
+  for (const auto& l : out_lines) {
+    if (l.empty() || l[0] != '{') continue;
+    json j = json::parse(l);
+    if (j.contains("loss")) loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  }
+  return loss;
+}
+
+// Starts `n` dl-train processes by hand with per-rank environments (as torchrun, srun or
+// mpirun would) and returns rank 0's losses.
+std::map<int64_t, double> run_by_hand(const fs::path& cfg, const fs::path& run_dir, int n,
+                                      const std::function<std::vector<std::string>(int)>& env_of,
+                                      const std::function<std::vector<std::string>(int)>& extra_args_of) {
+  std::vector<std::unique_ptr<Process>> ps;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> args = {cfg.string(), "--run-dir", run_dir.string(), "--json"};
+    const std::vector<std::string> extra = extra_args_of(r);
+    args.insert(args.end(), extra.begin(), extra.end());
+    ps.push_back(std::make_unique<Process>(tool("dl-train"), args, env_of(r)));
+  }
+  for (int r = 0; r < n; ++r) {
+    int code = ps[r]->wait(120);
+    INFO("rank " << r << ": " << ps[r]->err());
+    REQUIRE(code == 0);
+  }
+  return losses_from(ps[0]->out_lines());
+}
+}  // namespace
+
+TEST_CASE("ranks started by torchrun-, Slurm- and Open MPI-style environments, and multi-node launchers") {
+  const auto& ref = reference();
+  TempDir dir("layout-env");
+  write_file(dir / "c.toml", kGpt);
+  const std::vector<std::string> dp2 = {"--set", "parallel.dp=2", "--set", "train.batch_size=4"};
+  struct Style {
+    std::string name;
+    std::function<std::vector<std::string>(int, int)> env;  // (rank, port)
+  };
+  std::vector<Style> styles = {
+      {"torchrun",
+       [](int r, int port) {
+         return std::vector<std::string>{"RANK=" + std::to_string(r), "WORLD_SIZE=2", "LOCAL_RANK=" + std::to_string(r),
+                                         "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                                         "MASTER_PORT=" + std::to_string(port)};
+       }},
+      {"slurm",
+       [](int r, int port) {
+         return std::vector<std::string>{"SLURM_PROCID=" + std::to_string(r), "SLURM_NTASKS=2",
+                                         "SLURM_LOCALID=" + std::to_string(r), "SLURM_TASKS_PER_NODE=2",
+                                         "SLURM_JOB_NODELIST=localhost", "SLURM_JOB_ID=42",
+                                         "MASTER_PORT=" + std::to_string(port)};
+       }},
+      {"openmpi",
+       [](int r, int port) {
+         return std::vector<std::string>{"OMPI_COMM_WORLD_RANK=" + std::to_string(r), "OMPI_COMM_WORLD_SIZE=2",
+                                         "OMPI_COMM_WORLD_LOCAL_RANK=" + std::to_string(r),
+                                         "OMPI_COMM_WORLD_LOCAL_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                                         "MASTER_PORT=" + std::to_string(port)};
+       }},
+  };
+  int i = 0;
+  for (const auto& s : styles) {
+    CAPTURE(s.name);
+    int port = free_port() + i;
+    auto loss = run_by_hand(dir / "c.toml", dir / ("run-" + s.name), 2, [&](int r) { return s.env(r, port); },
+                            [&](int) { return dp2; });
+    REQUIRE(loss.size() == 20);
+    CHECK(max_rel_diff(loss, ref) < 1e-5);
+    ++i;
+  }
+  // Two "nodes" on one machine: a launcher per node with --nnodes 2 --node-rank k, meeting
+  // through a shared folder, and through host:port.
+  for (std::string rdzv : {(dir / "rdzv").string(), "127.0.0.1:" + std::to_string(free_port() + 7)}) {
+    CAPTURE(rdzv);
+    fs::path run_dir = dir / ("nodes" + std::to_string(i++));
+    auto loss = run_by_hand(dir / "c.toml", run_dir, 2, [](int) { return std::vector<std::string>{}; },
+                            [&](int node) {
+                              std::vector<std::string> a = dp2;
+                              a.insert(a.end(), {"--nproc-per-node", "1", "--nnodes", "2", "--node-rank",
+                                                 std::to_string(node), "--rdzv", rdzv});
+                              return a;
+                            });
+    // Process 0 is node 0; its rank 0 prints the metrics.
+    REQUIRE(loss.size() == 20);
+    CHECK(max_rel_diff(loss, ref) < 1e-5);
+  }
+}
+
+TEST_CASE("a missing or contradictory launch environment is an error, not a hang") {
+  TempDir dir("layout-badenv");
+  write_file(dir / "c.toml", kGpt);
+  auto t0 = std::chrono::steady_clock::now();
+  RunResult r = run(tool("dl-train"), {(dir / "c.toml").string(), "--run-dir", (dir / "run").string()}, "",
+                    {"RANK=3", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1"}, 60);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("RANK=3 is not below WORLD_SIZE=2") != std::string::npos);
+  r = run(tool("dl-train"), {(dir / "c.toml").string(), "--run-dir", (dir / "run").string(), "--set", "parallel.dp=2"},
+          "", {"RANK=0", "WORLD_SIZE=2"}, 60);
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("MASTER_ADDR") != std::string::npos);
+  r = run(tool("dl-train"), {(dir / "c.toml").string()}, "",
+          {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"}, 60);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--run-dir") != std::string::npos);
+  // The peer never comes: the rendezvous gives up after [dist] timeout_s with a message.
+  r = run(tool("dl-train"), {(dir / "c.toml").string(), "--run-dir", (dir / "run2").string(), "--set",
+                             "dist.timeout_s=2", "--set", "parallel.dp=2"},
+          "", {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(free_port() + 11)},
+          60);
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("cannot reach the rendezvous store") != std::string::npos);
+  CHECK(r.err.find("after 2 s") != std::string::npos);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 30);
 }
