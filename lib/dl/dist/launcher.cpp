@@ -140,7 +140,9 @@ int launch_local_ranks(const LaunchOptions& o) {
     for (int local = 0; local < o.nproc_per_node; ++local) {
       auto r = std::make_unique<Rank>();
       r->rank = o.node_rank * o.nproc_per_node + local;
-      auto env = boost::this_process::environment();
+      // A copy: assigning into this_process::environment() itself would set the variables in the
+      // launcher too (a program that launches ranks and then goes on, like dl-bench all).
+      bp::environment env = boost::this_process::environment();
       env["DL_RANK"] = std::to_string(r->rank);
       env["DL_WORLD_SIZE"] = std::to_string(world);
       env["DL_LOCAL_RANK"] = std::to_string(local);

@@ -1,0 +1,444 @@
+#include "dl/bench/collective.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "dl/cli/app.hpp"
+#include "dl/cli/table.hpp"
+#include "dl/core/error.hpp"
+#include "dl/core/tensor.hpp"
+#include "dl/dist/comm.hpp"
+#include "dl/dist/gloo_comm.hpp"
+#include "dl/dist/launch_env.hpp"
+
+namespace dl::bench {
+
+using dist::Comm;
+using dist::ReduceOp;
+
+CollectiveOp parse_collective_op(const std::string& text) {
+  std::string k;
+  for (char c : text)
+    if (c != '_' && c != '-') k += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (k == "allreduce") return CollectiveOp::allreduce;
+  if (k == "allgather") return CollectiveOp::allgather;
+  if (k == "reducescatter") return CollectiveOp::reducescatter;
+  if (k == "broadcast") return CollectiveOp::broadcast;
+  if (k == "sendrecv") return CollectiveOp::sendrecv;
+  throw_usage("collective '", text, "': unknown (use allreduce, allgather, reducescatter, broadcast or sendrecv)");
+}
+
+std::string collective_op_name(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::allreduce: return "allreduce";
+    case CollectiveOp::allgather: return "allgather";
+    case CollectiveOp::reducescatter: return "reducescatter";
+    case CollectiveOp::broadcast: return "broadcast";
+    case CollectiveOp::sendrecv: return "sendrecv";
+  }
+  return "?";
+}
+
+double busbw_factor(CollectiveOp op, int n) {
+  const double nd = static_cast<double>(n);
+  switch (op) {
+    case CollectiveOp::allreduce: return 2.0 * (nd - 1) / nd;
+    case CollectiveOp::allgather:
+    case CollectiveOp::reducescatter: return (nd - 1) / nd;
+    case CollectiveOp::broadcast:
+    case CollectiveOp::sendrecv: return 1.0;
+  }
+  return 1.0;
+}
+
+CollectiveSize collective_size(CollectiveOp op, int64_t bytes, int64_t type_size, int nranks) {
+  const int64_t count = bytes / type_size, n = nranks;
+  CollectiveSize s;
+  switch (op) {
+    case CollectiveOp::allgather:  // nccl-tests: sendcount = count/n, recvcount = (count/n) n, param = sendcount
+      s.send_count = count / n;
+      s.recv_count = (count / n) * n;
+      s.count = s.send_count;
+      break;
+    case CollectiveOp::reducescatter:  // sendcount = (count/n) n, recvcount = count/n, param = recvcount
+      s.send_count = (count / n) * n;
+      s.recv_count = count / n;
+      s.count = s.recv_count;
+      break;
+    default:
+      s.send_count = s.recv_count = s.count = count;
+  }
+  s.size = std::max(s.send_count, s.recv_count) * type_size;
+  return s;
+}
+
+double algbw_gbps(const CollectiveSize& s, double seconds) {
+  return seconds > 0 ? static_cast<double>(s.size) / 1e9 / seconds : 0.0;
+}
+
+std::vector<int64_t> collective_sweep(int64_t min_bytes, int64_t max_bytes, int64_t factor, int64_t step_bytes) {
+  if (min_bytes < 0) throw_usage("-b ", min_bytes, ": the smallest size must not be negative");
+  if (max_bytes < min_bytes) throw_usage("-b ", min_bytes, " is larger than -e ", max_bytes, " (give -b MIN -e MAX)");
+  if (factor < 1) throw_usage("-f ", factor, ": the size factor must be at least 1 (2 doubles each step)");
+  if (factor == 1 && step_bytes <= 0) throw_usage("-i: without -f > 1 the sizes grow by -i bytes, which must be positive");
+  std::vector<int64_t> out;
+  for (int64_t s = min_bytes; s <= max_bytes;) {
+    out.push_back(s);
+    if (out.size() > 10000) throw_usage("the sweep from -b ", min_bytes, " to -e ", max_bytes, " has over 10000 sizes; raise -f or -i");
+    int64_t next = factor > 1 ? s * factor : s + step_bytes;
+    if (next <= s) break;  // -b 0 with a factor stays at 0 in nccl-tests too; one line is enough
+    s = next;
+  }
+  return out;
+}
+
+DType parse_collective_type(const std::string& t) {
+  if (t == "float" || t == "float32" || t == "f32") return DType::f32;
+  if (t == "double" || t == "float64" || t == "f64") return DType::f64;
+  if (t == "int32" || t == "int" || t == "i32") return DType::i32;
+  if (t == "int64" || t == "i64") return DType::i64;
+  throw_usage("-d ", t, ": unknown type (use float, double, int32 or int64; Gloo reduces these)");
+}
+
+std::string collective_type_name(DType t) {
+  switch (t) {
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+    default: return std::string(dtype_name(t));
+  }
+}
+
+namespace {
+
+ReduceOp parse_redop(const std::string& s) {
+  if (s == "sum") return ReduceOp::sum;
+  if (s == "max") return ReduceOp::max;
+  if (s == "min") return ReduceOp::min;
+  throw_usage("-o ", s, ": unknown reduction (use sum, max or min)");
+}
+
+bool reduces(CollectiveOp op) { return op == CollectiveOp::allreduce || op == CollectiveOp::reducescatter; }
+
+// Test data: small integers, so every sum over ranks is exact in every type; they depend on
+// the rank (a misplaced block shows), the element and the check round.
+double value(int rank, int64_t i, int round) {
+  uint64_t h = static_cast<uint64_t>(i) * 131u + static_cast<uint64_t>(rank) * 977u + static_cast<uint64_t>(round) * 31u;
+  return static_cast<double>(h % 61) - 30.0;
+}
+
+double combine(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::sum: return a + b;
+    case ReduceOp::max: return std::max(a, b);
+    case ReduceOp::min: return std::min(a, b);
+  }
+  return a;
+}
+
+template <class F>
+void with_type(DType t, F&& f) {
+  switch (t) {
+    case DType::f32: f(float{}); break;
+    case DType::f64: f(double{}); break;
+    case DType::i32: f(int32_t{}); break;
+    case DType::i64: f(int64_t{}); break;
+    default: throw_runtime("collective benchmark: unsupported type ", dtype_name(t));
+  }
+}
+
+void fill(Tensor& t, int rank, int64_t first, int round) {
+  with_type(t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* p = static_cast<T*>(t.raw());
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(value(rank, first + i, round));
+  });
+}
+
+int64_t count_wrong(const Tensor& t, const std::function<double(int64_t)>& expected) {
+  int64_t wrong = 0;
+  with_type(t.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* p = static_cast<const T*>(t.raw());
+    for (int64_t i = 0; i < t.numel(); ++i) wrong += static_cast<double>(p[i]) != expected(i);
+  });
+  return wrong;
+}
+
+// One collective on one rank: buffers for the largest size, shifted per iteration like
+// nccl-tests (so successive iterations touch different memory), and the operation itself.
+class Bench {
+ public:
+  Bench(const CollectiveOptions& o, Comm& c, DType type, int64_t capacity)
+      : o_(o), c_(c), type_(type), redop_(parse_redop(o.redop)) {
+    send_ = Tensor::empty({std::max<int64_t>(capacity, 1)}, type);
+    recv_ = Tensor::empty({std::max<int64_t>(capacity, 1)}, type);
+    fill(send_, c.rank(), 0, 1000);
+    fill(recv_, c.rank(), 0, 2000);
+  }
+
+  void set_size(const CollectiveSize& s) {
+    s_ = s;
+    slot_ = std::max<int64_t>(std::max(s.send_count, s.recv_count), 1);
+    steps_ = std::max<int64_t>(1, send_.numel() / slot_);
+    if (o_.op == CollectiveOp::sendrecv) staging_ = Tensor::empty({std::max<int64_t>(s.recv_count, 1)}, type_);
+  }
+
+  // Runs once with fresh data at shift 0 and returns this rank's wrong elements.
+  int64_t check(bool in_place, int round) {
+    const int r = c_.rank(), n = c_.size();
+    Tensor send = send_.flat_slice(0, {s_.send_count}), recv = recv_.flat_slice(0, {s_.recv_count});
+    recv.zero_();
+    switch (o_.op) {
+      case CollectiveOp::allreduce:
+      case CollectiveOp::broadcast:
+      case CollectiveOp::sendrecv: fill(in_place ? recv : send, r, 0, round); break;
+      case CollectiveOp::allgather:
+        if (in_place) {
+          Tensor mine = recv_.flat_slice(r * s_.count, {s_.count});
+          fill(mine, r, 0, round);
+        } else {
+          fill(send, r, 0, round);
+        }
+        break;
+      case CollectiveOp::reducescatter: {
+        // In place the input is the receive buffer (n x count) and the output its rank-th block.
+        Tensor in = in_place ? recv_.flat_slice(0, {s_.send_count}) : send;
+        fill(in, r, 0, round);
+        break;
+      }
+    }
+    run(in_place, 0);
+    const int prev = (r - 1 + n) % n;
+    switch (o_.op) {
+      case CollectiveOp::allreduce:
+        return count_wrong(recv, [&](int64_t i) {
+          double v = value(0, i, round);
+          for (int q = 1; q < n; ++q) v = combine(redop_, v, value(q, i, round));
+          return v;
+        });
+      case CollectiveOp::allgather:
+        return count_wrong(recv, [&](int64_t i) {
+          return value(static_cast<int>(i / std::max<int64_t>(s_.count, 1)), i % std::max<int64_t>(s_.count, 1), round);
+        });
+      case CollectiveOp::reducescatter: {
+        Tensor out = in_place ? recv_.flat_slice(r * s_.count, {s_.count}) : recv;
+        return count_wrong(out, [&](int64_t i) {
+          const int64_t j = r * s_.count + i;
+          double v = value(0, j, round);
+          for (int q = 1; q < n; ++q) v = combine(redop_, v, value(q, j, round));
+          return v;
+        });
+      }
+      case CollectiveOp::broadcast: return count_wrong(recv, [&](int64_t i) { return value(o_.root, i, round); });
+      case CollectiveOp::sendrecv: return count_wrong(recv, [&](int64_t i) { return value(prev, i, round); });
+    }
+    return 0;
+  }
+
+  // The operation at iteration `iter`'s buffer shift.
+  void run(bool in_place, int64_t iter) {
+    if (s_.count == 0) return;  // nothing to move (a size smaller than one element per rank)
+    const int r = c_.rank(), n = c_.size();
+    const int64_t off = slot_ * (iter % steps_);
+    Tensor send = send_.flat_slice(off, {s_.send_count}), recv = recv_.flat_slice(off, {s_.recv_count});
+    switch (o_.op) {
+      case CollectiveOp::allreduce:
+        // Comm's all-reduce works in place; out of place first copies the input to the output
+        // (which Gloo's own out-of-place all-reduce also does).
+        if (!in_place) recv.copy_from(send);
+        c_.allreduce(recv, redop_);
+        break;
+      case CollectiveOp::allgather:
+        if (in_place) {
+          Tensor mine = recv_.flat_slice(off + r * s_.count, {s_.count});
+          c_.allgather(mine, recv);
+        } else {
+          c_.allgather(send, recv);
+        }
+        break;
+      case CollectiveOp::reducescatter:
+        if (in_place) {
+          Tensor in = recv_.flat_slice(off, {s_.send_count}), out = recv_.flat_slice(off + r * s_.count, {s_.count});
+          c_.reduce_scatter(in, out);
+        } else {
+          c_.reduce_scatter(send, recv);
+        }
+        break;
+      case CollectiveOp::broadcast:
+        if (!in_place && r == o_.root) recv.copy_from(send);
+        c_.broadcast(recv, o_.root);
+        break;
+      case CollectiveOp::sendrecv: {
+        if (n == 1) {  // a rank sending to itself
+          if (!in_place) recv.copy_from(send);
+          break;
+        }
+        // Gloo has no in-place point-to-point: in place receives into a staging buffer and
+        // copies it over the sent data once both transfers are done (the copy is timed).
+        Tensor into = in_place ? staging_.flat_slice(0, {s_.recv_count}) : recv;
+        auto rq = c_.irecv(into, (r - 1 + n) % n);
+        auto sq = c_.isend(in_place ? recv : send, (r + 1) % n);
+        sq->wait();
+        rq->wait();
+        if (in_place) recv.copy_from(into);
+        break;
+      }
+    }
+  }
+
+ private:
+  const CollectiveOptions& o_;
+  Comm& c_;
+  DType type_;
+  ReduceOp redop_;
+  Tensor send_, recv_, staging_;
+  CollectiveSize s_;
+  int64_t slot_ = 1, steps_ = 1;
+};
+
+}  // namespace
+
+void validate_collective(const CollectiveOptions& o, int nranks) {
+  if (o.backend == "nccl")
+    throw_usage("--backend nccl: this build has no CUDA backend (CPU only); use --backend gloo, which runs on the CPU");
+  if (o.backend != "gloo") throw_usage("--backend ", o.backend, ": unknown (use gloo, or nccl in a CUDA build)");
+  parse_collective_type(o.type);
+  parse_redop(o.redop);
+  if (o.op == CollectiveOp::broadcast && (o.root < 0 || o.root >= nranks))
+    throw_usage("-r ", o.root, ": the broadcast root must be a rank in [0, ", nranks, ")");
+  if (o.timeout_s <= 0) throw_usage("--timeout must be positive");
+  collective_sweep(o.min_bytes, o.max_bytes, o.factor, o.step_bytes);
+}
+
+Report run_collective(const CollectiveOptions& o, const CommonOptions& common, Comm& world) {
+  const int n = world.size(), rank = world.rank();
+  validate_collective(o, n);
+  const DType type = parse_collective_type(o.type);
+  const int64_t ts = static_cast<int64_t>(dtype_size(type));
+  const std::vector<int64_t> sweep = collective_sweep(o.min_bytes, o.max_bytes, o.factor, o.step_bytes);
+  int64_t capacity = 1;
+  for (int64_t b : sweep) {
+    CollectiveSize s = collective_size(o.op, b, ts, n);
+    capacity = std::max({capacity, s.send_count, s.recv_count});
+  }
+  const int repeat = repeat_or(common, 20), warmup = warmup_or(common, 5);  // nccl-tests: -n 20 -w 5
+  DeviceInfo dev = cpu_device_info();
+  dev.num_devices = n;
+  dev.library = "Gloo";
+  Bench bench(o, world, type, capacity);
+  const bool has_redop = reduces(o.op) || o.op == CollectiveOp::sendrecv;  // nccl-tests prints sendrecv's op
+  const int root = o.op == CollectiveOp::broadcast ? o.root : -1;
+
+  Report report;
+  int round = 0;
+  for (int64_t bytes : sweep) {
+    const CollectiveSize s = collective_size(o.op, bytes, ts, n);
+    bench.set_size(s);
+    Row r = common_row("collective", dev, repeat, warmup);
+    r["op"] = collective_op_name(o.op);
+    r["backend"] = o.backend;
+    r["nproc"] = n;
+    r["size"] = s.size;
+    r["count"] = s.count;
+    r["type"] = collective_type_name(type);
+    r["redop"] = has_redop ? o.redop : "none";
+    r["root"] = root;
+    for (bool in_place : {false, true}) {
+      const std::string p = in_place ? "ip_" : "oop_";
+      Tensor wrong = Tensor::empty({1}, DType::i64);
+      wrong.data<int64_t>()[0] = bench.check(in_place, ++round);
+      world.allreduce(wrong);
+      world.barrier();
+      for (int i = 0; i < warmup; ++i) bench.run(in_place, i);
+      Tensor times = Tensor::empty({repeat}, DType::f64);
+      double* tv = times.data<double>();
+      for (int i = 0; i < repeat; ++i) {
+        const double t0 = monotonic_seconds();
+        bench.run(in_place, i);
+        tv[i] = monotonic_seconds() - t0;
+      }
+      // Each iteration's time averaged over the ranks (nccl-tests' default -a 1), then the median.
+      world.allreduce(times);
+      std::vector<double> per_iter(tv, tv + repeat);
+      for (double& t : per_iter) t /= n;
+      Timing t = summarize(per_iter);
+      const double algbw = algbw_gbps(s, t.median);
+      const int64_t nwrong = wrong.data<int64_t>()[0];
+      r[p + "time_us"] = t.median * 1e6;
+      r[p + "algbw"] = algbw;
+      r[p + "busbw"] = algbw * busbw_factor(o.op, n);
+      r[p + "wrong"] = nwrong;
+      r[p + "time_min_us"] = t.min * 1e6;
+      r[p + "time_max_us"] = t.max * 1e6;
+      if (nwrong)
+        report.failures.push_back(str(collective_op_name(o.op), " ", in_place ? "in-place" : "out-of-place", " at ",
+                                      s.size, " bytes: ", nwrong, " wrong elements over ", n, " ranks"));
+    }
+    report.rows.push_back(std::move(r));
+  }
+  if (rank == 0)
+    report.notes.push_back(str("collective: ", collective_op_name(o.op), " over ", n, " ranks (Gloo on the CPU); busbw = algbw x ",
+                               format_fixed(busbw_factor(o.op, n), 4), ", GB = 1e9 bytes; time = median over ", repeat,
+                               " iterations of the per-iteration time averaged over ranks"));
+  return report;
+}
+
+Report run_collective_rank(const CollectiveOptions& o, const CommonOptions& common, int* rank_out) {
+  const dist::LaunchEnv env = dist::detect_launch_env(dist::process_environment());
+  validate_collective(o, env.world);
+  std::unique_ptr<Comm> world = env.distributed() ? dist::make_gloo_world(env, o.timeout_s) : dist::make_self_comm();
+  if (rank_out) *rank_out = world->rank();
+  Report r = run_collective(o, common, *world);
+  world->barrier();  // no rank leaves while another still needs it
+  return r;
+}
+
+std::string format_nccl_table(const std::vector<Row>& rows) {
+  std::string out;
+  char buf[512];
+  auto line = [&](const char* fmt, auto... args) {
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    out += buf;
+  };
+  line("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "");
+  line("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop", "root",
+       "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  line("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "", "", "", "(us)",
+       "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  double bw_sum = 0;
+  int bw_count = 0, bad_sizes = 0;
+  auto time_text = [](double us) {
+    char t[32];
+    std::snprintf(t, sizeof t, us >= 10000.0 ? "%7.0f" : (us >= 100.0 ? "%7.1f" : "%7.2f"), us);
+    return std::string(t);
+  };
+  for (const Row& r : rows) {
+    line("%12li  %12li  %8s  %6s  %6i", static_cast<long>(r.value("size", int64_t{0})),
+         static_cast<long>(r.value("count", int64_t{0})), r.value("type", std::string()).c_str(),
+         r.value("redop", std::string()).c_str(), static_cast<int>(r.value("root", int64_t{-1})));
+    bool bad = false;
+    for (const char* p : {"oop_", "ip_"}) {
+      const std::string k(p);
+      const double busbw = r.value(k + "busbw", 0.0);
+      const int64_t wrong = r.value(k + "wrong", int64_t{0});
+      line("  %7s  %6.2f  %6.2f  %5li", time_text(r.value(k + "time_us", 0.0)).c_str(), r.value(k + "algbw", 0.0), busbw,
+           static_cast<long>(wrong));
+      bw_sum += busbw;
+      ++bw_count;
+      bad = bad || wrong != 0;
+    }
+    bad_sizes += bad;
+    out += "\n";
+  }
+  line("# Out of bounds values : %d %s\n", bad_sizes, bad_sizes ? "FAILED" : "OK");
+  line("# Avg bus bandwidth    : %g \n", bw_count ? bw_sum / bw_count : 0.0);
+  return out;
+}
+
+}  // namespace dl::bench

@@ -1,0 +1,79 @@
+// dl-bench collective: nccl-tests' measurements and output over dlkit's Comm (Gloo on the CPU;
+// NCCL slots in with a CUDA build). Conventions (../shared/REFERENCE.md, nccl-tests'
+// doc/PERFORMANCE.md): algbw = size / time with GB = 1e9; busbw = algbw x factor (all-reduce
+// 2(n-1)/n; reduce-scatter and all-gather (n-1)/n, their size being the total over ranks;
+// broadcast and send/recv 1); out-of-place and in-place columns with #wrong; the average bus
+// bandwidth footer. Method: docs/BENCH.md.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dl/bench/common.hpp"
+#include "dl/core/dtype.hpp"
+
+namespace dl::dist {
+class Comm;
+}
+
+namespace dl::bench {
+
+enum class CollectiveOp { allreduce, allgather, reducescatter, broadcast, sendrecv };
+
+// allreduce | allgather | reducescatter | broadcast | sendrecv (nccl-tests' all_reduce spellings
+// too); usage error listing them otherwise.
+CollectiveOp parse_collective_op(const std::string& text);
+std::string collective_op_name(CollectiveOp op);
+
+// busbw / algbw for n ranks.
+double busbw_factor(CollectiveOp op, int nranks);
+
+// One line of the size sweep, as nccl-tests computes it from a requested byte size: count =
+// bytes / type size elements; all-gather and reduce-scatter round the count down to a multiple
+// of the ranks and report the per-rank count.
+struct CollectiveSize {
+  int64_t size = 0;        // the "size" column: bytes of the larger buffer (total over ranks for all-gather/reduce-scatter)
+  int64_t count = 0;       // the "count" column: elements of the operation's count parameter
+  int64_t send_count = 0;  // elements each rank sends from
+  int64_t recv_count = 0;  // elements each rank receives into
+};
+CollectiveSize collective_size(CollectiveOp op, int64_t bytes, int64_t type_size, int nranks);
+
+// GB/s (1e9 bytes) from the size column and the time in seconds; 0 when the time is 0.
+double algbw_gbps(const CollectiveSize& s, double seconds);
+
+// The sizes nccl-tests visits: from min to max multiplying by factor (factor > 1), else adding
+// step bytes. Usage errors for min > max, factor < 1, or a step of 0 without a factor.
+std::vector<int64_t> collective_sweep(int64_t min_bytes, int64_t max_bytes, int64_t factor, int64_t step_bytes);
+
+// float | double | int32 | int64 (nccl-tests' names), and sum | max | min.
+DType parse_collective_type(const std::string& text);
+std::string collective_type_name(DType t);
+
+struct CollectiveOptions {
+  CollectiveOp op = CollectiveOp::allreduce;
+  std::string backend = "gloo";  // gloo | nccl
+  int64_t min_bytes = 8, max_bytes = 32 << 20, factor = 2, step_bytes = 0;
+  std::string type = "float";
+  std::string redop = "sum";
+  int root = 0;
+  double timeout_s = 300;
+};
+
+// Checks the options (usage errors) before any rank starts: backend, sizes, type, op, root
+// against nranks.
+void validate_collective(const CollectiveOptions& options, int nranks);
+
+// Runs the sweep on this rank of `world`; every rank gets the same rows (times averaged over
+// ranks, #wrong summed). A nonzero #wrong is a failure in the report.
+Report run_collective(const CollectiveOptions& options, const CommonOptions& common, dist::Comm& world);
+
+// The same as a process of a launched job: joins the world from the launch environment (Gloo),
+// or runs alone as a group of one when there is no launch environment.
+Report run_collective_rank(const CollectiveOptions& options, const CommonOptions& common, int* rank = nullptr);
+
+// nccl-tests' text table for collective rows (header, one line per size, the out-of-bounds and
+// average bus bandwidth footer).
+std::string format_nccl_table(const std::vector<Row>& rows);
+
+}  // namespace dl::bench

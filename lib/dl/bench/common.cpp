@@ -1,0 +1,185 @@
+#include "dl/bench/common.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "dl/cli/app.hpp"
+#include "dl/core/error.hpp"
+#include "dl/core/parallel.hpp"
+#include "dl/core/rng.hpp"
+#include "dl/core/version.hpp"
+#include "dl/env/lock.hpp"
+#include "dl/env/native.hpp"
+#include "dl/env/snapshot.hpp"
+
+namespace dl::bench {
+
+namespace fs = std::filesystem;
+
+std::string device_kind_name(DeviceKind d) { return d == DeviceKind::cuda ? "cuda" : "cpu"; }
+
+DeviceKind select_device(const std::string& flag) {
+  if (flag == "cpu") return DeviceKind::cpu;
+  if (flag == "cuda")
+    throw_usage("--device cuda: this build has no CUDA backend (it is CPU only); use --device cpu, or --device auto "
+                "to take a GPU when a CUDA build finds one");
+  if (flag == "auto") {
+    log_info("device auto: this build has no CUDA backend, measuring the CPU");
+    return DeviceKind::cpu;
+  }
+  throw_usage("--device ", flag, ": unknown device (use cpu, cuda or auto)");
+}
+
+std::pair<std::string, std::string> openblas_library() {
+  static const std::pair<std::string, std::string> lib = [] {
+    OpenblasProbe p = probe_openblas();
+    std::string name = p.version.empty() ? std::string("OpenBLAS") : "OpenBLAS " + p.version;
+    return std::make_pair(name, p.config);
+  }();
+  return lib;
+}
+
+DeviceInfo cpu_device_info() {
+  static const std::string model = [] {
+    std::ifstream f("/proc/cpuinfo");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    std::string m = parse_cpuinfo(ss.str()).model;
+    return m.empty() ? std::string("CPU") : m;
+  }();
+  DeviceInfo d;
+  d.device_type = "cpu";
+  d.device = model;
+  d.num_devices = 1;
+  d.threads = num_threads();
+  return d;
+}
+
+void apply_common(const CommonOptions& c) {
+  if (c.repeat != -1 && (c.repeat < 1 || c.repeat > 1000000))
+    throw_usage("--repeat ", c.repeat, ": need at least 1 timed run");
+  if (c.warmup != -1 && (c.warmup < 0 || c.warmup > 1000000)) throw_usage("--warmup ", c.warmup, ": need 0 or more");
+  if (c.threads < 0 || c.threads > 4096) throw_usage("--threads ", c.threads, ": need 0 (all cores) or more");
+  set_num_threads(c.threads);
+  set_log_quiet(c.quiet);
+}
+
+int max_local_ranks() { return static_cast<int>(std::max(2u, std::thread::hardware_concurrency())); }
+
+int repeat_or(const CommonOptions& c, int fallback) { return c.repeat > 0 ? c.repeat : fallback; }
+int warmup_or(const CommonOptions& c, int fallback) { return c.warmup >= 0 ? c.warmup : fallback; }
+
+void Report::append(const Report& o) {
+  rows.insert(rows.end(), o.rows.begin(), o.rows.end());
+  notes.insert(notes.end(), o.notes.begin(), o.notes.end());
+  failures.insert(failures.end(), o.failures.begin(), o.failures.end());
+}
+
+Row common_row(const std::string& benchmark, const DeviceInfo& dev, int repeat, int warmup) {
+  Row r;
+  r["schema"] = kSchema;
+  r["benchmark"] = benchmark;
+  r["time"] = utc_timestamp();
+  r["host"] = host_name();
+  r["device_type"] = dev.device_type;
+  r["device"] = dev.device;
+  r["gpu_model"] = dev.gpu_model;
+  r["num_devices"] = dev.num_devices;
+  r["driver"] = dev.driver;
+  r["cuda_runtime"] = dev.cuda_runtime;
+  r["library"] = dev.library;
+  r["library_config"] = dev.library_config;
+  r["threads"] = dev.threads;
+  r["dlkit_version"] = version_string();
+  r["repeat"] = repeat;
+  r["warmup"] = warmup;
+  return r;
+}
+
+Timing summarize(std::vector<double> samples) {
+  DL_CHECK(!samples.empty(), "no timed runs to summarize");
+  Timing t;
+  t.samples = samples;
+  std::sort(samples.begin(), samples.end());
+  t.median = samples[samples.size() / 2];
+  t.min = samples.front();
+  t.max = samples.back();
+  return t;
+}
+
+Timing time_runs(int warmup, int repeat, const std::function<void()>& run) {
+  for (int i = 0; i < warmup; ++i) run();
+  std::vector<double> s;
+  s.reserve(static_cast<size_t>(repeat));
+  for (int i = 0; i < repeat; ++i) {
+    const double t0 = monotonic_seconds();
+    run();
+    s.push_back(monotonic_seconds() - t0);
+  }
+  return summarize(std::move(s));
+}
+
+int64_t last_level_cache_bytes() {
+  static const int64_t bytes = [] {
+    int64_t best = 0;
+    int best_level = -1;
+    std::error_code ec;
+    const fs::path base = "/sys/devices/system/cpu/cpu0/cache";
+    for (const auto& e : fs::directory_iterator(base, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("index", 0) != 0) continue;
+      std::ifstream lf(e.path() / "level"), sf(e.path() / "size"), tf(e.path() / "type");
+      int level = 0;
+      std::string size, type;
+      if (!(lf >> level) || !(sf >> size)) continue;
+      tf >> type;
+      if (type == "Instruction") continue;
+      int64_t v = std::atoll(size.c_str());
+      char unit = size.empty() ? 'B' : size.back();
+      if (unit == 'K') v *= 1024;
+      else if (unit == 'M') v *= 1024 * 1024;
+      else if (unit == 'G') v *= int64_t{1024} * 1024 * 1024;
+      if (level > best_level || (level == best_level && v > best)) {
+        best_level = level;
+        best = v;
+      }
+    }
+    if (best <= 0) {
+      long s = ::sysconf(_SC_LEVEL3_CACHE_SIZE);
+      if (s <= 0) s = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
+      best = s > 0 ? s : int64_t{32} << 20;
+    }
+    return best;
+  }();
+  return bytes;
+}
+
+int rotation_count(int64_t bytes_per_set, int64_t llc_bytes, int max_sets) {
+  if (bytes_per_set <= 0) return 1;
+  int64_t want = (2 * llc_bytes + bytes_per_set - 1) / bytes_per_set;
+  return static_cast<int>(std::clamp<int64_t>(want, 1, std::max(1, max_sets)));
+}
+
+float uniform_value(uint64_t seed, int64_t index) {
+  uint64_t h = mix64(seed, static_cast<uint64_t>(index));
+  // 24 random bits -> [-1, 1) exactly representable in float.
+  return static_cast<float>(static_cast<double>(h >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+void fill_uniform(float* p, int64_t n, uint64_t seed) {
+  parallel_for(n, 1 << 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) p[i] = uniform_value(seed, i);
+  });
+}
+
+double physical_memory_bytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+}  // namespace dl::bench

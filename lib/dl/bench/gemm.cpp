@@ -1,0 +1,284 @@
+#include "dl/bench/gemm.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include "dl/bench/peaks.hpp"
+#include "dl/cli/app.hpp"
+#include "dl/cli/table.hpp"
+#include "dl/core/error.hpp"
+#include "dl/core/parallel.hpp"
+#include "dl/core/rng.hpp"
+
+namespace dl::bench {
+
+namespace {
+
+int64_t parse_dim(const std::string& text, const std::string& item) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)
+    throw_usage("--sizes: '", item, "' is not a size (use N for N x N x N, or MxNxK, e.g. --sizes 1024,4096x4096x1024)");
+  int64_t v = std::stoll(text);
+  if (v < 1) throw_usage("--sizes: '", item, "' has a zero dimension; every dimension must be at least 1");
+  return v;
+}
+
+// One device's GEMM over rotating operand sets. The CPU implementation is OpenBLAS; a CUDA build
+// adds one over cuBLASLt (device buffers, event timing) behind the same four calls.
+class GemmRunner {
+ public:
+  virtual ~GemmRunner() = default;
+  virtual std::string library() const = 0;
+  // Per-call seconds of `repeat` timed calls after `warmup` untimed ones, cycling the sets.
+  virtual std::vector<double> time_calls(int warmup, int repeat) = 0;
+  // Row i of A and column j of B of a set as the device holds them (after rounding to dtype),
+  // and C[i, j] as computed.
+  virtual std::vector<double> a_row(int set, int64_t i) const = 0;
+  virtual std::vector<double> b_col(int set, int64_t j) const = 0;
+  virtual double c_at(int set, int64_t i, int64_t j) const = 0;
+};
+
+class CpuSgemm final : public GemmRunner {
+ public:
+  CpuSgemm(const GemmShape& s, int sets, uint64_t seed) : s_(s) {
+    for (int i = 0; i < sets; ++i) {
+      a_.emplace_back(static_cast<size_t>(s.m * s.k));
+      b_.emplace_back(static_cast<size_t>(s.k * s.n));
+      c_.emplace_back(static_cast<size_t>(s.m * s.n));
+      fill_uniform(a_.back().data(), s.m * s.k, mix64(seed, 2 * static_cast<uint64_t>(i)));
+      fill_uniform(b_.back().data(), s.k * s.n, mix64(seed, 2 * static_cast<uint64_t>(i) + 1));
+      // Touch C now so page faults stay out of the timed calls.
+      std::fill(c_.back().begin(), c_.back().end(), 1.0f);
+    }
+  }
+  std::string library() const override { return openblas_library().first + " cblas_sgemm"; }
+  std::vector<double> time_calls(int warmup, int repeat) override {
+    int next = 0;
+    Timing t = time_runs(warmup, repeat, [&] {
+      run(next);
+      next = (next + 1) % static_cast<int>(a_.size());
+    });
+    return t.samples;
+  }
+  std::vector<double> a_row(int set, int64_t i) const override {
+    const float* p = a_[static_cast<size_t>(set)].data() + i * s_.k;
+    return std::vector<double>(p, p + s_.k);
+  }
+  std::vector<double> b_col(int set, int64_t j) const override {
+    std::vector<double> col(static_cast<size_t>(s_.k));
+    const float* b = b_[static_cast<size_t>(set)].data();
+    for (int64_t p = 0; p < s_.k; ++p) col[static_cast<size_t>(p)] = b[p * s_.n + j];
+    return col;
+  }
+  double c_at(int set, int64_t i, int64_t j) const override { return c_[static_cast<size_t>(set)][static_cast<size_t>(i * s_.n + j)]; }
+
+ private:
+  void run(int set) {
+    const auto u = static_cast<size_t>(set);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s_.m), static_cast<int>(s_.n),
+                static_cast<int>(s_.k), 1.0f, a_[u].data(), static_cast<int>(s_.k), b_[u].data(), static_cast<int>(s_.n),
+                0.0f, c_[u].data(), static_cast<int>(s_.n));
+  }
+  GemmShape s_;
+  std::vector<std::vector<float>> a_, b_, c_;
+};
+
+std::unique_ptr<GemmRunner> make_runner(const DeviceInfo& dev, const std::string& dtype, const GemmShape& s, int sets,
+                                        uint64_t seed) {
+  if (dev.device_type != "cpu") throw_usage("gemm on ", dev.device_type, ": this build has no CUDA backend");
+  if (dtype != "fp32")
+    throw_usage("--dtype ", dtype, ": the CPU benchmark measures fp32 (OpenBLAS sgemm); ", dtype,
+                " needs --device cuda, which this build does not have. Use --dtype fp32");
+  return std::make_unique<CpuSgemm>(s, sets, seed);
+}
+
+double element_bytes(const std::string& dtype) { return dtype == "bf16" || dtype == "fp16" ? 2.0 : 4.0; }
+
+}  // namespace
+
+std::vector<GemmShape> parse_gemm_sizes(const std::string& text) {
+  std::vector<GemmShape> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.empty()) throw_usage("--sizes '", text, "': empty item (use e.g. --sizes 1024,4096 or 4096x4096x1024)");
+    std::vector<std::string> dims;
+    size_t p = 0;
+    for (;;) {
+      size_t x = item.find_first_of("xX", p);
+      dims.push_back(item.substr(p, x == std::string::npos ? std::string::npos : x - p));
+      if (x == std::string::npos) break;
+      p = x + 1;
+    }
+    if (dims.size() == 1) {
+      int64_t n = parse_dim(dims[0], item);
+      out.push_back({n, n, n});
+    } else if (dims.size() == 3) {
+      out.push_back({parse_dim(dims[0], item), parse_dim(dims[1], item), parse_dim(dims[2], item)});
+    } else {
+      throw_usage("--sizes: '", item, "' is neither N nor MxNxK (e.g. 4096 or 4096x4096x1024)");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string parse_gemm_dtype(const std::string& text) {
+  if (text == "fp32" || text == "tf32" || text == "bf16" || text == "fp16") return text;
+  throw_usage("--dtype ", text, ": unknown (use fp32, tf32, bf16 or fp16)");
+}
+
+double gemm_flops(const GemmShape& s) {
+  return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
+}
+
+double gemm_error_bound(int64_t k, const std::string& dtype) {
+  const double u = std::ldexp(1.0, -24);  // fp32 accumulation on every device dlkit targets
+  const double ku = static_cast<double>(k) * u;
+  const double gamma = ku < 1 ? ku / (1 - ku) : 1.0;
+  // Inputs rounded to the dtype change each product by up to (1 + r)^2 - 1 ~ 2r.
+  double r = 0;
+  if (dtype == "tf32" || dtype == "fp16") r = std::ldexp(1.0, -11);
+  else if (dtype == "bf16") r = std::ldexp(1.0, -8);
+  return gamma + 2 * r + r * r;
+}
+
+namespace {
+
+// The fastest fp32 GEMM rate seen in this process, per thread count.
+struct CpuPeakState {
+  bool calibrated = false;
+  double best = 0;
+};
+std::map<int, CpuPeakState>& cpu_peaks() {
+  static std::map<int, CpuPeakState> peaks;
+  return peaks;
+}
+
+}  // namespace
+
+void note_cpu_sgemm_rate(double flops) {
+  CpuPeakState& s = cpu_peaks()[num_threads()];
+  s.best = std::max(s.best, flops);
+}
+
+MeasuredPeak cpu_sgemm_peak() {
+  const int threads = num_threads();
+  CpuPeakState& s = cpu_peaks()[threads];
+  if (!s.calibrated) {
+    // The fastest single run: a peak is what the machine can do, and on a shared machine the
+    // fastest run is the one least disturbed by others.
+    for (int64_t n : {1024, 2048}) {
+      CpuSgemm g({n, n, n}, 1, 0x5eed);
+      Timing t = summarize(g.time_calls(1, 5));
+      s.best = std::max(s.best, gemm_flops({n, n, n}) / t.min);
+    }
+    s.calibrated = true;
+  }
+  return {s.best, str("measured: fastest OpenBLAS sgemm run in this process (5 runs each at 1024^3 and 2048^3, "
+                      "and the gemm benchmark's own), ", threads, " thread", threads == 1 ? "" : "s")};
+}
+
+Report run_gemm(const GemmOptions& o, const CommonOptions& common) {
+  const DeviceKind kind = select_device(common.device);
+  const std::string dtype = parse_gemm_dtype(o.dtype);
+  if (o.samples < 1) throw_usage("gemm: at least one entry must be checked");
+  DeviceInfo dev = kind == DeviceKind::cpu ? cpu_device_info() : DeviceInfo{};
+  std::vector<GemmShape> sizes = o.sizes;
+  if (sizes.empty())
+    sizes = kind == DeviceKind::cpu ? std::vector<GemmShape>{{512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}}
+                                    : std::vector<GemmShape>{{1024, 1024, 1024}, {4096, 4096, 4096}, {8192, 8192, 8192}};
+  const int repeat = repeat_or(common, 10), warmup = warmup_or(common, 2);
+  const double memory = physical_memory_bytes();
+
+  Report report;
+  for (const GemmShape& s : sizes) {
+    if (s.m > std::numeric_limits<int>::max() || s.n > std::numeric_limits<int>::max() ||
+        s.k > std::numeric_limits<int>::max())
+      throw_usage("--sizes ", s.m, "x", s.n, "x", s.k, ": a dimension exceeds the BLAS limit of 2^31 - 1");
+    const double set_bytes = element_bytes(dtype) * static_cast<double>(s.m * s.k + s.k * s.n) + 4.0 * static_cast<double>(s.m * s.n);
+    if (memory > 0 && set_bytes > 0.5 * memory)
+      throw_usage("--sizes ", s.m, "x", s.n, "x", s.k, " needs ", format_bytes(set_bytes), " of operands, more than half of this machine's ",
+                  format_bytes(memory), "; choose smaller sizes");
+    // Enough operand sets that they cannot all sit in the last-level cache (but at most a quarter of memory).
+    int max_sets = memory > 0 ? static_cast<int>(std::max(1.0, 0.25 * memory / set_bytes)) : 1;
+    int sets = rotation_count(static_cast<int64_t>(set_bytes), last_level_cache_bytes(), std::min(max_sets, 64));
+    sets = std::min(sets, warmup + repeat);
+    const uint64_t seed = mix64(0xbe7c4, static_cast<uint64_t>(s.m * 1000003 + s.n * 1009 + s.k));
+    auto runner = make_runner(dev, dtype, s, sets, seed);
+    dev.library = runner->library();
+    dev.library_config = openblas_library().second;
+    Timing t = summarize(runner->time_calls(warmup, repeat));
+
+    // Check sampled entries of every set the timed and warm-up calls wrote.
+    const int written = std::min(sets, warmup + repeat);
+    const double bound = gemm_error_bound(s.k, dtype);
+    double max_err = 0;
+    int bad = 0;
+    for (int q = 0; q < o.samples; ++q) {
+      const int set = q % written;
+      const uint64_t h = mix64(seed ^ 0xc4ec4, static_cast<uint64_t>(q));
+      const int64_t i = static_cast<int64_t>(h % static_cast<uint64_t>(s.m));
+      const int64_t j = static_cast<int64_t>((h >> 32) % static_cast<uint64_t>(s.n));
+      std::vector<double> a = runner->a_row(set, i), b = runner->b_col(set, j);
+      double ref = 0, scale = 0;
+      for (size_t p = 0; p < a.size(); ++p) {
+        ref += a[p] * b[p];
+        scale += std::fabs(a[p] * b[p]);
+      }
+      const double got = runner->c_at(set, i, j);
+      const double err = scale > 0 ? std::fabs(got - ref) / scale : std::fabs(got - ref);
+      if (!(err <= bound)) ++bad;  // NaN counts as wrong
+      max_err = std::isfinite(err) ? std::max(max_err, err) : std::numeric_limits<double>::infinity();
+    }
+    if (bad)
+      report.failures.push_back(str("gemm ", s.m, "x", s.n, "x", s.k, " ", dtype, ": ", bad, " of ", o.samples,
+                                    " sampled entries are off by more than the bound ", bound,
+                                    " (relative to sum |a b|); largest ", max_err));
+
+    const double achieved = gemm_flops(s) / t.median;
+    Row r = common_row("gemm", dev, repeat, warmup);
+    r["dtype"] = dtype;
+    r["m"] = s.m;
+    r["n"] = s.n;
+    r["k"] = s.k;
+    r["time_s"] = t.median;
+    r["time_min_s"] = t.min;
+    r["time_max_s"] = t.max;
+    r["flops"] = achieved;
+    r["peak_flops"] = nullptr;  // filled in below, once every size has run
+    r["pct_peak"] = nullptr;
+    r["peak_source"] = "";
+    r["checked"] = o.samples;
+    r["wrong"] = bad;
+    r["max_rel_error"] = std::isfinite(max_err) ? Row(max_err) : Row(nullptr);
+    r["error_bound"] = bound;
+    r["operand_sets"] = sets;
+    report.rows.push_back(std::move(r));
+    if (dev.device_type == "cpu") note_cpu_sgemm_rate(gemm_flops(s) / t.min);
+    log_info(str("gemm ", s.m, "x", s.n, "x", s.k, " ", dtype, ": ", format_si(achieved, "FLOP/s"), " (median of ", repeat,
+                 ")"));
+  }
+  // The CPU's peak estimate includes the runs above, so no row exceeds it.
+  const Peak peak = compute_peak(dev, dtype);
+  for (Row& r : report.rows) {
+    r["peak_flops"] = peak.value ? Row(*peak.value) : Row(nullptr);
+    auto pct = percent_of(r["flops"].get<double>(), peak);
+    r["pct_peak"] = pct ? Row(*pct) : Row(nullptr);
+    r["peak_source"] = peak.source;
+  }
+  report.notes.push_back("gemm: FLOPs = 2 M N K per call; C = A B row-major with A, B uniform in [-1, 1), " +
+                         std::string("rotated over enough operand sets to exceed twice the last-level cache; peak: ") +
+                         peak.source);
+  return report;
+}
+
+}  // namespace dl::bench

@@ -1,0 +1,127 @@
+// The arithmetic of dl-bench collective: nccl-tests' busbw factors, sizes and counts per
+// operation, algbw, the size sweep, and a sweep on a group of one (every value checked).
+#include <doctest/doctest.h>
+
+#include "dl/bench/collective.hpp"
+#include "dl/bench/output.hpp"
+#include "dl/core/error.hpp"
+#include "dl/dist/comm.hpp"
+
+using namespace dl::bench;
+
+TEST_CASE("busbw factors: allreduce 2(n-1)/n, allgather and reducescatter (n-1)/n, broadcast and sendrecv 1") {
+  for (int n : {1, 2, 4, 8, 16}) {
+    const double nd = n;
+    CHECK(busbw_factor(CollectiveOp::allreduce, n) == doctest::Approx(2 * (nd - 1) / nd));
+    CHECK(busbw_factor(CollectiveOp::allgather, n) == doctest::Approx((nd - 1) / nd));
+    CHECK(busbw_factor(CollectiveOp::reducescatter, n) == doctest::Approx((nd - 1) / nd));
+    CHECK(busbw_factor(CollectiveOp::broadcast, n) == 1.0);
+    CHECK(busbw_factor(CollectiveOp::sendrecv, n) == 1.0);
+  }
+  CHECK(busbw_factor(CollectiveOp::allreduce, 8) == doctest::Approx(1.75));
+  CHECK(busbw_factor(CollectiveOp::allgather, 8) == doctest::Approx(0.875));
+  CHECK(busbw_factor(CollectiveOp::allreduce, 2) == doctest::Approx(1.0));
+}
+
+TEST_CASE("sizes and counts as nccl-tests prints them, and algbw = size / time in GB/s") {
+  // 128 MiB of floats on 8 ranks.
+  const int64_t bytes = int64_t{128} << 20;
+  CollectiveSize ar = collective_size(CollectiveOp::allreduce, bytes, 4, 8);
+  CHECK(ar.size == bytes);
+  CHECK(ar.count == bytes / 4);
+  CHECK(ar.send_count == bytes / 4);
+  CHECK(ar.recv_count == bytes / 4);
+  // all-gather: the size is the total received; the count is what each rank sends.
+  CollectiveSize ag = collective_size(CollectiveOp::allgather, bytes, 4, 8);
+  CHECK(ag.size == bytes);
+  CHECK(ag.count == bytes / 4 / 8);
+  CHECK(ag.send_count == bytes / 4 / 8);
+  CHECK(ag.recv_count == bytes / 4);
+  // reduce-scatter: the size is the total sent; the count is what each rank receives.
+  CollectiveSize rs = collective_size(CollectiveOp::reducescatter, bytes, 4, 8);
+  CHECK(rs.size == bytes);
+  CHECK(rs.count == bytes / 4 / 8);
+  CHECK(rs.send_count == bytes / 4);
+  CHECK(rs.recv_count == bytes / 4 / 8);
+  // Counts round down to a multiple of the ranks: 100 bytes of floats on 8 ranks = 3 per rank.
+  CollectiveSize odd = collective_size(CollectiveOp::allgather, 100, 4, 8);
+  CHECK(odd.count == 3);
+  CHECK(odd.size == 96);
+  CHECK(collective_size(CollectiveOp::reducescatter, 8, 4, 8).size == 0);
+  CHECK(collective_size(CollectiveOp::broadcast, 1000, 8, 4).count == 125);
+  CHECK(collective_size(CollectiveOp::sendrecv, 1000, 8, 4).size == 1000);
+
+  // 128 MiB in 1 ms: 134.217728 GB/s algbw; busbw on 8 ranks x 1.75 for all-reduce.
+  CHECK(algbw_gbps(ar, 1e-3) == doctest::Approx(134.217728));
+  CHECK(algbw_gbps(ar, 1e-3) * busbw_factor(CollectiveOp::allreduce, 8) == doctest::Approx(234.881024));
+  CHECK(algbw_gbps(ag, 2e-3) * busbw_factor(CollectiveOp::allgather, 8) == doctest::Approx(134.217728 / 2 * 0.875));
+  CHECK(algbw_gbps(ar, 0.0) == 0.0);
+}
+
+TEST_CASE("the size sweep: -b 8 -e 128M -f 2 is 25 sizes; -i adds bytes; bad sweeps are usage errors") {
+  auto s = collective_sweep(8, int64_t{128} << 20, 2, 0);
+  REQUIRE(s.size() == 25);
+  CHECK(s.front() == 8);
+  CHECK(s.back() == int64_t{128} << 20);
+  CHECK(collective_sweep(1000, 4000, 1, 1000) == std::vector<int64_t>{1000, 2000, 3000, 4000});
+  CHECK(collective_sweep(64, 64, 2, 0) == std::vector<int64_t>{64});
+  CHECK_THROWS_AS(collective_sweep(1024, 8, 2, 0), dl::Error);
+  CHECK_THROWS_AS(collective_sweep(8, 1024, 0, 0), dl::Error);
+  CHECK_THROWS_AS(collective_sweep(8, 1024, 1, 0), dl::Error);
+}
+
+TEST_CASE("operation, type and backend names") {
+  CHECK(parse_collective_op("allreduce") == CollectiveOp::allreduce);
+  CHECK(parse_collective_op("all_reduce") == CollectiveOp::allreduce);
+  CHECK(parse_collective_op("reduce_scatter") == CollectiveOp::reducescatter);
+  CHECK(parse_collective_op("AllGather") == CollectiveOp::allgather);
+  CHECK(parse_collective_op("sendrecv") == CollectiveOp::sendrecv);
+  CHECK_THROWS_WITH_AS(parse_collective_op("alltoall"), doctest::Contains("use allreduce"), dl::Error);
+  CHECK(parse_collective_type("float") == dl::DType::f32);
+  CHECK(parse_collective_type("int64") == dl::DType::i64);
+  CHECK_THROWS_AS(parse_collective_type("half"), dl::Error);
+  CollectiveOptions o;
+  o.backend = "nccl";
+  CHECK_THROWS_WITH_AS(validate_collective(o, 2), doctest::Contains("no CUDA backend"), dl::Error);
+  o.backend = "gloo";
+  o.op = CollectiveOp::broadcast;
+  o.root = 2;
+  CHECK_THROWS_WITH_AS(validate_collective(o, 2), doctest::Contains("root"), dl::Error);
+}
+
+TEST_CASE("every collective on a group of one: rows in schema, #wrong 0, algbw = size / time") {
+  auto self = dl::dist::make_self_comm();
+  CommonOptions common;
+  common.repeat = 3;
+  common.warmup = 1;
+  for (CollectiveOp op : {CollectiveOp::allreduce, CollectiveOp::allgather, CollectiveOp::reducescatter,
+                          CollectiveOp::broadcast, CollectiveOp::sendrecv}) {
+    CAPTURE(collective_op_name(op));
+    CollectiveOptions o;
+    o.op = op;
+    o.min_bytes = 8;
+    o.max_bytes = 1 << 16;
+    o.factor = 8;
+    Report r = run_collective(o, common, *self);
+    CHECK(r.failures.empty());
+    REQUIRE(r.rows.size() == 5);  // 8, 64, 512, 4096, 32768
+    for (const Row& row : r.rows) {
+      CHECK(row["schema"] == "dlkit-bench/1");
+      CHECK(row["benchmark"] == "collective");
+      CHECK(row["op"] == collective_op_name(op));
+      CHECK(row["nproc"] == 1);
+      CHECK(row["oop_wrong"] == 0);
+      CHECK(row["ip_wrong"] == 0);
+      for (const char* p : {"oop_", "ip_"}) {
+        const std::string k(p);
+        const double t = row[k + "time_us"].get<double>() * 1e-6;
+        if (t > 0) CHECK(row[k + "algbw"].get<double>() == doctest::Approx(row["size"].get<double>() / 1e9 / t));
+        CHECK(row[k + "busbw"].get<double>() ==
+              doctest::Approx(row[k + "algbw"].get<double>() * busbw_factor(op, 1)));
+      }
+    }
+    std::string text = format_nccl_table(r.rows);
+    CHECK(text.find("# Out of bounds values : 0 OK") != std::string::npos);
+    CHECK(text.find("# Avg bus bandwidth    : ") != std::string::npos);
+  }
+}

@@ -1,0 +1,226 @@
+// dl-bench end to end: the built binary's collectives over launched ranks, the training step,
+// the machine card, the output formats, and exit code 2 with a clear message on bad input.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "dl/bench/collective.hpp"
+#include "dl/bench/output.hpp"
+#include "support/support.hpp"
+
+using nlohmann::json;
+using dl::test::run;
+using dl::test::tool;
+
+namespace {
+
+const std::string kBench = tool("dl-bench");
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+json rows_of(const dl::test::RunResult& r) {
+  INFO("stderr: ", r.err);
+  REQUIRE(r.exit_code == 0);
+  return json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("a 2-rank Gloo all-reduce: #wrong 0, nccl-tests' sizes, algbw = size / time, busbw = algbw x 2(n-1)/n") {
+  auto r = run(kBench, {"collective", "allreduce", "--nproc", "2", "-b", "8", "-e", "1M", "-f", "4", "-n", "5", "-w", "2",
+                        "--format", "json"});
+  json rows = rows_of(r);
+  REQUIRE(rows.size() == 9);  // 8, 32, ..., 524288
+  int64_t size = 8;
+  for (const auto& row : rows) {
+    CHECK(row["schema"] == "dlkit-bench/1");
+    CHECK(row["op"] == "allreduce");
+    CHECK(row["backend"] == "gloo");
+    CHECK(row["library"] == "Gloo");
+    CHECK(row["nproc"] == 2);
+    CHECK(row["num_devices"] == 2);
+    CHECK(row["size"] == size);
+    CHECK(row["count"] == size / 4);
+    CHECK(row["type"] == "float");
+    CHECK(row["redop"] == "sum");
+    CHECK(row["root"] == -1);
+    CHECK(row["repeat"] == 5);
+    CHECK(row["oop_wrong"] == 0);
+    CHECK(row["ip_wrong"] == 0);
+    for (const char* p : {"oop_", "ip_"}) {
+      const std::string k(p);
+      const double t = row[k + "time_us"].get<double>() * 1e-6;
+      REQUIRE(t > 0);
+      CHECK(row[k + "algbw"].get<double>() == doctest::Approx(static_cast<double>(size) / 1e9 / t));
+      CHECK(row[k + "busbw"].get<double>() == doctest::Approx(row[k + "algbw"].get<double>() * 2.0 * (2 - 1) / 2));
+    }
+    size *= 4;
+  }
+  MESSAGE("2-rank Gloo allreduce at 512 KiB: busbw ", rows.back()["oop_busbw"].get<double>(), " GB/s out of place, ",
+          rows.back()["ip_busbw"].get<double>(), " GB/s in place");
+  // Only rank 0 prints: exactly one JSON document on stdout.
+  CHECK(std::count(r.out.begin(), r.out.end(), '[') == 1);
+
+  // The table is nccl-tests' layout with its footer.
+  auto t = run(kBench, {"collective", "allreduce", "--nproc", "2", "-b", "1K", "-e", "4K", "-f", "2", "-n", "3", "-w", "1", "-q"});
+  REQUIRE(t.exit_code == 0);
+  CHECK(has(t.out, "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong"));
+  CHECK(has(t.out, "        1024           256     float     sum      -1"));
+  CHECK(has(t.out, "# Out of bounds values : 0 OK"));
+  CHECK(has(t.out, "# Avg bus bandwidth    : "));
+}
+
+TEST_CASE("every collective on 2 ranks verifies its output: #wrong 0, the count column as nccl-tests prints it") {
+  struct Case {
+    std::string op;
+    int64_t count_at_4k;  // 4096 bytes of floats on 2 ranks
+    std::string redop;
+    int root;
+  };
+  for (const Case& c : {Case{"allgather", 512, "none", -1}, Case{"reducescatter", 512, "sum", -1},
+                        Case{"broadcast", 1024, "none", 1}, Case{"sendrecv", 1024, "sum", -1}}) {
+    CAPTURE(c.op);
+    auto r = run(kBench, {"collective", c.op, "--nproc", "2", "-b", "4K", "-e", "256K", "-f", "64", "-r", "1", "-n", "3",
+                          "-w", "1", "--format", "jsonl", "-q"});
+    INFO("stderr: ", r.err);
+    REQUIRE(r.exit_code == 0);
+    auto rows = dl::bench::parse_rows(r.out, dl::OutputFormat::jsonl);
+    REQUIRE(rows.size() == 2);
+    CHECK(rows[0]["size"] == 4096);
+    CHECK(rows[0]["count"] == c.count_at_4k);
+    CHECK(rows[0]["redop"] == c.redop);
+    CHECK(rows[0]["root"] == c.root);
+    for (const auto& row : rows) {
+      CHECK(row["oop_wrong"] == 0);
+      CHECK(row["ip_wrong"] == 0);
+      const double factor = dl::bench::busbw_factor(dl::bench::parse_collective_op(c.op), 2);
+      CHECK(row["oop_busbw"].get<double>() == doctest::Approx(row["oop_algbw"].get<double>() * factor));
+    }
+  }
+}
+
+TEST_CASE("train drives dl-train's loop: tokens/s, MFU by the stated formula, the step split; no run directory left") {
+  dl::test::TempDir tmp("bench-train");
+  auto r = run(kBench,
+               {"train", dl::test::source_path("configs/addition.toml").string(), "--steps", "3", "--warmup", "1", "--set",
+                "train.batch_size=8", "--format", "json"},
+               "", {"TMPDIR=" + tmp.path().string()});
+  json rows = rows_of(r);
+  REQUIRE(rows.size() == 1);
+  const json& row = rows[0];
+  CHECK(row["benchmark"] == "train");
+  CHECK(row["precision"] == "fp32");
+  CHECK(row["world"] == 1);
+  CHECK(row["repeat"] == 3);
+  CHECK(row["warmup"] == 1);
+  CHECK(row["batch_tokens"] == 8 * 12);  // batch_size x block_size
+  // configs/addition.toml: L = 2, D = 64, T = 12; PaLM: 6N + 12 L D T.
+  const double n = row["model_params"].get<double>();
+  CHECK(n > 100000);
+  CHECK(row["flops_per_token"].get<double>() == doctest::Approx(6 * n + 12.0 * 2 * 64 * 12));
+  CHECK(row["flop_formula"] == "6N+12LHQT (PaLM)");
+  const double tps = row["tokens_per_sec"].get<double>();
+  CHECK(tps == doctest::Approx(96.0 / row["step_s"].get<double>()));
+  CHECK(row["samples_per_sec"].get<double>() == doctest::Approx(tps / 12));
+  CHECK(row["mfu"].get<double>() ==
+        doctest::Approx(tps * row["flops_per_token"].get<double>() / row["peak_flops"].get<double>()));
+  CHECK(row["mfu"].get<double>() > 0);
+  CHECK(row["compute_s"].get<double>() > 0);
+  CHECK(row["compute_s"].get<double>() <= row["step_max_s"].get<double>());
+  CHECK(row["comm_s"].get<double>() >= 0);
+  CHECK(row["optimizer_s"].get<double>() > 0);
+  CHECK(row["data_s"].get<double>() > 0);
+  CHECK(std::filesystem::is_empty(tmp.path()));  // the temporary run is gone
+
+  auto llmc = run(kBench, {"train", dl::test::source_path("configs/addition.toml").string(), "--steps", "1", "--warmup",
+                           "0", "--flop-formula", "llmc", "--format", "jsonl", "-q"});
+  json l = json::parse(llmc.out);
+  CHECK(l["flop_formula"] == "6N+6LDT (llm.c)");
+  CHECK(l["flops_per_token"].get<double>() == doctest::Approx(6 * n + 6.0 * 2 * 64 * 12));
+}
+
+TEST_CASE("all: every benchmark in one file of one schema") {
+  auto r = run(kBench, {"all", "--repeat", "2", "--warmup", "1", "--format", "csv", "-q"});
+  INFO("stderr: ", r.err);
+  REQUIRE(r.exit_code == 0);
+  auto rows = dl::bench::parse_rows(r.out, dl::OutputFormat::csv);
+  std::set<std::string> kinds;
+  for (const auto& row : rows) {
+    kinds.insert(row["benchmark"].get<std::string>());
+    CHECK(row["schema"] == "dlkit-bench/1");
+    CHECK(row.contains("device"));
+    CHECK(row.contains("dlkit_version"));
+    if (row["benchmark"] == "collective") {
+      CHECK(row["nproc"] == 2);
+      CHECK(row["oop_wrong"] == 0);
+      CHECK(row["ip_wrong"] == 0);
+    }
+  }
+  CHECK(kinds == std::set<std::string>{"gemm", "memory", "collective", "train"});
+}
+
+TEST_CASE("formats from the binary parse back: json, jsonl and csv give the same rows") {
+  auto j = run(kBench, {"gemm", "--sizes", "32,48x40x24", "--repeat", "2", "--format", "json", "-q"});
+  REQUIRE(j.exit_code == 0);
+  auto rows = dl::bench::parse_rows(j.out, dl::OutputFormat::json);
+  REQUIRE(rows.size() == 2);
+  dl::bench::Report rep;
+  rep.rows = rows;
+  for (auto f : {dl::OutputFormat::jsonl, dl::OutputFormat::csv}) {
+    auto back = dl::bench::parse_rows(dl::bench::render_report(rep, f), f);
+    REQUIRE(back.size() == 2);
+    for (size_t i = 0; i < 2; ++i) {
+      CHECK(back[i]["flops"].get<double>() == rows[i]["flops"].get<double>());
+      CHECK(back[i]["device"] == rows[i]["device"]);
+      CHECK(back[i]["m"] == rows[i]["m"]);
+    }
+  }
+  CHECK(rows[1]["m"] == 48);
+  CHECK(rows[1]["n"] == 40);
+  CHECK(rows[1]["k"] == 24);
+}
+
+TEST_CASE("bad input: a clear message and exit 2") {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::string missing = "/nonexistent/dlkit-bench-config.toml";
+  for (const Case& c : std::vector<Case>{
+           {{"frobnicate"}, "unknown benchmark 'frobnicate'"},
+           {{"gemm", "--sizes", "12x"}, "--sizes"},
+           {{"gemm", "--sizes", "1024,,2048"}, "--sizes"},
+           {{"gemm", "--dtype", "bf16"}, "fp32"},
+           {{"gemm", "--device", "cuda"}, "no CUDA backend"},
+           {{"gemm", "--format", "yaml"}, "unknown output format"},
+           {{"gemm", "--repeat", "0"}, "--repeat"},
+           {{"memory", "--bytes", "12 parsecs"}, "--bytes"},
+           {{"collective", "alltoall"}, "use allreduce"},
+           {{"collective", "allreduce", "-b", "8Q"}, "-b"},
+           {{"collective", "allreduce", "-b", "1M", "-e", "1K"}, "larger than -e"},
+           {{"collective", "allreduce", "--nproc", "100000"}, "--nproc 100000"},
+           {{"collective", "allreduce", "--backend", "nccl"}, "no CUDA backend"},
+           {{"collective", "broadcast", "--nproc", "2", "-r", "5"}, "root"},
+           {{"train", missing}, missing},
+           {{"train", dl::test::source_path("configs/addition.toml").string(), "--set", "model.n_layer=banana"}, "n_layer"},
+       }) {
+    CAPTURE(c.args[0]);
+    CAPTURE(c.args.back());
+    auto r = run(kBench, c.args);
+    CHECK(r.exit_code == 2);
+    CHECK(has(r.err, c.says));
+    CHECK(r.out.empty());
+  }
+  auto bare = run(kBench, {});
+  CHECK(bare.exit_code == 2);
+  CHECK(has(bare.err, "no benchmark given (use gemm, memory, collective, train or all"));
+  auto none = run(kBench, {"train"});
+  CHECK(none.exit_code == 2);
+  CHECK(has(none.err, "config"));
+  auto help = run(kBench, {"collective", "--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(has(help.out, "dl-bench collective allreduce --nproc 2 -b 8 -e 128M -f 2"));
+}

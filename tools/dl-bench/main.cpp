@@ -1,0 +1,206 @@
+// dl-bench: measure this machine (GEMM, memory copies, collectives, dl-train's step) and print
+// rows every machine can compare (schema dlkit-bench/1; dl-cost --bench and dl-shard --bench read them).
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <iostream>
+#include <set>
+
+#include "dl/bench/all.hpp"
+#include "dl/bench/collective.hpp"
+#include "dl/bench/gemm.hpp"
+#include "dl/bench/memory.hpp"
+#include "dl/bench/output.hpp"
+#include "dl/bench/train.hpp"
+#include "dl/cli/app.hpp"
+#include "dl/cli/units.hpp"
+#include "dl/core/error.hpp"
+#include "dl/core/version.hpp"
+#include "dl/dist/launch_env.hpp"
+#include "dl/dist/launcher.hpp"
+#include "dl/io/atomic_file.hpp"
+#include "dl/plan/plan.hpp"
+
+namespace {
+
+struct Flags {
+  std::string format = "table";
+  dl::bench::CommonOptions common;
+};
+
+void add_common(CLI::App* sub, Flags& f, const std::string& repeat_names = "--repeat",
+                const std::string& warmup_names = "--warmup") {
+  sub->add_option("--format", f.format, "table | json | jsonl | csv | md (json is what dl-cost --bench reads)");
+  sub->add_option(repeat_names, f.common.repeat, "Timed runs (the median is reported)");
+  sub->add_option(warmup_names, f.common.warmup, "Untimed runs first");
+  sub->add_option("--threads", f.common.threads, "CPU threads (OpenBLAS and dlkit's pool; 0 = all cores)");
+  sub->add_option("--device", f.common.device, "cpu | cuda | auto (this build: cpu)");
+  sub->add_flag("-q,--quiet", f.common.quiet, "No progress logs on stderr");
+}
+
+// Prints the rows (and notes in human formats); a wrong result exits 1 after printing.
+int emit(const dl::bench::Report& report, const std::string& format) {
+  std::cout << dl::bench::render_report(report, dl::parse_output_format(format)) << std::flush;
+  for (const auto& f : report.failures) std::cerr << "dl-bench: wrong result: " << f << "\n";
+  return report.failures.empty() ? dl::kExitOk : dl::kExitFailure;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dl-bench: measure this machine (GEMM, memory, collectives, a training step) in rows every machine can compare."};
+  app.set_version_flag("--version", "dl-bench " + dl::version_string() + "\n" + dl::build_info());
+  app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  dl-bench gemm --sizes 512,1024,2048                  # FLOP/s and % of peak\n"
+      "  dl-bench memory                                      # copy bandwidth (read + write)\n"
+      "  dl-bench collective allreduce --nproc 2 -b 8 -e 128M -f 2   # nccl-tests' table\n"
+      "  dl-bench train configs/addition.toml --steps 20      # tokens/s, MFU, step split\n"
+      "  dl-bench all --format json > bench.json && dl-cost estimate big.toml --bench bench.json\n"
+      "\n"
+      "Exit codes: 0 ok, 1 a failure or a wrong result (rows are still printed), 2 bad usage or input.\n"
+      "Methods (what is timed, FLOP and byte counts, busbw factors, peaks): docs/BENCH.md.");
+
+  Flags gemm_f, mem_f, coll_f, train_f, all_f;
+
+  auto* gemm = app.add_subcommand("gemm", "Achieved FLOP/s of C = A B and the share of the device's peak");
+  std::string g_sizes, g_dtype = "fp32";
+  gemm->add_option("--sizes", g_sizes, "Comma-separated N (N x N x N) or MxNxK (default CPU 512,1024,2048)");
+  gemm->add_option("--dtype", g_dtype, "fp32 | tf32 | bf16 | fp16 (the CPU computes fp32)");
+  add_common(gemm, gemm_f);
+  gemm->footer("Example:\n  dl-bench gemm --sizes 1024,4096x4096x1024 --repeat 20 --format json");
+
+  auto* memory = app.add_subcommand("memory", "Copy bandwidth: bytes read plus bytes written per second");
+  std::string m_bytes;
+  memory->add_option("--bytes", m_bytes, "Size of one copy (default 256MiB), e.g. 1GiB");
+  add_common(memory, mem_f);
+  memory->footer("Example:\n  dl-bench memory --bytes 1GiB --repeat 20");
+
+  auto* coll = app.add_subcommand("collective", "nccl-tests-style sweep: time, algbw, busbw, #wrong (Gloo on the CPU)");
+  std::string c_op, c_min = "8", c_max = "32M", c_type = "float", c_redop = "sum", c_backend = "gloo", c_rows_file;
+  int64_t c_factor = 2, c_step = 0;
+  int c_nproc = 2, c_root = 0;
+  double c_timeout = 300;
+  coll->add_option("op", c_op, "allreduce | allgather | reducescatter | broadcast | sendrecv")->required();
+  coll->add_option("--nproc", c_nproc, "Ranks to start on this machine (each a process of dl-bench)");
+  coll->add_option("-b,--minbytes", c_min, "Smallest size (8, 1K, 128M: K/M/G are powers of 1024 as in nccl-tests)");
+  coll->add_option("-e,--maxbytes", c_max, "Largest size");
+  coll->add_option("-f,--stepfactor", c_factor, "Multiply the size by this each step");
+  coll->add_option("-i,--stepbytes", c_step, "Add this many bytes each step (with -f 1)");
+  coll->add_option("-d,--datatype", c_type, "float | double | int32 | int64");
+  coll->add_option("-o,--op", c_redop, "Reduction: sum | max | min");
+  coll->add_option("-r,--root", c_root, "Broadcast root rank");
+  coll->add_option("--backend", c_backend, "gloo (CPU) | nccl (needs a CUDA build)");
+  coll->add_option("--timeout", c_timeout, "Seconds any rank waits for the others before failing");
+  coll->add_option("--rows-file", c_rows_file, "Write rank 0's rows as JSON lines to FILE instead of stdout")->group("");
+  add_common(coll, coll_f, "-n,--repeat", "-w,--warmup");
+  coll->footer("Examples:\n  dl-bench collective allreduce --nproc 2 -b 8 -e 128M -f 2\n"
+               "  dl-bench collective broadcast --nproc 4 -r 1 -e 64M --format csv");
+
+  auto* train = app.add_subcommand("train", "dl-train's training step: tokens/s, samples/s, MFU, step split");
+  std::string t_config, t_formula = "palm";
+  std::vector<std::string> t_sets;
+  int64_t t_steps = -1;
+  train->add_option("config", t_config, "Training config (TOML), as for dl-train")->required();
+  train->add_option("--set", t_sets, "Override a config key: --set model.n_layer=4 (repeatable)")->type_name("KEY=VALUE");
+  train->add_option("--steps", t_steps, "Timed steps after the warm-up (default 10)");
+  train->add_option("--flop-formula", t_formula, "palm (6N+12LHQT) | llmc (6N+6LDT) for MFU");
+  add_common(train, train_f);
+  train->footer("Example:\n  dl-bench train configs/addition.toml --steps 20 --set train.batch_size=32");
+
+  auto* all = app.add_subcommand("all", "The machine's card: every benchmark at short sizes");
+  std::string a_config;
+  all->add_option("config", a_config, "Training config for the train row (default: dl-train's built-in defaults)");
+  add_common(all, all_f);
+  all->footer("Example:\n  dl-bench all --format json > bench.json");
+
+  // An unknown benchmark name is a usage error that lists the benchmarks (CLI11 alone would only
+  // say the argument was not expected).
+  static const std::set<std::string> kBenchmarks = {"gemm", "memory", "collective", "train", "all"};
+  if (argc == 1 || (argv[1][0] != '-' && !kBenchmarks.count(argv[1]))) {
+    const std::string name = argc > 1 ? argv[1] : "";
+    return dl::run_tool("dl-bench", [&]() -> int {
+      dl::throw_usage(name.empty() ? std::string("no benchmark given") : "unknown benchmark '" + name + "'",
+                      " (use gemm, memory, collective, train or all; see dl-bench --help)");
+    });
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? dl::kExitOk : dl::kExitUsage;
+  }
+
+  dl::dist::bind_to_launcher();
+  return dl::run_tool("dl-bench", [&]() -> int {
+    if (*gemm) {
+      dl::parse_output_format(gemm_f.format);
+      dl::bench::apply_common(gemm_f.common);
+      dl::bench::GemmOptions o;
+      o.dtype = g_dtype;
+      if (!g_sizes.empty()) o.sizes = dl::bench::parse_gemm_sizes(g_sizes);
+      return emit(dl::bench::run_gemm(o, gemm_f.common), gemm_f.format);
+    }
+    if (*memory) {
+      dl::parse_output_format(mem_f.format);
+      dl::bench::apply_common(mem_f.common);
+      dl::bench::MemoryOptions o;
+      if (!m_bytes.empty()) o.bytes = dl::parse_size(m_bytes, "--bytes", true);
+      return emit(dl::bench::run_memory(o, mem_f.common), mem_f.format);
+    }
+    if (*coll) {
+      dl::parse_output_format(coll_f.format);
+      dl::bench::select_device(coll_f.common.device);
+      dl::bench::CollectiveOptions o;
+      o.op = dl::bench::parse_collective_op(c_op);
+      o.backend = c_backend;
+      o.min_bytes = static_cast<int64_t>(dl::parse_size(c_min, "-b", true));
+      o.max_bytes = static_cast<int64_t>(dl::parse_size(c_max, "-e", true));
+      o.factor = c_factor;
+      o.step_bytes = c_step;
+      o.type = c_type;
+      o.redop = c_redop;
+      o.root = c_root;
+      o.timeout_s = c_timeout;
+      const bool is_rank = std::getenv("DL_RANK") != nullptr;
+      const auto env = dl::dist::detect_launch_env(dl::dist::process_environment());
+      if (!is_rank && !env.distributed()) {
+        const int limit = dl::bench::max_local_ranks();
+        if (c_nproc < 1 || c_nproc > limit)
+          dl::throw_usage("--nproc ", c_nproc, ": this machine runs 1 to ", limit,
+                          " ranks (one per CPU core; more would time the scheduler, not the transport)");
+        dl::bench::validate_collective(o, c_nproc);
+        if (c_nproc > 1) {
+          dl::dist::LaunchOptions lo;
+          lo.nproc_per_node = c_nproc;
+          lo.args.assign(argv + 1, argv + argc);
+          return dl::dist::launch_local_ranks(lo);
+        }
+      }
+      dl::bench::apply_common(coll_f.common);
+      int rank = 0;
+      dl::bench::Report r = dl::bench::run_collective_rank(o, coll_f.common, &rank);
+      if (rank != 0) return r.failures.empty() ? dl::kExitOk : dl::kExitFailure;
+      if (!c_rows_file.empty()) {
+        dl::write_file_atomic(c_rows_file, dl::bench::render_report(r, dl::OutputFormat::jsonl));
+        return r.failures.empty() ? dl::kExitOk : dl::kExitFailure;
+      }
+      return emit(r, coll_f.format);
+    }
+    if (*train) {
+      dl::parse_output_format(train_f.format);
+      dl::bench::apply_common(train_f.common);
+      dl::bench::TrainBenchOptions o;
+      o.config_path = t_config;
+      o.overrides = t_sets;
+      o.steps = t_steps;
+      o.formula = dl::plan::parse_flop_formula(t_formula);
+      return emit(dl::bench::run_train_bench(o, train_f.common), train_f.format);
+    }
+    dl::parse_output_format(all_f.format);
+    dl::bench::apply_common(all_f.common);
+    dl::bench::AllOptions o;
+    o.config_path = a_config;
+    o.nproc = std::min(2, dl::bench::max_local_ranks());
+    return emit(dl::bench::run_all(o, all_f.common), all_f.format);
+  });
+}
