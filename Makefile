@@ -30,6 +30,7 @@ demo: deps
 bench: deps
 	$(MAKE) build
 	./scripts/bench.sh $(BUILD)
+	./scripts/bench-dist.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)
