@@ -212,10 +212,10 @@ TEST_CASE("activations per layer by hand (Korthikanti et al.), with tp and recom
   CHECK(activation_bytes_per_layer(nd, 2, 1, Recompute::none, 4.0) == 8 * 2 * (16 * 16 + 4 * 8) * 4);
   CHECK_FALSE(model_from_config(gpt_config(50257)).dropout);
 
-  // Whole rank: L layers + backward working set sbh(2 + 8/t) + output layer (4sbh at 16 bits +
-  // fp32 logits 4sbV/t).
+  // Whole rank: L layers + backward working set of sbh(2 + 8/t) 16-bit values + output layer
+  // (4sbh at 16 bits + fp32 logits 4sbV/t).
   const double output = 4 * 256 + 4 * 8 * 2 * 32;  // 1024 + 2048
-  const double work = 256 * 10;                    // t = 1
+  const double work = 256 * 10 * 2;                // t = 1: 10 values of 2 bytes per sbh
   Layout l = layout(1, 1, 1, 0);
   l.micro_batch = 2;
   CHECK(activation_bytes(m, l) == 2 * 11264 + work + output);
@@ -224,14 +224,14 @@ TEST_CASE("activations per layer by hand (Korthikanti et al.), with tp and recom
   // tp = 2: logits split over the vocabulary, GELU gradients too
   Layout lt = layout(1, 2, 1, 0);
   lt.micro_batch = 2;
-  CHECK(activation_bytes(m, lt) == 2 * 6912 + 256 * 6 + 1024 + 1024);
+  CHECK(activation_bytes(m, lt) == 2 * 6912 + 256 * 6 * 2 + 1024 + 1024);
   // pp = 2 with 4 micro-batches: stage 0 holds min(pp, m) = 2 for 1F1B, all 4 for GPipe.
   Layout lp = layout(1, 1, 2, 0);
   lp.micro_batch = 2;
   lp.microbatches = 4;
   CHECK(activation_bytes(m, lp) == 1 * 11264 * 2 + work);  // first stage > last 11264 + work + 3072
-  lp.schedule = "gpipe";
-  CHECK(activation_bytes(m, lp) == 1 * 11264 * 4 + work);
+  lp.schedule = "gpipe";  // every stage holds all 4; the last one with its output layer
+  CHECK(activation_bytes(m, lp) == (11264 + output) * 4 + work);
   lp.microbatches = 1;  // one micro-batch: the last stage (with the output layer) is the larger
   CHECK(activation_bytes(m, lp) == 11264 + work + output);
 }

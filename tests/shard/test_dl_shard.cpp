@@ -48,9 +48,9 @@ TEST_CASE("dl-shard --help teaches each subcommand with examples") {
   CHECK(has(top.out, "plan"));
   CHECK(has(top.out, "recommend"));
   CHECK(has(top.out, "inspect"));
-  CHECK_FALSE(has(top.out, "split"));  // not implemented: no placeholder either
-  CHECK_FALSE(has(top.out, "merge"));
-  for (const char* sub : {"plan", "recommend", "inspect"}) {
+  CHECK(has(top.out, "split"));
+  CHECK(has(top.out, "merge"));
+  for (const char* sub : {"plan", "recommend", "inspect", "split", "merge"}) {
     auto r = run(kShard, {sub, "--help"});
     CAPTURE(sub);
     CHECK(r.exit_code == 0);
@@ -59,8 +59,10 @@ TEST_CASE("dl-shard --help teaches each subcommand with examples") {
   }
   auto none = run(kShard, {});
   CHECK(none.exit_code == 2);
-  auto unknown = run(kShard, {"split", "x"});
+  auto unknown = run(kShard, {"shuffle", "x"});
   CHECK(unknown.exit_code == 2);
+  auto no_output = run(kShard, {"split", "x", "--ranks", "2"});  // -o is required
+  CHECK(no_output.exit_code == 2);
 }
 
 TEST_CASE("plan: the ZeRO worked example, in every format") {

@@ -1,5 +1,6 @@
 // dl-shard: plan memory per GPU for a model and a parallel layout, recommend the fastest layout
-// that fits, and inspect checkpoints. The arithmetic lives in lib/dl/plan, the file work in
+// that fits, inspect checkpoints, merge a sharded checkpoint into one file and split one into
+// the shards another layout loads. The arithmetic lives in lib/dl/plan, the file work in
 // lib/dl/shard.
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "dl/core/version.hpp"
 #include "dl/plan/report.hpp"
 #include "dl/shard/inspect.hpp"
+#include "dl/shard/reshard.hpp"
 
 namespace {
 
@@ -83,13 +85,13 @@ dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"dl-shard: plan GPU memory and parallel layouts for training, and inspect checkpoints."};
+  CLI::App app{"dl-shard: plan GPU memory and parallel layouts for training; inspect, merge and split checkpoints."};
   app.set_version_flag("--version", "dl-shard " + dl::version_string() + "\n" + dl::build_info());
   app.require_subcommand(1);
   app.footer(
       "Sizes are decimal (1 GB = 1e9 bytes) unless written in GiB; counts take 7.5e9, 1.5B, 124M.\n"
       "Exit codes: 0 ok, 1 failure (recommend: no layout fits), 2 bad usage or input (an impossible\n"
-      "layout, an unknown config key, a checkpoint that fails its checksums).\n"
+      "layout, an unknown config key, a checkpoint that fails its checksums or misses a shard).\n"
       "Run `dl-shard SUBCOMMAND --help` for examples; formulas and assumptions: docs/PLANNING.md.");
 
   PlanFlags pf, rf;
@@ -132,6 +134,52 @@ int main(int argc, char** argv) {
       "  dl-shard inspect runs/a/checkpoints/step_00000600 --format json\n"
       "  dl-shard inspect model.safetensors --format csv");
 
+  dl::shard::MergeOptions mo;
+  std::string merge_format = "table";
+  auto* merge = app.add_subcommand("merge", "Merge a dl-train checkpoint of any layout into one safetensors file");
+  merge->add_option("checkpoint", mo.source, "a checkpoint directory (step_*), a run directory or its checkpoints/")
+      ->required();
+  merge->add_option("-o,--output", mo.output, "the file to write: model.safetensors")->required();
+  merge->add_flag("--with-optimizer", mo.with_optimizer,
+                  "also write the optimizer state beside it (optimizer.safetensors, keys exp_avg.<name>, ...)");
+  merge->add_option("--format", merge_format, "table | json | jsonl | csv | md (the files written)");
+  merge->footer(
+      "Writes every parameter whole, under its Hugging Face GPT-2 name and [in,out] shape (mlp: layers.{i}.*),\n"
+      "exactly what a single-process dl-train checkpoint's model.safetensors holds; config.json in the\n"
+      "checkpoint directory is the matching transformers config. Tensors are streamed one at a time.\n"
+      "Every file is verified first (size, CRC-32C, the pieces its layout writes): a missing, truncated,\n"
+      "corrupt or mismatched shard exits 2 naming it, and nothing is written.\n"
+      "Examples:\n"
+      "  dl-shard merge runs/a -o model.safetensors                 # the run's newest checkpoint\n"
+      "  dl-shard merge runs/a/checkpoints/step_00000600 -o out/model.safetensors --with-optimizer\n"
+      "  dl-shard merge runs/a -o model.safetensors --format json");
+
+  dl::shard::SplitOptions so;
+  std::string split_format = "table";
+  auto* split = app.add_subcommand("split", "Split a checkpoint into the shards a dl-train layout loads (a resumable run)");
+  split->add_option("checkpoint", so.source, "a checkpoint directory (step_*), a run directory or its checkpoints/")
+      ->required();
+  auto* layout_opt = split->add_option("--layout", so.layout, "target layout: \"dp=4,zero=3\", \"dp=2,tp=2,pp=2\", \"tp=2\"");
+  auto* ranks_opt = split->add_option("--ranks", so.ranks, "N data-parallel ranks (= --layout dp=N)");
+  layout_opt->excludes(ranks_opt);
+  split->add_option("-o,--output", so.output, "the run directory to create (must not exist, or be empty)")->required();
+  split->add_option("--config", so.config,
+                    "dl-train config for OUT/config.toml (default: the config.toml of the run the checkpoint is in)");
+  split->add_option("--format", split_format, "table | json | jsonl | csv | md (the files written, one per rank)");
+  split->footer(
+      "Writes OUT/checkpoints/step_N/ exactly as dl-train saves that layout (shards/rankNNNNN.safetensors,\n"
+      "config.json, trainer_state.json with every piece and CRC-32C), and OUT/config.toml: the source run's\n"
+      "config with [parallel] set to the layout and train.batch_size scaled to keep the global batch. Keys\n"
+      "not given: dp, tp, pp 1; zero the source's when dp > 1. --ranks N is dp=N. The layout is checked\n"
+      "against the model (tp divides heads and vocabulary, pp divides layers, zero <= 1 with pp).\n"
+      "Any checkpoint splits (single-process or sharded); tensors are streamed one at a time; the source is\n"
+      "verified first and OUT appears only when complete.\n"
+      "Examples:\n"
+      "  dl-shard split runs/a --layout \"dp=4,zero=3\" -o runs/a-dp4\n"
+      "  dl-train --resume runs/a-dp4 --nproc-per-node 4                  # continues the run on 4 ranks\n"
+      "  dl-shard split runs/a/checkpoints/step_00000600 --layout \"dp=2,tp=2,pp=2\" -o runs/b\n"
+      "  dl-shard split ckpt/step_00000600 --ranks 2 --config a.toml -o runs/c --format json");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -154,6 +202,18 @@ int main(int argc, char** argv) {
         std::cerr << "dl-shard: no layout of " << rf.gpus << " GPUs fits (see the table: why not)\n";
         return dl::kExitFailure;
       }
+      return dl::kExitOk;
+    }
+    if (*merge) {
+      auto fmt = dl::parse_output_format(merge_format);
+      auto result = dl::shard::merge_checkpoint(mo);
+      std::cout << dl::shard::render_merge(result, fmt);
+      return dl::kExitOk;
+    }
+    if (*split) {
+      auto fmt = dl::parse_output_format(split_format);
+      auto result = dl::shard::split_checkpoint(so);
+      std::cout << dl::shard::render_split(result, fmt);
       return dl::kExitOk;
     }
     auto fmt = dl::parse_output_format(inspect_format);

@@ -125,7 +125,7 @@ void SafetensorsWriter::add(const std::string& name, const Tensor& host_tensor) 
     throw_runtime("safetensors: tensor '", name, "' is on ", host_tensor.device().name(),
                   "; copy it to the host before writing");
   index_[name] = entries_.size();
-  entries_.push_back({name, host_tensor.dtype(), host_tensor.shape(),
+  entries_.push_back({{name, host_tensor.dtype(), host_tensor.shape()},
                       host_tensor.numel() ? host_tensor.raw() : nullptr, host_tensor});
 }
 
@@ -133,25 +133,22 @@ void SafetensorsWriter::add_raw(const std::string& name, DType dtype, Shape shap
   check_new_name(name);
   if (shape_numel(shape) > 0 && data == nullptr) throw_runtime("safetensors: tensor '", name, "' has no data");
   index_[name] = entries_.size();
-  entries_.push_back({name, dtype, std::move(shape), data, Tensor()});
+  entries_.push_back({{name, dtype, std::move(shape)}, data, Tensor()});
 }
 
-uint64_t SafetensorsWriter::data_bytes() const {
-  uint64_t total = 0;
-  for (const auto& e : entries_) total += static_cast<uint64_t>(shape_numel(e.shape)) * dtype_size(e.dtype);
-  return total;
-}
+uint64_t SafetensorsEntry::nbytes() const { return static_cast<uint64_t>(shape_numel(shape)) * dtype_size(dtype); }
 
-std::string SafetensorsWriter::header_json() const {
+std::string safetensors_header(const std::vector<SafetensorsEntry>& entries, const SafetensorsMetadata& metadata) {
   ojson h = ojson::object();
-  if (!metadata_.empty()) {
+  if (!metadata.empty()) {
     ojson m = ojson::object();
-    for (const auto& [k, v] : metadata_) m[k] = v;
+    for (const auto& [k, v] : metadata) m[k] = v;
     h["__metadata__"] = std::move(m);
   }
   uint64_t offset = 0;
-  for (const auto& e : entries_) {
-    uint64_t n = static_cast<uint64_t>(shape_numel(e.shape)) * dtype_size(e.dtype);
+  for (const auto& e : entries) {
+    if (h.contains(e.name)) throw_runtime("safetensors: tensor '", e.name, "' declared twice");
+    const uint64_t n = e.nbytes();
     ojson entry = ojson::object();
     entry["dtype"] = std::string(safetensors_dtype(e.dtype));
     entry["shape"] = ojson::array();
@@ -171,6 +168,19 @@ std::string SafetensorsWriter::header_json() const {
   return s;
 }
 
+uint64_t SafetensorsWriter::data_bytes() const {
+  uint64_t total = 0;
+  for (const auto& e : entries_) total += e.spec.nbytes();
+  return total;
+}
+
+std::string SafetensorsWriter::header_json() const {
+  std::vector<SafetensorsEntry> specs;
+  specs.reserve(entries_.size());
+  for (const auto& e : entries_) specs.push_back(e.spec);
+  return safetensors_header(specs, metadata_);
+}
+
 uint32_t SafetensorsWriter::write(const fs::path& path) const {
   const std::string header = header_json();
   AtomicFileWriter out(path);
@@ -179,12 +189,69 @@ uint32_t SafetensorsWriter::write(const fs::path& path) const {
   out.write(len.data(), len.size());
   out.write(header);
   for (const auto& e : entries_) {
-    size_t n = static_cast<size_t>(shape_numel(e.shape)) * dtype_size(e.dtype);
+    size_t n = static_cast<size_t>(e.spec.nbytes());
     if (n) out.write(e.data, n);
   }
   out.commit();
   return out.crc32c();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Streaming writer
+
+SafetensorsStreamWriter::SafetensorsStreamWriter(const fs::path& path, std::vector<SafetensorsEntry> entries,
+                                                 const SafetensorsMetadata& metadata)
+    : entries_(std::move(entries)) {
+  for (const auto& e : entries_) {
+    if (e.name.empty() || e.name == "__metadata__")
+      throw_runtime("safetensors: '", e.name, "' cannot name a tensor");
+    data_total_ += e.nbytes();
+  }
+  const std::string header = safetensors_header(entries_, metadata);
+  out_.open(path);
+  std::array<unsigned char, 8> len{};
+  put_u64_le(len, header.size());
+  out_.write(len.data(), len.size());
+  out_.write(header);
+  while (current_ < entries_.size() && entries_[current_].nbytes() == 0) ++current_;
+}
+
+const SafetensorsEntry* SafetensorsStreamWriter::next() const {
+  return current_ < entries_.size() ? &entries_[current_] : nullptr;
+}
+
+void SafetensorsStreamWriter::append(const void* data, size_t n) {
+  if (!out_.is_open()) throw_runtime("safetensors: appending to a stream writer that is closed");
+  if (n > data_total_ - data_written_)
+    throw_runtime(out_.path().string(), ": ", n, " bytes appended but only ", data_total_ - data_written_,
+                  " of the declared tensors remain");
+  out_.write(data, n);
+  data_written_ += n;
+  // Advance past every tensor these bytes completed (and any empty ones after them).
+  uint64_t left = n;
+  while (current_ < entries_.size()) {
+    const uint64_t room = entries_[current_].nbytes() - written_in_current_;
+    if (left < room) {
+      written_in_current_ += left;
+      break;
+    }
+    left -= room;
+    written_in_current_ = 0;
+    ++current_;
+  }
+}
+
+uint32_t SafetensorsStreamWriter::commit() {
+  if (!out_.is_open()) throw_runtime("safetensors: commit of a stream writer that is closed");
+  if (data_written_ != data_total_)
+    throw_runtime(out_.path().string(), ": ", data_written_, " of ", data_total_, " tensor bytes written (next: '",
+                  next() ? next()->name : std::string(), "')");
+  out_.commit();
+  return out_.crc32c();
+}
+
+const fs::path& SafetensorsStreamWriter::path() const { return out_.path(); }
+uint64_t SafetensorsStreamWriter::file_bytes() const { return out_.bytes_written(); }
 
 // ---------------------------------------------------------------------------------------------
 // Reader

@@ -14,10 +14,22 @@
 
 #include "dl/core/dtype.hpp"
 #include "dl/core/tensor.hpp"
+#include "dl/io/atomic_file.hpp"
 
 namespace dl {
 
 using SafetensorsMetadata = std::map<std::string, std::string>;
+
+// A tensor as a safetensors header declares it.
+struct SafetensorsEntry {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  uint64_t nbytes() const;
+};
+
+// The header (JSON, space-padded to a multiple of 8) for tensors laid out in this order.
+std::string safetensors_header(const std::vector<SafetensorsEntry>& entries, const SafetensorsMetadata& metadata);
 
 // Collects tensors and writes them in one pass. Nothing is copied: add() keeps a reference to the
 // tensor's storage and add_raw() keeps the pointer, so the data must stay unchanged until write().
@@ -36,9 +48,7 @@ class SafetensorsWriter {
 
  private:
   struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
+    SafetensorsEntry spec;
     const void* data;
     Tensor keep_alive;  // holds the storage of add()ed tensors
   };
@@ -48,6 +58,35 @@ class SafetensorsWriter {
   std::vector<Entry> entries_;
   std::unordered_map<std::string, size_t> index_;
   SafetensorsMetadata metadata_;
+};
+
+// Writes a file whose tensors are declared up front and whose bytes then arrive in order, any
+// number of bytes at a time, so a file larger than memory is written without holding it (dl-shard
+// merge and split). The header is the one SafetensorsWriter writes for the same tensors: both
+// produce identical files. Atomic: nothing appears at `path` before commit(); a writer destroyed
+// without commit() (an exception) removes its temporary file.
+class SafetensorsStreamWriter {
+ public:
+  SafetensorsStreamWriter(const std::filesystem::path& path, std::vector<SafetensorsEntry> entries,
+                          const SafetensorsMetadata& metadata = {});
+  // Bytes of the current tensor (the first declared one not yet complete); a call may span
+  // tensors. More bytes than declared is an error.
+  void append(const void* data, size_t n);
+  // The tensor the next bytes belong to (nullptr when every tensor is complete).
+  const SafetensorsEntry* next() const;
+  uint64_t data_bytes() const { return data_total_; }
+  // Publishes the file; an error unless every declared byte was written. Returns the CRC-32C of
+  // the whole file.
+  uint32_t commit();
+  const std::filesystem::path& path() const;
+  uint64_t file_bytes() const;  // bytes written so far, header included
+
+ private:
+  AtomicFileWriter out_;
+  std::vector<SafetensorsEntry> entries_;
+  size_t current_ = 0;         // index of the tensor being written
+  uint64_t written_in_current_ = 0;
+  uint64_t data_total_ = 0, data_written_ = 0;
 };
 
 struct SafetensorsInfo {

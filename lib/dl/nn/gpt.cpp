@@ -28,11 +28,17 @@ TensorSlice segments(int dim, std::vector<std::pair<int64_t, int64_t>> segs) { r
 }  // namespace
 
 GptModel::GptModel(const GptConfig& config, Backend& backend, DType dtype, GptParallel parallel)
+    : GptModel(config, backend, dtype, parallel, DeclareOnly{}) {
+  if (par_.tp_size > 1 && !par_.tp) throw_usage("tensor parallel tp = ", par_.tp_size, " needs a tensor-parallel group");
+  params_.allocate(backend, dtype);
+}
+
+GptModel::GptModel(const GptConfig& config, Backend& backend, DType dtype, GptParallel parallel, DeclareOnly)
     : cfg_(config), be_(backend), dtype_(dtype), par_(parallel) {
   const int T = par_.tp_size, P = par_.pp_size;
   DL_CHECK(cfg_.n_head > 0 && cfg_.n_embd % cfg_.n_head == 0, "n_embd ", cfg_.n_embd, " not divisible by n_head ",
            cfg_.n_head);
-  if (T > 1 && (!par_.tp || cfg_.n_head % T != 0 || cfg_.vocab_size % T != 0))
+  if (T > 1 && (cfg_.n_head % T != 0 || cfg_.vocab_size % T != 0))
     throw_usage("tensor parallel tp = ", T, " needs model.n_head (", cfg_.n_head, ") and model.vocab_size (",
                 cfg_.vocab_size, ") divisible by it");
   if (P > 1 && cfg_.n_layer % P != 0)
@@ -46,7 +52,13 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, DType dtype, GptPa
   l0_ = par_.pp_rank * per_stage;
   l1_ = l0_ + per_stage;
   declare_params();
-  params_.allocate(backend, dtype);
+}
+
+ParamSet GptModel::declarations(const GptConfig& config, const GptParallel& parallel,
+                                std::vector<std::pair<size_t, size_t>>* groups) {
+  GptModel m(config, cpu_backend(), DType::f32, parallel, DeclareOnly{});
+  if (groups) *groups = m.group_ranges_;
+  return m.params_;
 }
 
 void GptModel::declare_params() {
@@ -159,7 +171,7 @@ GptModel::Slot& GptModel::slot_for(int slot, int64_t B, int64_t T) {
     s.lnf_rstd = make({N});
     s.logits = make({N, Vl_});
     s.losses = make({N});
-    s.correct = be_.empty({N}, DType::i32);
+    s.correct = Tensor::empty({N}, DType::i32);  // host memory on every backend: read there (stats, scores)
     if (par_.tp_size > 1) {
       s.row_max = make({N});
       s.sum_exp = make({N});

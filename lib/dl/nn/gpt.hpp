@@ -49,6 +49,11 @@ struct GptParallel {
 class GptModel final : public Model {
  public:
   GptModel(const GptConfig& config, Backend& backend, DType dtype = DType::f32, GptParallel parallel = {});
+  // The parameters one rank of a layout declares (names, local and whole shapes, tensor-parallel
+  // slices, flat offsets) and its parameter groups, without allocating them or needing a
+  // tensor-parallel group: what a checkpoint of that layout holds (dl-shard split uses it).
+  static ParamSet declarations(const GptConfig& config, const GptParallel& parallel,
+                               std::vector<std::pair<size_t, size_t>>* groups = nullptr);
   std::string kind() const override { return "gpt"; }
   ParamSet& params() override { return params_; }
   const GptConfig& config() const { return cfg_; }
@@ -96,6 +101,8 @@ class GptModel final : public Model {
     Tensor lnf, lnf_mean, lnf_rstd, logits, losses, correct;
     Tensor row_max, sum_exp, picked;  // vocabulary-parallel loss statistics
   };
+  struct DeclareOnly {};
+  GptModel(const GptConfig& config, Backend& backend, DType dtype, GptParallel parallel, DeclareOnly);
   void declare_params();
   Acts make_acts(int64_t B, int64_t T);
   Slot& slot_for(int slot, int64_t B, int64_t T);

@@ -23,15 +23,21 @@ int64_t mlp_param_count(const MlpConfig& c) {
 
 std::vector<int> MlpModel::widths() const { return layer_widths(cfg_); }
 
+ParamSet mlp_param_declarations(const MlpConfig& c) {
+  ParamSet params;
+  auto w = layer_widths(c);
+  for (size_t i = 0; i + 1 < w.size(); ++i) {
+    double std = c.init_std > 0 ? c.init_std : std::sqrt(2.0 / w[i]);
+    std::string p = "layers." + std::to_string(i) + ".";
+    params.declare(p + "weight", {w[i + 1], w[i]}, ParamInit::normal, std, true);
+    params.declare(p + "bias", {w[i + 1]}, ParamInit::zeros, 0, false);
+  }
+  return params;
+}
+
 MlpModel::MlpModel(const MlpConfig& config, Backend& backend, DType dtype)
     : cfg_(config), be_(backend), dtype_(dtype), gelu_(config.activation == "gelu") {
-  auto w = widths();
-  for (size_t i = 0; i + 1 < w.size(); ++i) {
-    double std = cfg_.init_std > 0 ? cfg_.init_std : std::sqrt(2.0 / w[i]);
-    std::string p = "layers." + std::to_string(i) + ".";
-    params_.declare(p + "weight", {w[i + 1], w[i]}, ParamInit::normal, std, true);
-    params_.declare(p + "bias", {w[i + 1]}, ParamInit::zeros, 0, false);
-  }
+  params_ = mlp_param_declarations(cfg_);
   params_.allocate(backend, dtype);
 }
 

@@ -17,6 +17,8 @@ struct MlpConfig {
 };
 
 int64_t mlp_param_count(const MlpConfig& c);
+// The parameters MlpModel declares, unallocated (one group: the whole network).
+ParamSet mlp_param_declarations(const MlpConfig& c);
 
 class MlpModel final : public Model {
  public:

@@ -4,8 +4,71 @@
 
 namespace dl::parallel {
 
-int64_t ZeroEngine::Group::own_begin() const { return std::min(end, begin + rank * piece); }
-int64_t ZeroEngine::Group::own_end() const { return std::min(end, begin + (rank + 1) * piece); }
+int64_t ZeroGroup::own_begin(int rank) const { return std::min(end, begin + rank * piece); }
+int64_t ZeroGroup::own_end(int rank) const { return std::min(end, begin + (rank + 1) * piece); }
+
+std::vector<ZeroGroup> zero_groups(const ParamSet& params, const std::vector<std::pair<size_t, size_t>>& groups,
+                                   int dp_size) {
+  std::vector<ZeroGroup> out;
+  for (auto [p0, p1] : groups) {
+    if (p0 == p1) continue;
+    ZeroGroup g;
+    g.p0 = p0;
+    g.p1 = p1;
+    g.begin = params.info(p0).offset;
+    g.end = params.info(p1 - 1).offset + params.info(p1 - 1).numel();
+    g.piece = (g.end - g.begin + dp_size - 1) / dp_size;
+    out.push_back(g);
+  }
+  return out;
+}
+
+namespace {
+
+// Calls fn(param index, overlap lo, overlap hi) in flat element space for params overlapping [a, b).
+template <class F>
+void for_each_overlap(const ParamSet& params, int64_t a, int64_t b, size_t p0, size_t p1, F&& fn) {
+  for (size_t i = p0; i < p1; ++i) {
+    const ParamInfo& info = params.info(i);
+    int64_t lo = std::max(a, info.offset), hi = std::min(b, info.offset + info.numel());
+    if (lo < hi) fn(i, lo, hi);
+  }
+}
+
+}  // namespace
+
+ZeroPieces zero_pieces(const ParamSet& params, const std::vector<std::pair<size_t, size_t>>& group_ranges,
+                       const ZeroRank& r) {
+  // One copy of everything is saved: tied copies are the first stage's, replicated (not
+  // tensor-sliced) parameters are tensor-parallel rank 0's.
+  auto saves = [&](size_t i) {
+    const ParamInfo& info = params.info(i);
+    return !info.tied_copy && (!info.slice.whole() || r.count_replicated);
+  };
+  // This rank's shards: its owned range of every group, cut at parameter boundaries.
+  std::vector<Piece> owned;
+  for (const auto& g : zero_groups(params, group_ranges, r.dp_size))
+    for_each_overlap(params, g.own_begin(r.dp_rank), g.own_end(r.dp_rank), g.p0, g.p1,
+                     [&](size_t i, int64_t lo, int64_t hi) {
+                       owned.push_back({i, lo - params.info(i).offset, hi - params.info(i).offset});
+                     });
+  std::vector<Piece> whole;
+  for (size_t i = 0; i < params.size(); ++i) whole.push_back({i, 0, params.info(i).numel()});
+  auto saved = [&](const std::vector<Piece>& ps) {
+    std::vector<Piece> out;
+    for (const Piece& p : ps)
+      if (saves(p.param)) out.push_back(p);
+    return out;
+  };
+  ZeroPieces out;
+  // Parameters: whole local tensors for zero < 3 (tied copies included when loading, written by
+  // dp rank 0 only), shards for zero 3. Optimizer state: whole for zero 0, shards otherwise.
+  out.params_to_load = r.zero < 3 ? whole : owned;
+  out.state_to_load = r.zero == 0 ? whole : owned;
+  if (r.zero == 3 || r.dp_rank == 0) out.params_to_save = saved(out.params_to_load);
+  if (r.zero > 0 || r.dp_rank == 0) out.state_to_save = saved(out.state_to_load);
+  return out;
+}
 
 ZeroEngine::ZeroEngine(ParamSet& params, std::vector<std::pair<size_t, size_t>> groups, dist::Comm& dp,
                        const ParallelConfig& parallel, const OptimConfig& optim, double bucket_mb,
@@ -20,15 +83,11 @@ ZeroEngine::ZeroEngine(ParamSet& params, std::vector<std::pair<size_t, size_t>> 
   const int64_t es = static_cast<int64_t>(dtype_size(params.dtype()));
   bucket_elems_ = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1e6) / es);
   const int n = dp_.size();
+  group_ranges_ = groups;
   int64_t shard = 0, widest = 0;
-  for (auto [p0, p1] : groups) {
-    if (p0 == p1) continue;
+  for (const ZeroGroup& cut : zero_groups(params, groups, n)) {
     Group g;
-    g.p0 = p0;
-    g.p1 = p1;
-    g.begin = params.info(p0).offset;
-    g.end = params.info(p1 - 1).offset + params.info(p1 - 1).numel();
-    g.piece = (g.end - g.begin + n - 1) / n;
+    static_cast<ZeroGroup&>(g) = cut;
     g.shard_offset = shard;
     g.rank = dp_.rank();
     shard += g.piece;
@@ -60,15 +119,6 @@ ZeroEngine::ZeroEngine(ParamSet& params, std::vector<std::pair<size_t, size_t>> 
 }
 
 ZeroEngine::~ZeroEngine() = default;
-
-template <class F>
-void ZeroEngine::for_each_param_overlap(int64_t a, int64_t b, size_t p0, size_t p1, F&& fn) const {
-  for (size_t i = p0; i < p1; ++i) {
-    const ParamInfo& info = params_.info(i);
-    int64_t lo = std::max(a, info.offset), hi = std::min(b, info.offset + info.numel());
-    if (lo < hi) fn(i, lo, hi);
-  }
-}
 
 const ZeroEngine::Group& ZeroEngine::group_of(int64_t flat) const {
   for (const auto& g : groups_)
@@ -109,7 +159,7 @@ void ZeroEngine::initialize(uint64_t seed) {
     return;
   }
   for (const auto& g : groups_) {
-    for_each_param_overlap(g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
+    for_each_overlap(params_, g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
       const ParamInfo& info = params_.info(i);
       Tensor host = Tensor::empty(info.shape, params_.dtype());
       init_param_values(info, seed, host);
@@ -144,7 +194,7 @@ double ZeroEngine::grad_norm_squared() const {
     return s;
   }
   for (const auto& g : groups_)
-    for_each_param_overlap(g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
+    for_each_overlap(params_, g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
       if (counts_in_norm(i)) s += be_.sum_squares(self->grad_storage(lo, hi - lo));
     });
   return s;
@@ -160,7 +210,7 @@ void ZeroEngine::step(double lr, double grad_scale) {
   Backend& step_be = offload_ ? cpu_backend() : be_;
   for (const auto& g : groups_) {
     int64_t a = zero_ == 0 ? g.begin : g.own_begin(), b = zero_ == 0 ? g.end : g.own_end();
-    for_each_param_overlap(a, b, g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
+    for_each_overlap(params_, a, b, g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
       Tensor p = param_storage(lo, hi - lo), gr = grad_storage(lo, hi - lo);
       std::vector<Tensor> st;
       for (size_t k = 0; k < state_.size(); ++k) st.push_back(state_storage(k, lo, hi - lo));
@@ -287,61 +337,14 @@ MemoryUse ZeroEngine::memory() const {
   return m;
 }
 
-// One copy of everything: tied copies are the first stage's, replicated (not tensor-sliced)
-// parameters are tensor-parallel rank 0's.
-bool ZeroEngine::saves(size_t i) const {
-  const ParamInfo& info = params_.info(i);
-  return !info.tied_copy && (!info.slice.whole() || count_replicated_);
+ZeroPieces ZeroEngine::pieces() const {
+  return zero_pieces(params_, group_ranges_, {zero_, dp_.size(), dp_.rank(), count_replicated_});
 }
 
-std::vector<Piece> ZeroEngine::param_pieces_to_save() const {
-  std::vector<Piece> out;
-  if (zero_ < 3) {
-    if (dp_.rank() != 0) return out;
-    for (size_t i = 0; i < params_.size(); ++i)
-      if (saves(i)) out.push_back({i, 0, params_.info(i).numel()});
-    return out;
-  }
-  for (const auto& g : groups_)
-    for_each_param_overlap(g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
-      if (saves(i)) out.push_back({i, lo - params_.info(i).offset, hi - params_.info(i).offset});
-    });
-  return out;
-}
-
-std::vector<Piece> ZeroEngine::param_pieces_to_load() const {
-  std::vector<Piece> out;
-  if (zero_ < 3) {
-    for (size_t i = 0; i < params_.size(); ++i) out.push_back({i, 0, params_.info(i).numel()});
-    return out;
-  }
-  for (const auto& g : groups_)
-    for_each_param_overlap(g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
-      out.push_back({i, lo - params_.info(i).offset, hi - params_.info(i).offset});
-    });
-  return out;
-}
-
-std::vector<Piece> ZeroEngine::state_pieces_to_load() const {
-  std::vector<Piece> out;
-  if (zero_ == 0) {
-    for (size_t i = 0; i < params_.size(); ++i) out.push_back({i, 0, params_.info(i).numel()});
-    return out;
-  }
-  for (const auto& g : groups_)
-    for_each_param_overlap(g.own_begin(), g.own_end(), g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
-      out.push_back({i, lo - params_.info(i).offset, hi - params_.info(i).offset});
-    });
-  return out;
-}
-
-std::vector<Piece> ZeroEngine::state_pieces_to_save() const {
-  std::vector<Piece> out;
-  if (zero_ == 0 && dp_.rank() != 0) return out;
-  for (const Piece& p : state_pieces_to_load())
-    if (saves(p.param)) out.push_back(p);
-  return out;
-}
+std::vector<Piece> ZeroEngine::param_pieces_to_save() const { return pieces().params_to_save; }
+std::vector<Piece> ZeroEngine::state_pieces_to_save() const { return pieces().state_to_save; }
+std::vector<Piece> ZeroEngine::param_pieces_to_load() const { return pieces().params_to_load; }
+std::vector<Piece> ZeroEngine::state_pieces_to_load() const { return pieces().state_to_load; }
 
 Tensor ZeroEngine::param_piece(const Piece& p) {
   const ParamInfo& info = params_.info(p.param);

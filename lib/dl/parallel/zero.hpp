@@ -39,6 +39,34 @@ struct Piece {
   int64_t lo = 0, hi = 0;
 };
 
+// How ZeRO cuts one stage's parameters over the data-parallel ranks: per parameter group (in
+// the stage's flat layout), `piece` elements per rank, the group padded to a multiple of the dp
+// size; rank r owns [begin + r * piece, begin + (r + 1) * piece), clipped to the group.
+struct ZeroGroup {
+  size_t p0 = 0, p1 = 0;       // parameter indices [p0, p1)
+  int64_t begin = 0, end = 0;  // element range in the stage's flat layout
+  int64_t piece = 0;           // elements per rank (padded)
+  int64_t own_begin(int rank) const;
+  int64_t own_end(int rank) const;
+};
+// Empty groups are dropped.
+std::vector<ZeroGroup> zero_groups(const ParamSet& params, const std::vector<std::pair<size_t, size_t>>& groups,
+                                   int dp_size);
+
+// One rank's place in a ZeRO layout.
+struct ZeroRank {
+  int zero = 0, dp_size = 1, dp_rank = 0;
+  bool count_replicated = true;  // tensor-parallel rank 0: saves the replicated (unsliced) parameters
+};
+
+// The pieces a rank writes to a checkpoint and reads back, a pure function of its parameters'
+// declarations (no storage, no Comm): ZeroEngine's checkpoint methods return these, and
+// dl-shard split computes them for every rank of a layout it does not run.
+struct ZeroPieces {
+  std::vector<Piece> params_to_save, state_to_save, params_to_load, state_to_load;
+};
+ZeroPieces zero_pieces(const ParamSet& params, const std::vector<std::pair<size_t, size_t>>& groups, const ZeroRank& rank);
+
 class ZeroEngine final : public ParamGroupHooks {
  public:
   // `groups`: [first, last) parameter indices per group, in order of use. `count_replicated`:
@@ -67,6 +95,7 @@ class ZeroEngine final : public ParamGroupHooks {
 
   // Checkpoint access. Pieces this rank writes: parameters whole for zero < 3 (on dp rank 0),
   // shards for zero 3; optimizer state whole for zero 0 (dp rank 0), shards otherwise.
+  ZeroPieces pieces() const;  // all four lists below
   std::vector<Piece> param_pieces_to_save() const;
   std::vector<Piece> state_pieces_to_save() const;
   // Pieces this rank must receive when loading: whole local tensors for zero < 3 (tied copies
@@ -86,24 +115,17 @@ class ZeroEngine final : public ParamGroupHooks {
   void after_backward(int group) override;
 
  private:
-  struct Group {
-    size_t p0 = 0, p1 = 0;        // parameter indices [p0, p1)
-    int64_t begin = 0, end = 0;   // element range in the stage's flat layout
-    int64_t piece = 0;            // elements per rank (padded)
-    int64_t shard_offset = 0;     // where this rank's piece sits in the shard buffers
-    int64_t own_begin() const;    // this rank's element range [own_begin, own_end) (clipped)
-    int64_t own_end() const;
+  struct Group : ZeroGroup {
+    int64_t shard_offset = 0;  // where this rank's piece sits in the shard buffers
+    int64_t own_begin() const { return ZeroGroup::own_begin(rank); }  // this rank's range (clipped)
+    int64_t own_end() const { return ZeroGroup::own_end(rank); }
     int rank = 0;
   };
   struct Work {  // a gathered ZeRO-3 group
     Tensor params, grads;
     bool active = false, grads_active = false;
   };
-  // Calls fn(param index, overlap lo, overlap hi) in flat element space for params overlapping [a, b).
-  template <class F>
-  void for_each_param_overlap(int64_t a, int64_t b, size_t p0, size_t p1, F&& fn) const;
   bool counts_in_norm(size_t param) const;
-  bool saves(size_t param) const;
   Tensor param_storage(int64_t flat, int64_t n);  // where element `flat` of the stage's parameters lives
   Tensor grad_storage(int64_t flat, int64_t n);
   Tensor state_storage(size_t k, int64_t flat, int64_t n);
@@ -115,6 +137,7 @@ class ZeroEngine final : public ParamGroupHooks {
   void unbind_group(int g);
 
   ParamSet& params_;
+  std::vector<std::pair<size_t, size_t>> group_ranges_;  // as the model declared them
   std::vector<Group> groups_;
   dist::Comm& dp_;
   int zero_ = 0;

@@ -267,13 +267,16 @@ double activation_bytes(const ModelShape& m, const Layout& l) {
                         (m.vocab > 0 ? 4 * s * b * static_cast<double>(m.vocab) / static_cast<double>(std::max<int64_t>(l.tp, 1)) : 0.0);
   // Backward working set (not in Korthikanti et al., who count what is kept for backward): the
   // activation gradients in flight while one layer's backward runs — the residual-stream
-  // gradient and the layer-input gradient (2sbh) and the MLP's 4h-wide GELU input and output
-  // gradients (8sbh/t). Counted once per rank.
+  // gradient and the layer-input gradient (2 values of width h) and the MLP's 4h-wide GELU input
+  // and output gradients (8/t values of width h): s*b*h*(2 + 8/t) values. Counted once per rank.
   const double tpd = static_cast<double>(std::max<int64_t>(l.tp, 1));
-  const double work = s * b * h * (2 + 8 / tpd) * (bpv / 2.0);
+  const double work = s * b * h * (2 + 8 / tpd) * bpv;
   const double first = layers * per * static_cast<double>(in_flight(l)) + recompute_peak + work;
   if (l.pp <= 1) return first + output;
-  const double last = layers * per + recompute_peak + work + output;  // the last stage: one in flight
+  // The last stage runs each micro-batch's backward right after its forward under 1F1B (one in
+  // flight); under GPipe it too holds every micro-batch, output layer (logits) included.
+  const double last_in_flight = l.schedule == "gpipe" ? static_cast<double>(std::max<int64_t>(l.microbatches, 1)) : 1.0;
+  const double last = (layers * per + output) * last_in_flight + recompute_peak + work;
   return std::max(first, last);
 }
 

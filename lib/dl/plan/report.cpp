@@ -269,6 +269,16 @@ PlanReport make_plan(const PlanInputs& in) {
   l.recompute = in.fixed.recompute.value_or(c && c->parallel.activation_checkpointing ? Recompute::full : Recompute::none);
   if (in.fixed.dp) l.dp = *in.fixed.dp;
   else l.dp = (l.tp > 0 && l.pp > 0 && in.gpus % (l.tp * l.pp) == 0) ? in.gpus / (l.tp * l.pp) : 0;
+  if (c && !in.global_batch && l.dp > 0) {
+    // A config's run: dl-train steps over train.batch_size x accumulation x pipeline
+    // micro-batches per data-parallel rank, whatever tp and pp are (gpus x ... would count each
+    // tensor- and pipeline-parallel rank as another replica).
+    r.global_batch = l.dp * r.base.micro_batch * std::max<int64_t>(micro_batches_per_step(*c), 1);
+    for (auto& n : r.notes)
+      if (n.rfind("# global batch: ", 0) == 0)
+        n = str("# global batch: ", r.global_batch, " sequences per step (dp x train.batch_size x accumulation, as "
+                "dl-train runs the config; --global-batch to change)");
+  }
   if (c && c->parallel.dp > 0 && c->parallel.dp != l.dp && !in.fixed.dp)
     r.notes.push_back(str("# the config's parallel.dp = ", c->parallel.dp, " is replaced by gpus / (tp x pp) = ", l.dp));
   std::vector<int64_t> zeros = in.fixed.zero ? std::vector<int64_t>{*in.fixed.zero} : std::vector<int64_t>{0, 1, 2, 3};

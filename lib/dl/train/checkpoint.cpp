@@ -21,15 +21,11 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kManifest = "trainer_state.json";
+constexpr const char* kManifest = kCheckpointManifest;
 constexpr const char* kFormat = "dlkit-checkpoint";
 constexpr int kFormatVersion = 2;
 
-std::string step_dir_name(int64_t step) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
-  return buf;
-}
+std::string step_dir_name(int64_t step) { return checkpoint_dir_name(step); }
 
 std::string rank_name(int rank, const char* ext) {
   char buf[48];
@@ -69,12 +65,87 @@ TensorSlice slice_from(const json& j) {
   return s;
 }
 
+}  // namespace
+
 std::string mlp_config_json(const ModelConfig& m) {
   json j{{"model_type", "dlkit-mlp"}, {"hidden", m.hidden}, {"activation", m.activation}};
   return j.dump(2) + "\n";
 }
 
-}  // namespace
+std::string checkpoint_dir_name(int64_t step) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "step_%08lld", static_cast<long long>(step));
+  return buf;
+}
+
+std::map<std::string, std::string> checkpoint_file_metadata(int64_t step) {
+  return {{"format", "pt"}, {"dlkit.step", std::to_string(step)}};
+}
+
+std::vector<StoredPiece> checkpoint_pieces(const ParamSet& P, const parallel::ZeroPieces& zp,
+                                           const std::vector<std::string>& state_names, int rank, bool single) {
+  std::vector<StoredPiece> out;
+  auto add = [&](const parallel::Piece& p, int state) {
+    const ParamInfo& info = P.info(p.param);
+    StoredPiece s;
+    s.param = p.param;
+    s.state = state;
+    s.name = info.name;
+    s.kind = state < 0 ? "param" : state_names[static_cast<size_t>(state)];
+    const bool whole = p.lo == 0 && p.hi == info.numel();
+    if (single) {
+      // Hugging Face names in model.safetensors, so transformers loads the folder as is.
+      s.file = state < 0 ? "model.safetensors" : "optimizer.safetensors";
+      s.key = state < 0 ? info.name : s.kind + "." + info.name;
+    } else {
+      s.file = rank_name(rank, "safetensors");
+      s.key = (state < 0 ? "" : s.kind + ".") + info.name;
+      if (!whole) s.key += "@" + std::to_string(p.lo);
+    }
+    s.slice = info.slice;
+    s.local_shape = info.shape;
+    s.lo = p.lo;
+    s.hi = p.hi;
+    // A whole local tensor keeps its shape (readable as is); a shard is flat.
+    s.stored_shape = whole ? info.shape : Shape{p.hi - p.lo};
+    out.push_back(std::move(s));
+  };
+  for (const auto& p : zp.params_to_save) add(p, -1);
+  for (size_t k = 0; k < state_names.size(); ++k)
+    for (const auto& p : zp.state_to_save) add(p, static_cast<int>(k));
+  return out;
+}
+
+json piece_json(const StoredPiece& s) {
+  return json{{"name", s.name}, {"kind", s.kind}, {"file", s.file}, {"key", s.key}, {"slice", slice_json(s.slice)},
+              {"local_shape", s.local_shape}, {"range", {s.lo, s.hi}}};
+}
+
+json tensors_json(const ParamSet& P, DType dtype) {
+  json tensors = json::object();
+  for (size_t i = 0; i < P.size(); ++i)
+    if (!P.info(i).tied_copy)
+      tensors[P.info(i).name] = {{"shape", P.info(i).global_shape}, {"dtype", std::string(safetensors_dtype(dtype))}};
+  return tensors;
+}
+
+json checkpoint_manifest(const std::string& model_type, const TrainerState& state, const json& optimizer,
+                         const CheckpointLayout& L, const json& tensors, const json& pieces, const json& files) {
+  return json{{"format", kFormat},
+              {"version", kFormatVersion},
+              {"dlkit_version", DL_VERSION},
+              {"model_type", model_type},
+              {"step", state.step},
+              {"data_position", state.data_position},
+              {"tokens_seen", state.tokens_seen},
+              {"rng", {{"key", state.rng_key}, {"index", state.rng_index}}},
+              {"train_seconds", state.train_seconds},
+              {"optimizer", optimizer},
+              {"layout", {{"world", L.world}, {"dp", L.dp}, {"tp", L.tp}, {"pp", L.pp}, {"zero", L.zero}}},
+              {"tensors", tensors},
+              {"pieces", pieces},
+              {"files", files}};
+}
 
 std::string hf_gpt2_config_json(const ModelConfig& m) {
   json j{{"architectures", {"GPT2LMHeadModel"}},
@@ -121,65 +192,26 @@ fs::path save_checkpoint(const fs::path& root, CheckpointSource& src, const Trai
   parallel::ZeroEngine& eng = src.engine;
   const auto& state_names = eng.optimizer().state_names();
   try {
-    // This rank's pieces: parameters and optimizer state.
+    // This rank's pieces, parameters then optimizer state, each file's tensors in that order.
+    const auto stored = checkpoint_pieces(P, eng.pieces(), state_names, rank, single);
     json pieces = json::array(), files = json::object();
-    auto describe = [&](const parallel::Piece& p, const std::string& kind, const std::string& file,
-                        const std::string& key) {
-      const ParamInfo& info = P.info(p.param);
-      return json{{"name", info.name}, {"kind", kind}, {"file", file}, {"key", key}, {"slice", slice_json(info.slice)},
-                  {"local_shape", info.shape}, {"range", {p.lo, p.hi}}};
-    };
-    auto stored = [&](const parallel::Piece& p, Tensor data) {
-      const ParamInfo& info = P.info(p.param);
-      // A whole local tensor keeps its shape (readable as is); a shard is flat.
-      return p.lo == 0 && p.hi == info.numel() ? data.view(info.shape) : data;
-    };
-    std::vector<Tensor> keep_alive;
-    auto write_file = [&](SafetensorsWriter& w, const std::string& rel) {
-      w.set_metadata({{"format", "pt"}, {"dlkit.step", std::to_string(state.step)}});
+    std::map<std::string, SafetensorsWriter> writers;  // by file
+    std::vector<std::string> file_order;
+    for (const auto& s : stored) {
+      Tensor d = host_copy(be, s.state < 0 ? eng.param_piece({s.param, s.lo, s.hi})
+                                           : eng.state_piece(static_cast<size_t>(s.state), {s.param, s.lo, s.hi}));
+      if (!writers.count(s.file)) file_order.push_back(s.file);
+      writers[s.file].add(s.key, d.view(s.stored_shape));  // the writer keeps d alive
+      pieces.push_back(piece_json(s));
+    }
+    for (const auto& rel : file_order) {
+      SafetensorsWriter& w = writers[rel];
+      w.set_metadata(checkpoint_file_metadata(state.step));
       uint32_t crc = w.write(tmp / rel);
       files[rel] = {{"crc32c", crc}, {"bytes", fs::file_size(tmp / rel)}};
-    };
-    if (single) {
-      SafetensorsWriter weights, opt;
-      for (const auto& p : eng.param_pieces_to_save()) {
-        Tensor d = host_copy(be, eng.param_piece(p));
-        keep_alive.push_back(d);
-        weights.add(P.info(p.param).name, stored(p, d));
-        pieces.push_back(describe(p, "param", "model.safetensors", P.info(p.param).name));
-      }
-      for (size_t k = 0; k < state_names.size(); ++k)
-        for (const auto& p : eng.state_pieces_to_save()) {
-          Tensor d = host_copy(be, eng.state_piece(k, p));
-          keep_alive.push_back(d);
-          std::string key = state_names[k] + "." + P.info(p.param).name;
-          opt.add(key, stored(p, d));
-          pieces.push_back(describe(p, state_names[k], "optimizer.safetensors", key));
-        }
-      write_file(weights, "model.safetensors");
-      if (opt.size()) write_file(opt, "optimizer.safetensors");
-    } else {
-      SafetensorsWriter shard;
-      const std::string rel = rank_name(rank, "safetensors");
-      auto add = [&](const parallel::Piece& p, Tensor d, const std::string& kind) {
-        d = host_copy(be, d);
-        keep_alive.push_back(d);
-        std::string key = (kind == "param" ? "" : kind + ".") + P.info(p.param).name;
-        if (!(p.lo == 0 && p.hi == P.info(p.param).numel())) key += "@" + std::to_string(p.lo);
-        shard.add(key, stored(p, d));
-        pieces.push_back(describe(p, kind, rel, key));
-      };
-      for (const auto& p : eng.param_pieces_to_save()) add(p, eng.param_piece(p), "param");
-      for (size_t k = 0; k < state_names.size(); ++k)
-        for (const auto& p : eng.state_pieces_to_save()) add(p, eng.state_piece(k, p), state_names[k]);
-      if (shard.size()) write_file(shard, rel);
     }
     // Whole-tensor shapes and dtypes, for checking and for merging.
-    json tensors = json::object();
-    for (size_t i = 0; i < P.size(); ++i)
-      if (!P.info(i).tied_copy)
-        tensors[P.info(i).name] = {{"shape", P.info(i).global_shape}, {"dtype", std::string(safetensors_dtype(P.dtype()))}};
-    json fragment{{"pieces", pieces}, {"files", files}, {"tensors", tensors}};
+    json fragment{{"pieces", pieces}, {"files", files}, {"tensors", tensors_json(P, P.dtype())}};
     write_file_atomic(tmp / rank_name(rank, "json"), fragment.dump());
   } catch (...) {
     // A failed rank must not leave the others waiting at the barrier forever: its error reaches
@@ -202,22 +234,8 @@ fs::path save_checkpoint(const fs::path& root, CheckpointSource& src, const Trai
     std::string cfg = src.model.kind() == "gpt" ? hf_gpt2_config_json(config.model) : mlp_config_json(config.model);
     write_file_atomic(tmp / "config.json", cfg);
     files["config.json"] = {{"crc32c", crc32c(cfg.data(), cfg.size())}, {"bytes", cfg.size()}};
-    const auto& L = src.layout;
-    json manifest{{"format", kFormat},
-                  {"version", kFormatVersion},
-                  {"dlkit_version", DL_VERSION},
-                  {"model_type", src.model.kind()},
-                  {"step", state.step},
-                  {"data_position", state.data_position},
-                  {"tokens_seen", state.tokens_seen},
-                  {"rng", {{"key", state.rng_key}, {"index", state.rng_index}}},
-                  {"train_seconds", state.train_seconds},
-                  {"optimizer", {{"name", eng.optimizer().name()}, {"steps", eng.optimizer().step_count()},
-                                 {"state", state_names}}},
-                  {"layout", {{"world", L.world}, {"dp", L.dp}, {"tp", L.tp}, {"pp", L.pp}, {"zero", L.zero}}},
-                  {"tensors", tensors},
-                  {"pieces", pieces},
-                  {"files", files}};
+    json optimizer{{"name", eng.optimizer().name()}, {"steps", eng.optimizer().step_count()}, {"state", state_names}};
+    json manifest = checkpoint_manifest(src.model.kind(), state, optimizer, src.layout, tensors, pieces, files);
     write_file_atomic(tmp / kManifest, manifest.dump(1) + "\n");
     if (single) fs::remove(tmp / "shards", ec);
     if (fs::exists(final_dir)) fs::remove_all(final_dir);  // a re-save of the same step replaces it

@@ -51,6 +51,41 @@ struct CheckpointLayout {
   int world = 1, dp = 1, tp = 1, pp = 1, zero = 0;
 };
 
+// One tensor a checkpoint file stores: a piece of a whole-model tensor.
+struct StoredPiece {
+  size_t param = 0;        // index in the rank's ParamSet
+  int state = -1;          // -1: the parameter's value; k: optimizer state k
+  std::string name, kind;  // whole-model tensor name; "param" or the state's name ("exp_avg")
+  std::string file, key;   // file inside the checkpoint directory, tensor name in that file
+  TensorSlice slice;       // where the rank's (tensor-parallel) local tensor sits in the whole one
+  Shape local_shape;       // the local tensor's shape
+  int64_t lo = 0, hi = 0;  // flat element range of the local tensor
+  Shape stored_shape;      // local_shape when the piece is the whole local tensor, else {hi - lo}
+};
+
+// What a rank writes, in file order: single process, model.safetensors (Hugging Face names)
+// then optimizer.safetensors ("exp_avg.<name>"); several ranks, shards/rankNNNNN.safetensors
+// with keys "<name>" / "<state>.<name>", plus "@<lo>" for a flat shard. save_checkpoint and
+// dl-shard split both use it, so a split checkpoint is what dl-train writes for that layout.
+std::vector<StoredPiece> checkpoint_pieces(const ParamSet& params, const parallel::ZeroPieces& pieces,
+                                           const std::vector<std::string>& state_names, int rank, bool single_process);
+
+// The pieces' manifest entries.
+nlohmann::json piece_json(const StoredPiece& piece);
+// Whole-tensor shapes and dtypes of the parameters a rank holds (tied copies left out).
+nlohmann::json tensors_json(const ParamSet& params, DType dtype);
+// safetensors metadata of every checkpoint file.
+std::map<std::string, std::string> checkpoint_file_metadata(int64_t step);
+// "step_00000040".
+std::string checkpoint_dir_name(int64_t step);
+// The manifest (trainer_state.json), written last: `optimizer` is {name, steps, state}, `files`
+// maps each file to {crc32c, bytes}.
+nlohmann::json checkpoint_manifest(const std::string& model_type, const TrainerState& state,
+                                   const nlohmann::json& optimizer, const CheckpointLayout& layout,
+                                   const nlohmann::json& tensors, const nlohmann::json& pieces,
+                                   const nlohmann::json& files);
+inline constexpr const char* kCheckpointManifest = "trainer_state.json";
+
 // Everything a rank contributes to a checkpoint.
 struct CheckpointSource {
   Model& model;
@@ -110,5 +145,7 @@ TrainerState load_checkpoint(const std::filesystem::path& dir, Model& model, par
 
 // The GPT2Config JSON transformers reads (config.json beside model.safetensors).
 std::string hf_gpt2_config_json(const ModelConfig& model);
+// config.json of an mlp checkpoint.
+std::string mlp_config_json(const ModelConfig& model);
 
 }  // namespace dl

@@ -1,0 +1,109 @@
+// dl-shard plan against what dl-train measures (RUN/memory.json, per rank) for the same config
+// and layout on the CPU: parameters, gradients and optimizer state to the byte, activations
+// within 10%. The plan reports the busiest rank, so it is compared with the largest measured rank.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "support/support.hpp"
+
+using namespace dl::test;
+using nlohmann::json;
+
+namespace {
+
+// Every parameter group's size (embeddings, each block, the head) is even, so ZeRO's per-group
+// padding to a multiple of dp = 2 adds nothing and sharded bytes are exact halves.
+const char* kGpt = R"([model]
+type = "gpt"
+n_layer = 2
+n_head = 4
+n_embd = 32
+block_size = 26
+vocab_size = 256
+
+[data]
+source = "synthetic:addition"
+
+[train]
+steps = 2
+batch_size = 8
+threads = 1
+eval_every = 0
+checkpoint_every = 0
+
+[log]
+samples = 0
+progress = "none"
+tensorboard = false
+)";
+
+}  // namespace
+
+TEST_CASE("dl-shard plan matches dl-train's measured memory per rank, layout by layout") {
+  TempDir dir("plan-measured");
+  write_file(dir / "c.toml", kGpt);
+  struct Layout {
+    std::string name;
+    int world;
+    std::vector<std::string> sets;   // for both tools (the config's layout)
+    std::vector<std::string> flags;  // dl-shard plan's layout flags
+  };
+  // The global batch stays 8 sequences: train.batch_size x micro-batches x dp.
+  const std::vector<Layout> layouts = {
+      {"single process", 1, {}, {"--zero", "0"}},
+      {"dp=2 zero=1", 2, {"parallel.dp=2", "parallel.zero=1", "train.batch_size=4"}, {"--zero", "1"}},
+      {"dp=2 zero=2", 2, {"parallel.dp=2", "parallel.zero=2", "train.batch_size=4"}, {"--zero", "2"}},
+      {"dp=2 zero=3", 2, {"parallel.dp=2", "parallel.zero=3", "train.batch_size=4"}, {"--zero", "3"}},
+      {"tp=2", 2, {"parallel.tp=2"}, {"--zero", "0", "--tp", "2"}},
+      {"pp=2 1f1b m=4", 2, {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4"}, {"--zero", "0", "--pp", "2"}},
+      {"pp=2 gpipe m=4", 2,
+       {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4", "parallel.schedule=gpipe"},
+       {"--zero", "0", "--pp", "2"}},
+      {"activation checkpointing", 1, {"parallel.activation_checkpointing=true"}, {"--zero", "0"}},
+  };
+  int i = 0;
+  for (const auto& l : layouts) {
+    CAPTURE(l.name);
+    const fs::path run_dir = dir / ("run" + std::to_string(i++));
+    std::vector<std::string> train = {(dir / "c.toml").string(), "--run-dir", run_dir.string(), "--quiet"};
+    std::vector<std::string> plan = {"plan", (dir / "c.toml").string(), "--gpus", std::to_string(l.world),
+                                     "--gpu-mem", "80GB", "--format", "json"};
+    if (l.world > 1) train.insert(train.end(), {"--nproc-per-node", std::to_string(l.world)});
+    for (const auto& s : l.sets) {
+      train.insert(train.end(), {"--set", s});
+      plan.insert(plan.end(), {"--set", s});
+    }
+    plan.insert(plan.end(), l.flags.begin(), l.flags.end());
+    RunResult t = run(tool("dl-train"), train, "", {}, 300);
+    REQUIRE_MESSAGE(t.exit_code == 0, t.err);
+    RunResult p = run(tool("dl-shard"), plan);
+    REQUIRE_MESSAGE(p.exit_code == 0, p.err);
+    const json measured = json::parse(read_file(run_dir / "memory.json"));
+    const json rows = json::parse(p.out);
+    REQUIRE(rows.size() == 1);
+    const json& est = rows[0];
+    REQUIRE(measured["ranks"].size() == static_cast<size_t>(l.world));
+    CHECK(est["model_params"].get<double>() == measured["params"].get<double>());
+    double params = 0, grads = 0, optimizer = 0, activations = 0;
+    for (const auto& rk : measured["ranks"]) {
+      params = std::max(params, rk["params_bytes"].get<double>());
+      grads = std::max(grads, rk["grads_bytes"].get<double>());
+      optimizer = std::max(optimizer, rk["optimizer_bytes"].get<double>());
+      activations = std::max(activations, rk["activation_bytes"].get<double>());
+    }
+    const double ratio = est["activation_bytes"].get<double>() / activations;
+    MESSAGE(l.name << ": params " << params << " B (plan " << est["params_bytes"].get<double>() << "), grads " << grads
+                   << " B (plan " << est["grads_bytes"].get<double>() << "), optimizer " << optimizer << " B (plan "
+                   << est["optimizer_bytes"].get<double>() << "), activations " << activations << " B (plan "
+                   << est["activation_bytes"].get<double>() << ", ratio " << ratio << ")");
+    CHECK(est["params_bytes"].get<double>() == params);
+    CHECK(est["grads_bytes"].get<double>() == grads);
+    CHECK(est["optimizer_bytes"].get<double>() == optimizer);
+    CHECK(std::fabs(ratio - 1) <= 0.10);
+    // The plan describes the run dl-train makes of the config: the same global batch.
+    CHECK(est["global_batch"] == 8);
+  }
+}
