@@ -341,6 +341,12 @@ std::unique_ptr<Comm> make_gloo_world(const LaunchEnv& env, double timeout_s) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
+    // Gloo's file store refuses a key written twice: two processes claimed the same rank.
+    const bool duplicate = std::string(e.what()).find("already exists") != std::string::npos;
+    if (duplicate)
+      throw_runtime("rendezvous in ", env.store_dir, " failed for rank ", env.rank, ": another process already "
+                    "registered as rank ", env.rank, " (give each node its own --node-rank, and use a fresh --rdzv "
+                    "folder for every run)");
     throw_runtime("rendezvous of ", env.world, " ranks failed for rank ", env.rank, ": ", e.what(),
                   " (are all ranks started? every wait gives up after [dist] timeout_s = ", timeout_s, " s)");
   }
