@@ -2,6 +2,10 @@
 
 #include <cblas.h>
 
+#ifdef DL_HAVE_CUDA
+#include "dl/backend/cuda/cuda_backend.hpp"
+#endif
+
 namespace dl {
 
 std::string version_string() {
@@ -12,10 +16,10 @@ std::string version_string() {
 std::string build_info() {
   std::string s;
   s += "BLAS: OpenBLAS " DL_OPENBLAS_VERSION " (" + std::string(openblas_get_config()) + ")\n";
-#ifdef DL_WITH_CUDA
-  s += "CUDA backend: yes\n";
+#ifdef DL_HAVE_CUDA
+  s += cuda_build_info();
 #else
-  s += "CUDA backend: not built (CPU only)\n";
+  s += "CUDA backend: not built (CPU only; no nvcc at configure time, or DL_CUDA=OFF)\n";
 #endif
 #ifdef DL_WITH_GLOO
   s += "Gloo: yes\n";

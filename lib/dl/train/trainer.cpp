@@ -26,6 +26,7 @@
 #include "dl/parallel/pipeline.hpp"
 #include "dl/parallel/zero.hpp"
 #include "dl/train/checkpoint.hpp"
+#include "dl/train/device_select.hpp"
 #include "dl/train/generate.hpp"
 
 namespace dl {
@@ -38,15 +39,6 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Building a run from a config.
-
-Backend& select_backend(const TrainConfig& t, bool log) {
-  if (t.device == "cuda")
-    throw_usage("train.device = \"cuda\": this build of dlkit has no CUDA backend; use \"cpu\" (or \"auto\")");
-  if (t.precision != "fp32")
-    throw_usage("train.precision = \"", t.precision, "\" needs the CUDA backend; the CPU backend trains in fp32");
-  if (t.device == "auto" && log) log_info("device auto: no CUDA backend in this build, training on the CPU");
-  return cpu_backend();
-}
 
 // CPU threads per rank: train.threads, or the cores shared among the ranks on this node.
 int threads_for(const TrainConfig& t, int local_ranks) {
@@ -282,7 +274,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   const bool root = env.rank == 0;
   set_log_quiet(opt.quiet || !root);
   set_num_threads(threads_for(cfg.train, env.local_world));
-  Backend& be = select_backend(cfg.train, root);
+  Backend& be = select_backend(cfg, env.world, root);  // device selection: device_select.cpp
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
   // Everything that can reject the run happens before the run directory exists.
   parallel::MeshShape shape = parallel::resolve_mesh(cfg.parallel, cfg.model, env.world);
@@ -610,7 +602,7 @@ LoadedRun load_run(const fs::path& run_dir, const std::vector<std::string>& over
   LoadedRun r;
   r.config = load_run_config(run_dir, overrides);
   set_num_threads(static_cast<int>(r.config.train.threads));
-  Backend& be = select_backend(r.config.train, false);
+  Backend& be = select_backend(r.config, 1, false);
   r.data = open_datasets(r.config.data, r.config.model.block_size, static_cast<uint64_t>(r.config.train.seed));
   r.mesh = single_process_mesh();
   r.model = build_model(r.config, *r.data.train, be, nullptr);

@@ -1,0 +1,131 @@
+// The CUDA backend: the Backend ops on one GPU, f32 and bf16 (bf16 storage, f32 arithmetic),
+// GEMMs through cuBLASLt, the rest in kernels/*.cu. Compiled only when the build found nvcc
+// (DL_HAVE_CUDA); this header names no CUDA type, so any file of the library may include it.
+//
+// Memory: every tensor this backend creates lives in one device arena per process, reserved up
+// front (DL_CUDA_ARENA=<size>, e.g. 40GiB; default 90% of the GPU's free memory shared among
+// the ranks on the node that use it) and reported when it is created.
+//
+// Index tensors (i32 tokens, targets, correct, argmax output) may live on the host or on the
+// device: host ones are checked there (token ids against the vocabulary, as on the CPU) and
+// staged through the arena. Every other tensor must be on this backend's device.
+//
+// Errors: every CUDA and cuBLASLt call is checked; a failure is a dl::Error(runtime) naming the
+// op and the tensors. Kernels run asynchronously, so a fault inside one is reported by a later
+// call; DL_CUDA_SYNC=1 synchronizes after every op so the op that faulted is the one named.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dl/backend/backend.hpp"
+
+namespace dl {
+
+// What the machine offers, found without throwing: usable is false with a reason when there is
+// no driver, no device, or the runtime cannot start.
+struct CudaDeviceInfo {
+  bool usable = false;
+  std::string reason;  // why not usable ("cudaGetDeviceCount: CUDA driver version is insufficient ...")
+  int device_count = 0;
+  int device = 0;  // the device this process would use
+  std::string name;
+  int cc_major = 0, cc_minor = 0;
+  int multiprocessors = 0;
+  size_t total_bytes = 0, free_bytes = 0;
+};
+CudaDeviceInfo cuda_probe();
+
+// The device this process uses: LOCAL_RANK (or SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK)
+// modulo the device count, so several ranks on one GPU share it.
+int cuda_device_for_this_process(int device_count);
+
+// Compiled-in and run-time versions of the CUDA runtime, driver, cuBLAS, cuDNN and NCCL, one
+// per line (for --version). Never throws; says "no driver" where the driver cannot be asked.
+std::string cuda_build_info();
+
+struct CudaArenaStats {
+  size_t capacity = 0;  // bytes reserved
+  size_t in_use = 0;    // bytes handed out now
+  size_t peak = 0;      // most bytes handed out at once
+  int64_t live_blocks = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  // Binds `device`, creates the stream, the cuBLASLt handle and the arena. Throws
+  // Error(usage) when no usable GPU is there.
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override;
+  std::string name() const override;
+
+  Tensor empty(Shape shape, DType dtype) override;
+  void zero(Tensor& t) override;
+  void copy(Tensor& dst, const Tensor& src) override;
+
+  void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t vocab_start,
+                       int64_t vocab_size) override;
+  void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                        int64_t vocab_start) override;
+  void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                         const Tensor& bias) override;
+  void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                          const Tensor& weight, const Tensor& mean, const Tensor& rstd, bool accumulate) override;
+  void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                      WeightLayout layout) override;
+  void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                       const Tensor& weight, WeightLayout layout, bool accumulate) override;
+  // The state is the log-sum-exp of each query row's scores, f32, stored in the bytes of a
+  // [B, H, 2T] tensor of the model's dtype (2T elements hold T f32 values even in bf16).
+  Shape attention_state_shape(int64_t B, int64_t T, int64_t C, int n_head) const override;
+  void attention_forward(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) override;
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& state,
+                          int n_head) override;
+  void gelu_forward(Tensor& out, const Tensor& inp) override;
+  void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override;
+  void relu_forward(Tensor& out, const Tensor& inp) override;
+  void relu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override;
+  void add(Tensor& out, const Tensor& a, const Tensor& b) override;
+  void bias_add(Tensor& out, const Tensor& bias) override;
+  // losses may be f32 when the logits are bf16 (a bf16 loss loses the digits that matter).
+  void crossentropy_forward(Tensor& losses, Tensor& correct, const Tensor& logits, const Tensor& targets) override;
+  void crossentropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets, double dloss) override;
+  void argmax(Tensor& out, const Tensor& logits) override;
+  void logits_row_max(Tensor& row_max, const Tensor& logits) override;
+  void logits_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& row_max) override;
+  void logits_pick(Tensor& picked, const Tensor& logits, const Tensor& targets, int64_t vocab_start) override;
+  void crossentropy_backward_sharded(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                     const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start,
+                                     double dloss) override;
+  // param, m and v share a dtype (f32 or bf16); grad has it too, or is bf16 under f32 master
+  // weights (mixed precision).
+  void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override;
+  void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p) override;
+  double sum(const Tensor& x) override;
+  double sum_squares(const Tensor& x) override;
+  void scale(Tensor& x, double s) override;
+
+  // Beyond the Backend interface.
+  // dst = src converted (f32 <-> bf16, or same dtype: a copy); both on this device.
+  void convert(Tensor& dst, const Tensor& src);
+  // Waits for every op queued so far; throws naming `what` if one of them failed.
+  void synchronize(const char* what = "synchronize");
+  CudaArenaStats arena_stats() const;
+  const CudaDeviceInfo& info() const;
+
+  struct Impl;  // CUDA handles, the arena, scratch (cuda_backend.cpp)
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The process's CUDA backend on cuda_device_for_this_process(), created on first use. Throws
+// Error(usage) when no usable GPU is there.
+CudaBackend& cuda_backend();
+
+}  // namespace dl

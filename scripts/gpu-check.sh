@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build with the CUDA backend, run the kernel tests, compare 20 training
+# steps on the GPU with the CPU, and time a GPT-2 124M step. Prints a short table last; full logs
+# go to $OUT (the device runner's output folder) or build-gpu/gpu-check/.
+#
+#   scripts/gpu-check.sh                # everything
+#   STAGES="build test" scripts/gpu-check.sh
+#   SANITIZE=1 ...                      # also run the kernel tests under compute-sanitizer
+#
+# Stages: build test train bench. Each stage's result is one line of the final table; the script
+# exits non-zero when any stage failed. Not written yet: the PyTorch comparisons (whole-model
+# fwd/bwd against torch on the GPU, tokens/s and MFU against autocast + torch.compile + fused
+# AdamW + SDPA) and the multi-rank runs (ZeRO 1/2/3, dp=2 on one GPU): they need the NCCL Comm
+# and mixed-precision training first (docs/CUDA.md).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${BUILD:-build-gpu}
+STAGES=${STAGES:-"build test train bench"}
+LOGS=${OUT:-$BUILD/gpu-check}
+JOBS=${JOBS:-$(nproc)}
+mkdir -p "$LOGS"
+declare -a table=()
+failed=0
+
+note() { echo "gpu-check: $*" >&2; }
+row() { table+=("$(printf '%-8s %-6s %s' "$1" "$2" "$3")"); [ "$2" = ok ] || [ "$2" = skip ] || failed=1; }
+want() { [[ " $STAGES " == *" $1 "* ]]; }
+
+note "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not available')"
+nvidia-smi > "$LOGS/nvidia-smi.txt" 2>&1 || true
+
+# --- build --------------------------------------------------------------------------------------
+if want build; then
+  note "configure + build in $BUILD (DL_CUDA=ON, sm_90 unless CMAKE_CUDA_ARCHITECTURES is given)"
+  hints=$(scripts/find-cuda-libs.sh)
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  if cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDL_CUDA=ON $hints > "$LOGS/configure.log" 2>&1 &&
+     cmake --build "$BUILD" -j "$JOBS" --target dl-train test_cuda > "$LOGS/build.log" 2>&1; then
+    row build ok "$(( $(date +%s) - start )) s; $(grep -c 'dlkit: .*: /' "$LOGS/configure.log") optional libraries found (configure.log)"
+    "$BUILD/bin/dl-train" --version > "$LOGS/version.txt" 2>&1 || true
+  else
+    row build FAIL "see $LOGS/configure.log and build.log"
+    tail -30 "$LOGS/build.log" >&2
+  fi
+fi
+
+# --- test: every op against the CPU backend in f64 -----------------------------------------------
+if want test && [ -x "$BUILD/bin/test_cuda" ]; then
+  note "kernel tests (tests/cuda)"
+  if "$BUILD/bin/test_cuda" > "$LOGS/test_cuda.log" 2>&1; then
+    if grep -q "skipped: no CUDA device" "$LOGS/test_cuda.log"; then
+      row test skip "$(grep -m1 -o 'skipped: no CUDA device.*' "$LOGS/test_cuda.log")"
+    else
+      row test ok "$(grep -m1 'test cases:' "$LOGS/test_cuda.log")"
+    fi
+  else
+    # Kernels run asynchronously: rerun synchronizing after every op so the failing op is named.
+    DL_CUDA_SYNC=1 "$BUILD/bin/test_cuda" > "$LOGS/test_cuda_sync.log" 2>&1 || true
+    row test FAIL "$(grep -m1 'test cases:' "$LOGS/test_cuda.log") (test_cuda.log; DL_CUDA_SYNC=1 rerun: test_cuda_sync.log)"
+  fi
+  if [ "${SANITIZE:-0}" = 1 ] && command -v compute-sanitizer > /dev/null; then
+    note "compute-sanitizer memcheck + racecheck over the kernel tests"
+    compute-sanitizer --tool memcheck "$BUILD/bin/test_cuda" > "$LOGS/memcheck.log" 2>&1 &&
+      row memcheck ok "no errors" || row memcheck FAIL "see memcheck.log"
+    compute-sanitizer --tool racecheck "$BUILD/bin/test_cuda" > "$LOGS/racecheck.log" 2>&1 &&
+      row racecheck ok "no hazards" || row racecheck FAIL "see racecheck.log"
+  fi
+fi
+
+# --- train: 20 steps on the GPU against the CPU ------------------------------------------------
+if want train && [ -x "$BUILD/bin/dl-train" ]; then
+  note "20 training steps of configs/text.toml on cpu and on cuda (fp32)"
+  common=(configs/text.toml --steps 20 --json --quiet --set train.eval_every=0 --set train.checkpoint_every=0
+          --set log.every=1 --set log.samples=0)
+  rm -rf "$LOGS/run-cpu" "$LOGS/run-cuda"
+  if "$BUILD/bin/dl-train" "${common[@]}" --device cpu --run-dir "$LOGS/run-cpu" > "$LOGS/train-cpu.jsonl" 2> "$LOGS/train-cpu.err" &&
+     "$BUILD/bin/dl-train" "${common[@]}" --device cuda --run-dir "$LOGS/run-cuda" > "$LOGS/train-cuda.jsonl" 2> "$LOGS/train-cuda.err"; then
+    verdict=$(python3 - "$LOGS/train-cpu.jsonl" "$LOGS/train-cuda.jsonl" <<'PY'
+import json, sys
+def losses(path):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(path)) if "loss" in r}
+cpu, gpu = losses(sys.argv[1]), losses(sys.argv[2])
+steps = sorted(set(cpu) & set(gpu))
+worst = max(abs(gpu[s] - cpu[s]) / abs(cpu[s]) for s in steps) if steps else float("inf")
+ok = len(steps) == 20 and worst < 1e-4
+print(("ok" if ok else "FAIL") + f" {len(steps)} steps, worst relative loss difference {worst:.2e} (limit 1e-4); "
+      f"step 20 loss cpu {cpu.get(20, float('nan')):.6f} gpu {gpu.get(20, float('nan')):.6f}")
+PY
+)
+    row train "${verdict%% *}" "${verdict#* }"
+  else
+    row train FAIL "dl-train failed: $(tail -1 "$LOGS/train-cuda.err" 2>/dev/null)"
+  fi
+fi
+
+# --- bench: GPT-2 124M fp32 tokens/s (the correctness-first kernels; no PyTorch comparison yet) ---
+if want bench && [ -x "$BUILD/bin/dl-train" ]; then
+  note "GPT-2 124M, fp32, batch 8 x 1024, 6 steps"
+  rm -rf "$LOGS/run-bench"
+  if "$BUILD/bin/dl-train" configs/gpt2-124m.toml --device cuda --steps 6 --json --quiet --run-dir "$LOGS/run-bench" \
+       --set train.batch_size=8 --set train.grad_accum=1 --set train.eval_every=0 --set train.checkpoint_every=0 \
+       --set log.every=1 > "$LOGS/bench.jsonl" 2> "$LOGS/bench.err"; then
+    rate=$(python3 -c '
+import json, sys
+r = [json.loads(l)["tokens_per_sec"] for l in open(sys.argv[1]) if "tokens_per_sec" in l][2:]
+r.sort()
+print(f"{r[len(r)//2]:.0f}" if r else "nan")' "$LOGS/bench.jsonl")
+    row bench ok "median $rate tokens/s after 2 warm-up steps (fp32, naive attention; bench.jsonl)"
+  else
+    row bench FAIL "$(tail -1 "$LOGS/bench.err")"
+  fi
+fi
+
+echo
+printf '%-8s %-6s %s\n' stage result detail
+for r in "${table[@]}"; do echo "$r"; done
+exit $failed
