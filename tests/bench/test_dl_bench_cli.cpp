@@ -224,3 +224,21 @@ TEST_CASE("bad input: a clear message and exit 2") {
   CHECK(help.exit_code == 0);
   CHECK(has(help.out, "dl-bench collective allreduce --nproc 2 -b 8 -e 128M -f 2"));
 }
+
+TEST_CASE("a real pipe: dl-bench ... --format json | dl-cost estimate CONFIG --bench -") {
+  // Through /bin/sh, as a user types it: dl-cost reads dl-bench's rows from stdin, says that this
+  // machine's CPU rows match no GPU offer, and still prices every offer.
+  const std::string cmd = kBench + " gemm --sizes 128 --repeat 2 --warmup 1 --format json -q | " +
+                          tool("dl-cost") + " estimate " + dl::test::source_path("configs/addition.toml").string() +
+                          " --bench - --top 3";
+  auto r = run("/bin/sh", {"-c", cmd});
+  INFO("stderr: ", r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(has(r.out, "# bench: 1 rows without a gpu_model (CPU) ignored"));
+  CHECK(has(r.out, "$/h"));
+  // A broken producer is not hidden: dl-cost names the empty stdin and exits 2.
+  auto broken = run("/bin/sh", {"-c", kBench + " nosuch 2>/dev/null | " + tool("dl-cost") +
+                                          " estimate --flops 1e18 --bench -"});
+  CHECK(broken.exit_code == 2);
+  CHECK(has(broken.err, "stdin"));
+}
