@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build with the CUDA backend, run the kernel tests, compare 20 training
-# steps on the GPU with the CPU, and time a GPT-2 124M step. Prints a short table last; full logs
+# steps on the GPU with the CPU (fp32 and bf16), and time a GPT-2 124M step (fp32 and bf16). Prints a short table last; full logs
 # go to $OUT (the device runner's output folder) or build-gpu/gpu-check/.
 #
 #   scripts/gpu-check.sh                # everything
@@ -11,7 +11,7 @@
 # exits non-zero when any stage failed. Not written yet: the PyTorch comparisons (whole-model
 # fwd/bwd against torch on the GPU, tokens/s and MFU against autocast + torch.compile + fused
 # AdamW + SDPA) and the multi-rank runs (ZeRO 1/2/3, dp=2 on one GPU): they need the NCCL Comm
-# and mixed-precision training first (docs/CUDA.md).
+# first (docs/CUDA.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -69,48 +69,62 @@ if want test && [ -x "$BUILD/bin/test_cuda" ]; then
   fi
 fi
 
-# --- train: 20 steps on the GPU against the CPU ------------------------------------------------
-if want train && [ -x "$BUILD/bin/dl-train" ]; then
-  note "20 training steps of configs/text.toml on cpu and on cuda (fp32)"
-  common=(configs/text.toml --steps 20 --json --quiet --set train.eval_every=0 --set train.checkpoint_every=0
-          --set log.every=1 --set log.samples=0)
-  rm -rf "$LOGS/run-cpu" "$LOGS/run-cuda"
-  if "$BUILD/bin/dl-train" "${common[@]}" --device cpu --run-dir "$LOGS/run-cpu" > "$LOGS/train-cpu.jsonl" 2> "$LOGS/train-cpu.err" &&
-     "$BUILD/bin/dl-train" "${common[@]}" --device cuda --run-dir "$LOGS/run-cuda" > "$LOGS/train-cuda.jsonl" 2> "$LOGS/train-cuda.err"; then
-    verdict=$(python3 - "$LOGS/train-cpu.jsonl" "$LOGS/train-cuda.jsonl" <<'PY'
+# --- train: 20 steps on the GPU against the CPU (fp32 within 1e-4, bf16 within 2%) -------------
+# compare_losses REF.jsonl RUN.jsonl LIMIT: prints "ok|FAIL <detail>".
+compare_losses() {
+  python3 - "$1" "$2" "$3" <<'PY'
 import json, sys
 def losses(path):
-    return {r["step"]: r["loss"] for r in map(json.loads, open(path)) if "loss" in r}
-cpu, gpu = losses(sys.argv[1]), losses(sys.argv[2])
-steps = sorted(set(cpu) & set(gpu))
-worst = max(abs(gpu[s] - cpu[s]) / abs(cpu[s]) for s in steps) if steps else float("inf")
-ok = len(steps) == 20 and worst < 1e-4
-print(("ok" if ok else "FAIL") + f" {len(steps)} steps, worst relative loss difference {worst:.2e} (limit 1e-4); "
-      f"step 20 loss cpu {cpu.get(20, float('nan')):.6f} gpu {gpu.get(20, float('nan')):.6f}")
+    return {r["step"]: r["loss"] for r in map(json.loads, open(path)) if "loss" in r and "tokens_per_sec" in r}
+ref, run, limit = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+steps = sorted(set(ref) & set(run))
+worst = max(abs(run[s] - ref[s]) / abs(ref[s]) for s in steps) if steps else float("inf")
+ok = len(steps) == len(ref) and worst < limit
+last = steps[-1] if steps else 0
+print(("ok" if ok else "FAIL") + f" {len(steps)} steps, worst relative loss difference {worst:.2e} (limit {limit:g}); "
+      f"step {last} loss {ref.get(last, float('nan')):.6f} vs {run.get(last, float('nan')):.6f}")
 PY
-)
-    row train "${verdict%% *}" "${verdict#* }"
+}
+if want train && [ -x "$BUILD/bin/dl-train" ]; then
+  note "20 training steps of configs/text.toml: cpu fp32, cuda fp32, cuda bf16"
+  common=(configs/text.toml --steps 20 --json --quiet --set train.eval_every=0 --set train.checkpoint_every=0
+          --set log.every=1 --set log.samples=0)
+  rm -rf "$LOGS/run-cpu" "$LOGS/run-cuda" "$LOGS/run-cuda-bf16"
+  if "$BUILD/bin/dl-train" "${common[@]}" --device cpu --run-dir "$LOGS/run-cpu" > "$LOGS/train-cpu.jsonl" 2> "$LOGS/train-cpu.err" &&
+     "$BUILD/bin/dl-train" "${common[@]}" --device cuda --run-dir "$LOGS/run-cuda" > "$LOGS/train-cuda.jsonl" 2> "$LOGS/train-cuda.err"; then
+    verdict=$(compare_losses "$LOGS/train-cpu.jsonl" "$LOGS/train-cuda.jsonl" 1e-4)
+    row train "${verdict%% *}" "fp32: ${verdict#* }"
   else
     row train FAIL "dl-train failed: $(tail -1 "$LOGS/train-cuda.err" 2>/dev/null)"
   fi
+  if [ -s "$LOGS/train-cpu.jsonl" ] &&
+     "$BUILD/bin/dl-train" "${common[@]}" --device cuda --set train.precision=bf16 --run-dir "$LOGS/run-cuda-bf16" \
+       > "$LOGS/train-cuda-bf16.jsonl" 2> "$LOGS/train-cuda-bf16.err"; then
+    verdict=$(compare_losses "$LOGS/train-cpu.jsonl" "$LOGS/train-cuda-bf16.jsonl" 0.02)
+    row train16 "${verdict%% *}" "bf16 vs cpu fp32: ${verdict#* }"
+  else
+    row train16 FAIL "dl-train bf16 failed: $(tail -1 "$LOGS/train-cuda-bf16.err" 2>/dev/null)"
+  fi
 fi
 
-# --- bench: GPT-2 124M fp32 tokens/s (the correctness-first kernels; no PyTorch comparison yet) ---
+# --- bench: GPT-2 124M fp32 and bf16 tokens/s (the correctness-first kernels; no PyTorch comparison yet) ---
 if want bench && [ -x "$BUILD/bin/dl-train" ]; then
-  note "GPT-2 124M, fp32, batch 8 x 1024, 6 steps"
-  rm -rf "$LOGS/run-bench"
-  if "$BUILD/bin/dl-train" configs/gpt2-124m.toml --device cuda --steps 6 --json --quiet --run-dir "$LOGS/run-bench" \
-       --set train.batch_size=8 --set train.grad_accum=1 --set train.eval_every=0 --set train.checkpoint_every=0 \
-       --set log.every=1 > "$LOGS/bench.jsonl" 2> "$LOGS/bench.err"; then
-    rate=$(python3 -c '
+  for prec in fp32 bf16; do
+    note "GPT-2 124M, $prec, batch 8 x 1024, 6 steps"
+    rm -rf "$LOGS/run-bench-$prec"
+    if "$BUILD/bin/dl-train" configs/gpt2-124m.toml --device cuda --steps 6 --json --quiet --run-dir "$LOGS/run-bench-$prec" \
+         --set train.precision=$prec --set train.batch_size=8 --set train.grad_accum=1 --set train.eval_every=0 \
+         --set train.checkpoint_every=0 --set log.every=1 > "$LOGS/bench-$prec.jsonl" 2> "$LOGS/bench-$prec.err"; then
+      rate=$(python3 -c '
 import json, sys
 r = [json.loads(l)["tokens_per_sec"] for l in open(sys.argv[1]) if "tokens_per_sec" in l][2:]
 r.sort()
-print(f"{r[len(r)//2]:.0f}" if r else "nan")' "$LOGS/bench.jsonl")
-    row bench ok "median $rate tokens/s after 2 warm-up steps (fp32, naive attention; bench.jsonl)"
-  else
-    row bench FAIL "$(tail -1 "$LOGS/bench.err")"
-  fi
+print(f"{r[len(r)//2]:.0f}" if r else "nan")' "$LOGS/bench-$prec.jsonl")
+      row bench ok "$prec: median $rate tokens/s after 2 warm-up steps (naive attention; bench-$prec.jsonl)"
+    else
+      row bench FAIL "$prec: $(tail -1 "$LOGS/bench-$prec.err")"
+    fi
+  done
 fi
 
 echo

@@ -458,3 +458,139 @@ TEST_CASE("a missing or contradictory launch environment is an error, not a hang
   CHECK(r.err.find("after 2 s") != std::string::npos);
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 30);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Mixed precision (bf16/fp16 compute, f32 master weights), emulated on the CPU with the CUDA
+// kernels' rounding: the same trainer code as on a GPU.
+
+namespace {
+
+std::vector<json> metric_records(const fs::path& run_dir) {
+  std::vector<json> out;
+  for (const auto& l : lines(read_file(run_dir / "metrics.jsonl")))
+    if (!l.empty()) out.push_back(json::parse(l));
+  return out;
+}
+
+double final_train_loss(const Run& r) { return r.loss.empty() ? INFINITY : r.loss.rbegin()->second; }
+
+}  // namespace
+
+TEST_CASE("bf16 and fp16 follow the fp32 losses: within 2% over 20 steps and at the end of 500") {
+  const auto& ref = reference();
+  TempDir dir("mixed-precision");
+  write_file(dir / "c.toml", kGpt);
+  for (std::string p : {"bf16", "fp16"}) {
+    CAPTURE(p);
+    Run r = train(dir / "c.toml", dir / p, 1, {"train.precision=" + p});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.err.find("emulated") != std::string::npos);
+    const double d = max_rel_diff(r.loss, ref);
+    MESSAGE(p << " vs fp32 over 20 steps: max relative loss difference " << d);
+    CHECK(d < 0.02);
+    CHECK(d > 0);  // 16-bit compute really ran: the numbers are not fp32's
+  }
+  const std::vector<std::string> long_run = {"train.steps=500", "schedule.decay_steps=500", "log.every=100"};
+  Run f32 = train(dir / "c.toml", dir / "f32-500", 1, long_run);
+  std::vector<std::string> bf16_long = long_run;
+  bf16_long.push_back("train.precision=bf16");
+  Run b16 = train(dir / "c.toml", dir / "bf16-500", 1, bf16_long);
+  REQUIRE(f32.code == 0);
+  REQUIRE(b16.code == 0);
+  const double a = final_train_loss(f32), b = final_train_loss(b16);
+  MESSAGE("500 steps: fp32 loss " << a << ", bf16 loss " << b);
+  CHECK(a < ref.begin()->second * 0.5);  // it learned
+  CHECK(std::fabs(b - a) / a < 0.02);
+}
+
+TEST_CASE("bf16 with dp=2 and every ZeRO stage gives the single-rank bf16 losses; memory is 2+2+12 bytes") {
+  TempDir dir("mixed-zero");
+  write_file(dir / "c.toml", kGpt);
+  Run single = train(dir / "c.toml", dir / "single", 1, {"train.precision=bf16"});
+  REQUIRE(single.code == 0);
+  const double psi = 2 * (4 * 32 * 32 * 3 + 13 * 32) + 256 * 32 + 26 * 32 + 2 * 32;
+  const auto sb = dl::plan::state_bytes("bf16");  // the planner's mixed-precision Adam: 2 + 2 + 12
+  CHECK(sb.params == 2);
+  CHECK(sb.optimizer == 12);
+  std::map<int64_t, double> zero0;
+  for (int zero = 0; zero <= 3; ++zero) {
+    CAPTURE(zero);
+    const fs::path run_dir = dir / ("z" + std::to_string(zero));
+    Run r = train(dir / "c.toml", run_dir, 2,
+                  {"train.precision=bf16", "parallel.dp=2", "train.batch_size=4", "parallel.zero=" + std::to_string(zero)});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    REQUIRE(r.loss.size() == 20);
+    // Gradients are summed over ranks in f32 and rounded once, whatever the stage: the stages
+    // agree exactly; the single rank rounds a different partial sum.
+    if (zero == 0) zero0 = r.loss;
+    CHECK(r.loss == zero0);
+    const double d = max_rel_diff(r.loss, single.loss);
+    MESSAGE("bf16 dp=2 zero=" << zero << " vs one rank: max relative loss difference " << d);
+    CHECK(d < 1e-3);
+    json mem = json::parse(read_file(run_dir / "memory.json"));
+    CHECK(mem["dtype"] == "bf16");
+    const double formula = dl::plan::zero_model_state_bytes(psi, 2, zero, sb);
+    for (const auto& rk : mem["ranks"]) {
+      const double total = rk["params_bytes"].get<double>() + rk["grads_bytes"].get<double>() +
+                           rk["optimizer_bytes"].get<double>();
+      CHECK(std::fabs(total - formula) <= 16 * 4 * 4);  // group padding to a multiple of dp
+    }
+  }
+}
+
+TEST_CASE("mixed-precision checkpoints hold f32 master weights; resume is bit for bit, fp16's loss scale included") {
+  TempDir dir("mixed-ckpt");
+  write_file(dir / "c.toml", kGpt);
+  // fp16 from a loss scale that overflows (2^24): the first steps are skipped while the scale
+  // halves, then training proceeds; the scale doubles after 4 good steps and overflows again.
+  const std::vector<std::string> fp16 = {"train.precision=fp16", "train.loss_scale=16777216",
+                                         "train.loss_scale_window=4", "parallel.dp=2", "train.batch_size=4",
+                                         "parallel.zero=2"};
+  Run whole = train(dir / "c.toml", dir / "whole", 2, fp16);
+  INFO(whole.err);
+  REQUIRE(whole.code == 0);
+  auto recs = metric_records(dir / "whole");
+  int skipped = 0, applied = 0;
+  double prev_scale = 0;
+  bool prev_skipped = false;
+  for (const auto& r : recs) {
+    if (!r.contains("loss_scale")) continue;
+    const double s = r["loss_scale"];
+    if (prev_scale > 0 && prev_skipped) CHECK(s == prev_scale / 2);  // every skip halves the scale
+    if (prev_scale > 0 && !prev_skipped) CHECK((s == prev_scale || s == 2 * prev_scale));
+    prev_skipped = r["skipped"];
+    prev_scale = s;
+    (prev_skipped ? skipped : applied)++;
+  }
+  MESSAGE("fp16 from scale 2^24: " << skipped << " skipped steps, " << applied << " applied");
+  CHECK(recs.front()["skipped"] == true);
+  CHECK(skipped >= 5);
+  CHECK(applied >= 5);
+  CHECK(whole.loss.rbegin()->second < whole.loss.begin()->second * 0.9);  // it learned after the skips
+
+  Run first = train(dir / "c.toml", dir / "split", 2, fp16, {"--steps", "12"});
+  REQUIRE(first.code == 0);
+  const fs::path ck = dir / "split" / "checkpoints" / "step_00000012";
+  json manifest = json::parse(read_file(ck / "trainer_state.json"));
+  CHECK(manifest["loss_scale"]["skipped_steps"].get<int>() > 0);
+  for (const auto& [name, t] : manifest["tensors"].items()) CHECK(t["dtype"] == "F32");
+  Run rest = resume(dir / "split", 2, {"train.steps=20"});
+  INFO(rest.err);
+  REQUIRE(rest.code == 0);
+  for (auto [s, v] : rest.loss) first.loss[s] = v;
+  REQUIRE(first.loss.size() == 20);
+  CHECK(first.loss == whole.loss);
+
+  // A bf16 checkpoint resumed under another layout continues within bf16 tolerance.
+  Run b = train(dir / "c.toml", dir / "b", 2, {"train.precision=bf16", "parallel.dp=2", "train.batch_size=4", "parallel.zero=3"}, {"--steps", "10"});
+  REQUIRE(b.code == 0);
+  Run b2 = resume(dir / "b", 1, {"train.steps=20", "parallel.dp=1", "train.batch_size=8", "parallel.zero=0"});
+  INFO(b2.err);
+  REQUIRE(b2.code == 0);
+  for (auto [s, v] : b2.loss) b.loss[s] = v;
+  Run bs = train(dir / "c.toml", dir / "bs", 1, {"train.precision=bf16"});
+  REQUIRE(bs.code == 0);
+  CHECK(max_rel_diff(b.loss, bs.loss) < 1e-3);
+}

@@ -1,6 +1,7 @@
 // Backend: the ops every model is written in, at layer granularity (llm.c style: one forward and
 // one backward per layer, side by side). The CPU backend implements them for f32 and f64 (f64 is
-// what the finite-difference tests use); the CUDA backend for f32/bf16/f16.
+// what the finite-difference tests use), and bf16/f16 by widening to f32; the CUDA backend for
+// f32/bf16/f16.
 //
 // Gradient conventions, the same for every op:
 //  - parameter gradients (dweight, dbias, dwte, ...) are always ADDED to, so gradient
@@ -41,6 +42,9 @@ class Backend {
   virtual void zero(Tensor& t) = 0;
   // Copies between any two devices this backend can reach; same dtype and element count.
   virtual void copy(Tensor& dst, const Tensor& src) = 0;
+  // dst = src converted between float dtypes (f32, bf16, f16; f64 on the CPU), rounding to
+  // nearest even; both on this backend's device, same element count.
+  virtual void convert(Tensor& dst, const Tensor& src) = 0;
 
   // out[B,T,C] = wte[tokens - vocab_start] + wpe[position]. With a vocabulary-parallel
   // embedding wte holds rows [vocab_start, vocab_start + rows) and tokens outside that range

@@ -70,6 +70,8 @@ struct TrainConfig {
   int64_t seed = 1337;
   std::string device = "cpu";      // "cpu" | "cuda" | "auto"
   std::string precision = "fp32";  // "fp32" | "bf16" | "fp16"
+  double loss_scale = 65536;       // fp16: initial dynamic loss scale
+  int64_t loss_scale_window = 2000;  // fp16: overflow-free steps before the scale doubles
   int64_t threads = 0;             // CPU threads; 0 = all cores
   int64_t eval_every = 100;        // steps between validation passes; 0 = only at the end
   int64_t eval_batches = 4;        // micro-batches per validation pass

@@ -94,6 +94,8 @@ void visit_config(C& c, V&& v) {
   v("train", "seed", c.train.seed, help("seed of the initial weights and the data order"));
   v("train", "device", c.train.device, help("where to train; auto: cuda when a GPU is present").one_of({"cpu", "cuda", "auto"}));
   v("train", "precision", c.train.precision, help("compute precision (master weights stay fp32)").one_of({"fp32", "bf16", "fp16"}));
+  v("train", "loss_scale", c.train.loss_scale, help("fp16: initial dynamic loss scale (halved on overflow, the step skipped)").above(0));
+  v("train", "loss_scale_window", c.train.loss_scale_window, help("fp16: steps without overflow before the loss scale doubles").min(1));
   v("train", "threads", c.train.threads, help("CPU threads; 0: all cores").min(0));
   v("train", "eval_every", c.train.eval_every, help("steps between validation passes; 0: only at the end").min(0));
   v("train", "eval_batches", c.train.eval_batches, help("micro-batches per validation pass").min(1));

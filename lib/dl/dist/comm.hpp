@@ -28,7 +28,8 @@ class Comm {
   virtual const std::string& name() const = 0;          // "world", "dp", "tp", "pp", ...
   virtual const std::vector<int>& world_ranks() const = 0;  // members as world ranks, by group rank
 
-  // In place over host tensors of f32, f64, i32 or i64.
+  // In place over host tensors of f32, f64, i32 or i64; bf16/f16 are summed in f32 and rounded
+  // back once.
   virtual void allreduce(Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
   // out[n] = sum over ranks r of in[rank() * n .. (rank() + 1) * n) as contributed by r;
   // `in` holds size() * n elements.

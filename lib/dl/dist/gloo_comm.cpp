@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <map>
 
+#include "dl/core/half.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/dist/store.hpp"
 
@@ -70,6 +71,22 @@ auto reduce_fn(DType dt, F pick) {
     case DType::i64: return pick(int64_t{});
     default: throw_runtime("collective on ", dtype_name(dt), " tensors is not supported");
   }
+}
+
+// Data movement (gather, broadcast) only needs the element size: 16-bit floats travel as u16.
+template <class F>
+auto element_fn(DType dt, F pick) {
+  if (dt == DType::bf16 || dt == DType::f16 || dt == DType::u16) return pick(uint16_t{});
+  if (dt == DType::u8) return pick(uint8_t{});
+  return reduce_fn(dt, pick);
+}
+
+// 16-bit floats are reduced in f32 (what NCCL does inside its kernels), then rounded back once.
+bool reduces_widened(const Tensor& t) { return t.dtype() == DType::bf16 || t.dtype() == DType::f16; }
+Tensor widened(const Tensor& t) {
+  Tensor w = Tensor::empty(t.shape(), DType::f32);
+  convert_host(w, t);
+  return w;
 }
 
 class GlooComm;
@@ -132,6 +149,12 @@ class GlooComm final : public Comm {
 
   void allreduce(Tensor& t, ReduceOp op) override {
     if (size() == 1 || t.numel() == 0) return;
+    if (reduces_widened(t)) {
+      Tensor w = widened(t);
+      allreduce(w, op);
+      convert_host(t, w);
+      return;
+    }
     run("allreduce", t, [&] {
       gloo::AllreduceOptions o(ctx_);
       o.setTimeout(timeout());
@@ -160,6 +183,12 @@ class GlooComm final : public Comm {
       throw_runtime("reduce_scatter: input ", in.describe(), " is not ", n, " x output ", out.describe());
     if (n == 1) {
       out.copy_from(in.view({chunk}).view(out.shape()));
+      return;
+    }
+    if (reduces_widened(in)) {
+      Tensor w = widened(out);
+      reduce_scatter(widened(in), w);
+      convert_host(out, w);
       return;
     }
     run("reduce_scatter", in, [&] {
@@ -197,7 +226,7 @@ class GlooComm final : public Comm {
       gloo::AllgatherOptions o(ctx_);
       o.setTimeout(timeout());
       o.setTag(next_tag());
-      reduce_fn(in.dtype(), [&](auto z) {
+      element_fn(in.dtype(), [&](auto z) {
         using T = decltype(z);
         o.setInput(static_cast<T*>(in.raw()), static_cast<size_t>(in.numel()));
         o.setOutput(static_cast<T*>(out.raw()), static_cast<size_t>(out.numel()));
@@ -214,7 +243,7 @@ class GlooComm final : public Comm {
       o.setTimeout(timeout());
       o.setTag(next_tag());
       o.setRoot(root);
-      reduce_fn(t.dtype(), [&](auto z) {
+      element_fn(t.dtype(), [&](auto z) {
         using T = decltype(z);
         o.setOutput(static_cast<T*>(t.raw()), static_cast<size_t>(t.numel()));
         return 0;

@@ -170,12 +170,14 @@ GptModel::Slot& GptModel::slot_for(int slot, int64_t B, int64_t T) {
     s.lnf_mean = make({N});
     s.lnf_rstd = make({N});
     s.logits = make({N, Vl_});
-    s.losses = make({N});
+    // Row statistics stay in f32 under 16-bit compute: a bf16 loss keeps 3 significant digits.
+    auto make_rows = [&](Shape sh) { return be_.empty(std::move(sh), dtype_ == DType::f64 ? DType::f64 : DType::f32); };
+    s.losses = make_rows({N});
     s.correct = Tensor::empty({N}, DType::i32);  // host memory on every backend: read there (stats, scores)
     if (par_.tp_size > 1) {
-      s.row_max = make({N});
-      s.sum_exp = make({N});
-      s.picked = make({N});
+      s.row_max = make_rows({N});
+      s.sum_exp = make_rows({N});
+      s.picked = make_rows({N});
     }
   }
   s.B = B;
@@ -265,7 +267,7 @@ ForwardStats GptModel::head_forward(Slot& s) {
         c[i] = valid && pk[i] >= mx[i];  // the target's logit is the row maximum
       }
     };
-    if (dtype_ == DType::f32)
+    if (s.losses.dtype() == DType::f32)
       rows(s.losses.data<float>(), s.row_max.data<float>(), s.sum_exp.data<float>(), s.picked.data<float>());
     else
       rows(s.losses.data<double>(), s.row_max.data<double>(), s.sum_exp.data<double>(), s.picked.data<double>());

@@ -28,6 +28,7 @@ void ParamSet::declare_slice(std::string name, Shape global_shape, TensorSlice s
 
 void ParamSet::allocate(Backend& backend, DType dtype) {
   backend_ = &backend;
+  dtype_ = dtype;
   flat_values_ = backend.empty({numel_}, dtype);
   flat_grads_ = backend.empty({numel_}, dtype);
   backend.zero(flat_values_);

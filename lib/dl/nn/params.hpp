@@ -63,7 +63,7 @@ class ParamSet {
   Tensor& flat_grads() { return flat_grads_; }
   const Tensor& flat_values() const { return flat_values_; }
   int64_t numel() const { return numel_; }
-  DType dtype() const { return flat_values_.dtype(); }
+  DType dtype() const { return dtype_; }  // also after drop_storage()
   Backend& backend() const { return *backend_; }
 
  private:
@@ -71,6 +71,7 @@ class ParamSet {
   std::vector<Tensor> values_, grads_;
   Tensor flat_values_, flat_grads_;
   int64_t numel_ = 0;
+  DType dtype_ = DType::f32;
   Backend* backend_ = nullptr;
 };
 

@@ -63,10 +63,14 @@ ZeroPieces zero_pieces(const ParamSet& params, const std::vector<std::pair<size_
   ZeroPieces out;
   // Parameters: whole local tensors for zero < 3 (tied copies included when loading, written by
   // dp rank 0 only), shards for zero 3. Optimizer state: whole for zero 0, shards otherwise.
-  out.params_to_load = r.zero < 3 ? whole : owned;
+  // Mixed precision: the parameters saved and loaded are the master weights, cut like the state.
   out.state_to_load = r.zero == 0 ? whole : owned;
-  if (r.zero == 3 || r.dp_rank == 0) out.params_to_save = saved(out.params_to_load);
+  out.params_to_load = r.master_weights ? out.state_to_load : r.zero < 3 ? whole : owned;
   if (r.zero > 0 || r.dp_rank == 0) out.state_to_save = saved(out.state_to_load);
+  if (r.master_weights)
+    out.params_to_save = out.state_to_save;
+  else if (r.zero == 3 || r.dp_rank == 0)
+    out.params_to_save = saved(out.params_to_load);
   return out;
 }
 
@@ -80,7 +84,10 @@ ZeroEngine::ZeroEngine(ParamSet& params, std::vector<std::pair<size_t, size_t>> 
       opt_(optim),
       count_replicated_(count_replicated),
       be_(params.backend()) {
-  const int64_t es = static_cast<int64_t>(dtype_size(params.dtype()));
+  const DType pdt = params.dtype();
+  const bool mixed = pdt == DType::bf16 || pdt == DType::f16;
+  const DType state_dt = mixed ? DType::f32 : pdt;
+  const int64_t es = static_cast<int64_t>(dtype_size(pdt));
   bucket_elems_ = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1e6) / es);
   const int n = dp_.size();
   group_ranges_ = groups;
@@ -99,8 +106,12 @@ ZeroEngine::ZeroEngine(ParamSet& params, std::vector<std::pair<size_t, size_t>> 
   const int64_t state_elems = zero_ == 0 ? whole : shard_size_;
   Backend& state_be = offload_ ? cpu_backend() : be_;
   for (size_t k = 0; k < opt_.state_names().size(); ++k) {
-    state_.push_back(state_be.empty({state_elems}, params.dtype()));
+    state_.push_back(state_be.empty({state_elems}, state_dt));
     state_be.zero(state_.back());
+  }
+  if (mixed) {
+    master_ = state_be.empty({state_elems}, DType::f32);
+    state_be.zero(master_);
   }
   if (zero_ >= 2) {
     shard_grads_ = be_.empty({shard_size_}, params.dtype());
@@ -147,6 +158,39 @@ Tensor ZeroEngine::state_storage(size_t k, int64_t flat, int64_t n) {
   return state_[k].flat_slice(shard_index(flat), {n});
 }
 
+Tensor ZeroEngine::master_storage(int64_t flat, int64_t n) {
+  if (zero_ == 0) return master_.flat_slice(flat, {n});
+  return master_.flat_slice(shard_index(flat), {n});
+}
+
+void ZeroEngine::publish_master() {
+  for (const auto& g : groups_) {
+    const int64_t a = zero_ == 0 ? g.begin : g.own_begin(), b = zero_ == 0 ? g.end : g.own_end();
+    if (b <= a) continue;
+    Tensor dst = param_storage(a, b - a);
+    const Tensor src = master_storage(a, b - a);
+    if (src.device() == dst.device()) {
+      be_.convert(dst, src);
+    } else {  // offloaded master weights: round on the host, then copy over
+      Tensor host = Tensor::empty({b - a}, dst.dtype());
+      cpu_backend().convert(host, src);
+      be_.copy(dst, host);
+    }
+  }
+  gather_params();
+}
+
+void ZeroEngine::gather_params() {
+  if (zero_ != 1 && zero_ != 2) return;
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const Group& g = groups_[gi];
+    Tensor whole = staging_.flat_slice(0, {g.piece * dp_.size()});
+    gather_group(static_cast<int>(gi), whole);
+    Tensor dst = params_.flat_values().flat_slice(g.begin, {g.end - g.begin});
+    be_.copy(dst, whole.flat_slice(0, {g.end - g.begin}));
+  }
+}
+
 bool ZeroEngine::counts_in_norm(size_t i) const {
   const ParamInfo& info = params_.info(i);
   if (info.tied_copy) return false;  // the first stage counts the tied embedding
@@ -154,6 +198,21 @@ bool ZeroEngine::counts_in_norm(size_t i) const {
 }
 
 void ZeroEngine::initialize(uint64_t seed) {
+  if (master_weights()) {
+    // f32 values into the master copy (whole or this rank's shard), the 16-bit copy from them.
+    for (const auto& g : groups_) {
+      const int64_t a = zero_ == 0 ? g.begin : g.own_begin(), b = zero_ == 0 ? g.end : g.own_end();
+      for_each_overlap(params_, a, b, g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
+        const ParamInfo& info = params_.info(i);
+        Tensor host = Tensor::empty(info.shape, DType::f32);
+        init_param_values(info, seed, host);
+        Tensor dst = master_storage(lo, hi - lo);
+        (dst.device().is_cpu() ? cpu_backend() : be_).copy(dst, host.view({info.numel()}).flat_slice(lo - info.offset, {hi - lo}));
+      });
+    }
+    publish_master();
+    return;
+  }
   if (zero_ < 3) {
     params_.initialize(seed);
     return;
@@ -201,6 +260,7 @@ double ZeroEngine::grad_norm_squared() const {
 }
 
 double ZeroEngine::param_norm_squared() const {
+  if (master_weights()) return (offload_ ? cpu_backend() : be_).sum_squares(master_);
   if (zero_ == 3) return be_.sum_squares(shard_params_);
   return be_.sum_squares(params_.flat_values());
 }
@@ -211,22 +271,19 @@ void ZeroEngine::step(double lr, double grad_scale) {
   for (const auto& g : groups_) {
     int64_t a = zero_ == 0 ? g.begin : g.own_begin(), b = zero_ == 0 ? g.end : g.own_end();
     for_each_overlap(params_, a, b, g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
-      Tensor p = param_storage(lo, hi - lo), gr = grad_storage(lo, hi - lo);
+      Tensor p = master_weights() ? master_storage(lo, hi - lo) : param_storage(lo, hi - lo);
+      Tensor gr = grad_storage(lo, hi - lo);
       std::vector<Tensor> st;
       for (size_t k = 0; k < state_.size(); ++k) st.push_back(state_storage(k, lo, hi - lo));
       opt_.update(step_be, p, gr, st, params_.info(i).decay, lr, grad_scale);
     });
   }
-  if (zero_ == 1 || zero_ == 2) {
-    // Every rank updated its piece: gather the whole parameters back.
-    for (size_t gi = 0; gi < groups_.size(); ++gi) {
-      const Group& g = groups_[gi];
-      Tensor whole = staging_.flat_slice(0, {g.piece * dp_.size()});
-      gather_group(static_cast<int>(gi), whole);
-      Tensor dst = params_.flat_values().flat_slice(g.begin, {g.end - g.begin});
-      be_.copy(dst, whole.flat_slice(0, {g.end - g.begin}));
-    }
-  }
+  // Every rank updated its piece: round the 16-bit copy from the master weights, and (zero 1/2)
+  // gather the whole parameters back.
+  if (master_weights())
+    publish_master();
+  else
+    gather_params();
 }
 
 // All-gathers group g's pieces into `dst` (dp * piece elements; the group's elements first).
@@ -326,7 +383,9 @@ MemoryUse ZeroEngine::memory() const {
   const int64_t whole = params_.numel();
   m.params = (zero_ == 3 ? shard_size_ : whole) * es;
   m.grads = (zero_ >= 2 ? shard_size_ : whole) * es;
-  int64_t state = static_cast<int64_t>(state_.size()) * (zero_ == 0 ? whole : shard_size_) * es;
+  const int64_t state_es = master_weights() ? 4 : es;
+  const int64_t state_tensors = static_cast<int64_t>(state_.size()) + (master_weights() ? 1 : 0);
+  int64_t state = state_tensors * (zero_ == 0 ? whole : shard_size_) * state_es;
   (offload_ ? m.optimizer_host : m.optimizer) = state;
   int64_t widest = 0;
   for (const auto& g : groups_) widest = std::max(widest, g.piece * dp_.size());
@@ -338,7 +397,7 @@ MemoryUse ZeroEngine::memory() const {
 }
 
 ZeroPieces ZeroEngine::pieces() const {
-  return zero_pieces(params_, group_ranges_, {zero_, dp_.size(), dp_.rank(), count_replicated_});
+  return zero_pieces(params_, group_ranges_, {zero_, dp_.size(), dp_.rank(), count_replicated_, master_weights()});
 }
 
 std::vector<Piece> ZeroEngine::param_pieces_to_save() const { return pieces().params_to_save; }
@@ -348,6 +407,7 @@ std::vector<Piece> ZeroEngine::state_pieces_to_load() const { return pieces().st
 
 Tensor ZeroEngine::param_piece(const Piece& p) {
   const ParamInfo& info = params_.info(p.param);
+  if (master_weights()) return master_storage(info.offset + p.lo, p.hi - p.lo);
   if (zero_ < 3) return params_.value(p.param).view({info.numel()}).flat_slice(p.lo, {p.hi - p.lo});
   return param_storage(info.offset + p.lo, p.hi - p.lo);
 }
@@ -357,6 +417,8 @@ Tensor ZeroEngine::state_piece(size_t k, const Piece& p) {
   return state_storage(k, info.offset + p.lo, p.hi - p.lo);
 }
 
-void ZeroEngine::after_load() {}
+void ZeroEngine::after_load() {
+  if (master_weights()) publish_master();
+}
 
 }  // namespace dl::parallel

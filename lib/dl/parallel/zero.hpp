@@ -11,6 +11,13 @@
 // Sharding is per parameter group (embeddings, each block, the head), each group padded to a
 // multiple of the dp size, so a ZeRO-3 gather is one all-gather of one group. Offload keeps the
 // optimizer state (and its update) in host memory.
+//
+// Mixed precision (parameters in bf16/f16): the model computes with 16-bit parameters and
+// gradients; f32 master weights live beside the optimizer state and are cut like it (whole for
+// zero 0, this rank's shard otherwise), the optimizer updates them, and the 16-bit copy is
+// rounded from them after every step. This is the ZeRO paper's accounting: 2 + 2 bytes of
+// parameters and gradients, 12 bytes (master, m, v) of optimizer state per parameter for Adam.
+// Checkpoints hold the f32 master weights as the parameters.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -57,6 +64,7 @@ std::vector<ZeroGroup> zero_groups(const ParamSet& params, const std::vector<std
 struct ZeroRank {
   int zero = 0, dp_size = 1, dp_rank = 0;
   bool count_replicated = true;  // tensor-parallel rank 0: saves the replicated (unsliced) parameters
+  bool master_weights = false;   // mixed precision: parameters are saved and loaded where the master copy lives
 };
 
 // The pieces a rank writes to a checkpoint and reads back, a pure function of its parameters'
@@ -76,6 +84,10 @@ class ZeroEngine final : public ParamGroupHooks {
   ~ZeroEngine() override;
 
   int zero() const { return zero_; }
+  // Mixed precision: 16-bit parameters with f32 master weights.
+  bool master_weights() const { return master_.defined(); }
+  // The dtype of the parameters and optimizer state in checkpoints (f32 under mixed precision).
+  DType checkpoint_dtype() const { return master_weights() ? DType::f32 : params_.dtype(); }
   Optimizer& optimizer() { return opt_; }
 
   // Initial weights from the counter-based generator into this rank's storage.
@@ -129,6 +141,11 @@ class ZeroEngine final : public ParamGroupHooks {
   Tensor param_storage(int64_t flat, int64_t n);  // where element `flat` of the stage's parameters lives
   Tensor grad_storage(int64_t flat, int64_t n);
   Tensor state_storage(size_t k, int64_t flat, int64_t n);
+  Tensor master_storage(int64_t flat, int64_t n);
+  // Mixed precision: the 16-bit parameters this rank holds <- its master weights, then (zero 1/2)
+  // the whole parameters all-gathered.
+  void publish_master();
+  void gather_params();  // zero 1/2: every rank's updated piece to every rank
   int64_t shard_index(int64_t flat) const;        // offset in the shard buffers of an owned element
   const Group& group_of(int64_t flat) const;
   void gather_group(int g, Tensor& dst);
@@ -149,6 +166,7 @@ class ZeroEngine final : public ParamGroupHooks {
   Backend& be_;
   Tensor shard_params_, shard_grads_;  // zero 3 / zero >= 2
   std::vector<Tensor> state_;          // optimizer state: whole (zero 0) or shard
+  Tensor master_;                      // mixed precision: f32 master weights, cut like state_
   std::vector<Work> work_;             // zero 3, per group
   Tensor staging_, staging_piece_;     // padded group buffers for reduce-scatter/all-gather
 };

@@ -131,7 +131,7 @@ json tensors_json(const ParamSet& P, DType dtype) {
 
 json checkpoint_manifest(const std::string& model_type, const TrainerState& state, const json& optimizer,
                          const CheckpointLayout& L, const json& tensors, const json& pieces, const json& files) {
-  return json{{"format", kFormat},
+  json m{{"format", kFormat},
               {"version", kFormatVersion},
               {"dlkit_version", DL_VERSION},
               {"model_type", model_type},
@@ -145,6 +145,10 @@ json checkpoint_manifest(const std::string& model_type, const TrainerState& stat
               {"tensors", tensors},
               {"pieces", pieces},
               {"files", files}};
+  if (state.loss_scale > 0)  // fp16 runs: the dynamic loss scaler resumes where it was
+    m["loss_scale"] = {{"scale", state.loss_scale}, {"good_steps", state.loss_scale_good_steps},
+                       {"skipped_steps", state.skipped_steps}};
+  return m;
 }
 
 std::string hf_gpt2_config_json(const ModelConfig& m) {
@@ -211,7 +215,7 @@ fs::path save_checkpoint(const fs::path& root, CheckpointSource& src, const Trai
       files[rel] = {{"crc32c", crc}, {"bytes", fs::file_size(tmp / rel)}};
     }
     // Whole-tensor shapes and dtypes, for checking and for merging.
-    json fragment{{"pieces", pieces}, {"files", files}, {"tensors", tensors_json(P, P.dtype())}};
+    json fragment{{"pieces", pieces}, {"files", files}, {"tensors", tensors_json(P, eng.checkpoint_dtype())}};
     write_file_atomic(tmp / rank_name(rank, "json"), fragment.dump());
   } catch (...) {
     // A failed rank must not leave the others waiting at the barrier forever: its error reaches
@@ -442,6 +446,11 @@ TrainerState CheckpointReader::state() const {
   st.data_position = m.value("data_position", int64_t{0});
   st.tokens_seen = m.value("tokens_seen", int64_t{0});
   st.train_seconds = m.value("train_seconds", 0.0);
+  if (m.contains("loss_scale") && m["loss_scale"].is_object()) {
+    st.loss_scale = m["loss_scale"].value("scale", 0.0);
+    st.loss_scale_good_steps = m["loss_scale"].value("good_steps", int64_t{0});
+    st.skipped_steps = m["loss_scale"].value("skipped_steps", int64_t{0});
+  }
   if (m.contains("rng")) {
     st.rng_key = m["rng"].value("key", uint64_t{0});
     st.rng_index = m["rng"].value("index", uint64_t{0});
@@ -487,7 +496,13 @@ TrainerState load_checkpoint(const fs::path& dir, Model& model, parallel::ZeroEn
       Tensor flat = local.view({local.numel()});
       for (const auto& p : ps) {
         Tensor dst = dst_of(p);
-        be.copy(dst, flat.flat_slice(p.lo, {p.hi - p.lo}));
+        Tensor src = flat.flat_slice(p.lo, {p.hi - p.lo});
+        if (src.dtype() != dst.dtype()) {  // f32 weights into a 16-bit model: rounded on the host
+          Tensor narrow = Tensor::empty(src.shape(), dst.dtype());
+          cpu_backend().convert(narrow, src);
+          src = narrow;
+        }
+        (dst.device().is_cpu() ? cpu_backend() : be).copy(dst, src);
       }
     }
   };

@@ -10,19 +10,17 @@ namespace dl {
 
 namespace {
 
-Backend& cpu_only(const TrainConfig& t) {
-  if (t.precision != "fp32")
-    throw_usage("train.precision = \"", t.precision, "\" needs the CUDA backend; the CPU backend trains in fp32");
+Backend& cpu_only(const TrainConfig& t, bool log) {
+  if (t.precision != "fp32" && log)
+    log_info("train.precision = \"" + t.precision +
+             "\" on the CPU is emulated (16-bit storage, f32 arithmetic): the GPU's numerics, at below fp32 speed");
   return cpu_backend();
 }
 
 #ifdef DL_HAVE_CUDA
 // What the trainer cannot yet run on the GPU; empty when the run is supported.
 std::string cuda_unsupported(const Config& c, int world) {
-  if (c.train.precision != "fp32")
-    return "train.precision = \"" + c.train.precision +
-           "\" (the CUDA backend has bf16 kernels, but mixed-precision training with fp32 master weights is not wired "
-           "into the trainer yet)";
+  if (c.train.precision == "fp16") return "train.precision = \"fp16\" (the kernels are f32 and bf16; use bf16)";
   if (world > 1) return "several processes (the NCCL Comm is not written yet; Gloo moves host memory only)";
   if (c.model.type != "gpt") return "model.type = \"" + c.model.type + "\" (only the GPT model runs on CUDA)";
   if (c.parallel.zero != 0 || c.parallel.offload != "none")
@@ -35,7 +33,7 @@ std::string cuda_unsupported(const Config& c, int world) {
 
 Backend& select_backend(const Config& c, int world, bool log) {
   const TrainConfig& t = c.train;
-  if (t.device == "cpu") return cpu_only(t);
+  if (t.device == "cpu") return cpu_only(t, log);
 #ifdef DL_HAVE_CUDA
   const CudaDeviceInfo gpu = cuda_probe();
   if (!gpu.usable) {
@@ -43,14 +41,14 @@ Backend& select_backend(const Config& c, int world, bool log) {
       throw_usage("train.device = \"cuda\": no usable CUDA GPU was found (", gpu.reason,
                   "); use \"cpu\", or \"auto\" to fall back to the CPU");
     if (log) log_info("device auto: no usable CUDA GPU (" + gpu.reason + "), training on the CPU");
-    return cpu_only(t);
+    return cpu_only(t, log);
   }
   const std::string unsupported = cuda_unsupported(c, world);
   if (!unsupported.empty()) {
     if (t.device == "cuda")
       throw_usage("train.device = \"cuda\" does not support ", unsupported, " yet; use \"cpu\"");
     if (log) log_info("device auto: a GPU is present, but " + unsupported + " needs the CPU: training on the CPU");
-    return cpu_only(t);
+    return cpu_only(t, log);
   }
   if (log && t.device == "auto")
     log_info(str("device auto: training on cuda:", gpu.device, " (", gpu.name, ")"));
@@ -59,7 +57,7 @@ Backend& select_backend(const Config& c, int world, bool log) {
   if (t.device == "cuda")
     throw_usage("train.device = \"cuda\": this build of dlkit has no CUDA backend; use \"cpu\" (or \"auto\")");
   if (log) log_info("device auto: no CUDA backend in this build, training on the CPU");
-  return cpu_only(t);
+  return cpu_only(t, log);
 #endif
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "dl/core/half.hpp"
+
 namespace dl {
 
 std::vector<int32_t> generate(GptModel& model, const std::vector<int32_t>& prompt, const GenerateOptions& o,
@@ -22,6 +24,11 @@ std::vector<int32_t> generate(GptModel& model, const std::vector<int32_t>& promp
     Tensor logits = model.logits();
     Tensor host = logits.device().is_cpu() ? logits : Tensor::empty(logits.shape(), logits.dtype());
     if (!logits.device().is_cpu()) model.params().backend().copy(host, logits);
+    if (host.dtype() != DType::f32) {  // 16-bit logits: sample from their f32 values
+      Tensor wide = Tensor::empty(host.shape(), DType::f32);
+      convert_host(wide, host);
+      host = wide;
+    }
     const float* row = host.data<float>() + (T - 1) * V;
     int32_t next = 0;
     if (o.temperature <= 0) {

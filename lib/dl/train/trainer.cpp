@@ -21,6 +21,7 @@
 #include "dl/io/tensorboard.hpp"
 #include "dl/nn/gpt.hpp"
 #include "dl/nn/mlp.hpp"
+#include "dl/optim/loss_scale.hpp"
 #include "dl/optim/optimizer.hpp"
 #include "dl/parallel/mesh.hpp"
 #include "dl/parallel/pipeline.hpp"
@@ -48,6 +49,14 @@ int threads_for(const TrainConfig& t, int local_ranks) {
   return std::max(1, hw / std::max(1, local_ranks));
 }
 
+// The dtype the model computes in: train.precision (16-bit runs keep f32 master weights in the
+// ZeRO engine).
+DType compute_dtype(const TrainConfig& t) {
+  if (t.precision == "bf16") return DType::bf16;
+  if (t.precision == "fp16") return DType::f16;
+  return DType::f32;
+}
+
 std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backend& be, Mesh* mesh) {
   if (c.model.type == "gpt") {
     if (!train.is_sequence())
@@ -65,8 +74,10 @@ std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backen
       par.pp_size = mesh->shape().pp;
       par.pp_rank = mesh->pp_rank();
     }
-    return std::make_unique<GptModel>(gpt_config_from(c.model), be, DType::f32, par);
+    return std::make_unique<GptModel>(gpt_config_from(c.model), be, compute_dtype(c.train), par);
   }
+  if (c.train.precision != "fp32")
+    throw_usage("train.precision = \"", c.train.precision, "\" applies to model.type = \"gpt\"; the mlp trains in fp32");
   if (train.is_sequence())
     throw_usage("model.type = \"mlp\" needs feature rows (csv:...), but data.source ", c.data.source, " holds tokens");
   MlpConfig m;
@@ -323,6 +334,13 @@ TrainSummary run_training(const TrainOptions& opt) {
     engine.initialize(seed);
     if (root) fs::create_directories(ckpt_root);
   }
+  LossScaler scaler = cfg.train.precision == "fp16" ? LossScaler(cfg.train.loss_scale, cfg.train.loss_scale_window)
+                                                    : LossScaler();
+  if (opt.resume && state.loss_scale > 0)
+    scaler.restore(state.loss_scale, state.loss_scale_good_steps, state.skipped_steps);
+  if (cfg.train.precision != "fp32" && root)
+    log_info(str("mixed precision: ", cfg.train.precision, " compute, fp32 master weights",
+                 scaler.enabled() ? str(", dynamic loss scale from ", format_si(scaler.scale(), "", 3)) : std::string()));
   std::future<void> env_snapshot;  // joined on every way out (the future's destructor waits)
   if (root) {
     write_file_atomic(opt.run_dir / "config.toml", config_to_toml(cfg));
@@ -394,6 +412,11 @@ TrainSummary run_training(const TrainOptions& opt) {
   auto checkpoint = [&]() {
     if (state.step == last_saved || !opt.checkpoints) return;
     state.rng_index = rng.index();
+    if (scaler.enabled()) {
+      state.loss_scale = scaler.scale();
+      state.loss_scale_good_steps = scaler.good_steps();
+      state.skipped_steps = scaler.skipped_steps();
+    }
     state.train_seconds = seconds_before + (monotonic_seconds() - session_start);
     bar.finish();
     last_ckpt = save_checkpoint(ckpt_root, ckpt_src, state, cfg, cfg.train.keep_checkpoints);
@@ -462,7 +485,9 @@ TrainSummary run_training(const TrainOptions& opt) {
     engine.zero_grad();
     // The loss is the mean over every target of the step (all micro-batches and ranks), so each
     // backward is scaled by 1 / (targets in the whole step).
-    parallel::PipelineStats ps = runner.run(micro, targets ? 1.0 / static_cast<double>(targets) : 0.0);
+    // fp16: the backward pass carries loss_scale x the loss so small gradients survive.
+    const double loss_scale = scaler.scale();
+    parallel::PipelineStats ps = runner.run(micro, targets ? loss_scale / static_cast<double>(targets) : 0.0);
     engine.reduce_gradients();
     if (gpt && mesh.embedding()) {
       // The tied embedding's gradient: the first stage's (lookup) plus the last stage's (head).
@@ -479,11 +504,15 @@ TrainSummary run_training(const TrainOptions& opt) {
     gv[3] = interrupt_requested() ? 1.0 : 0.0;
     mesh.world().allreduce(g);
     loss = targets ? gv[0] / static_cast<double>(targets) : 0.0;
-    const double gnorm = std::sqrt(gv[2]);
+    const double gnorm = std::sqrt(gv[2]) / loss_scale;
     const bool stop = gv[3] > 0;
     const double t2 = monotonic_seconds();
     const int64_t step_no = state.step + 1;
-    if (!std::isfinite(loss) || !std::isfinite(gnorm)) {
+    // fp16: a step whose gradients overflowed is skipped and the scale halved (every rank sees
+    // the same all-reduced norm, so every rank decides alike).
+    const bool finite = std::isfinite(loss) && std::isfinite(gnorm);
+    const bool apply = scaler.update(finite);
+    if (!finite && (!scaler.enabled() || scaler.exhausted())) {
       bar.finish();
       std::string what = !std::isfinite(loss) ? "loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf")
                                               : "gradient norm is " + std::string(std::isnan(gnorm) ? "NaN" : "Inf");
@@ -492,13 +521,15 @@ TrainSummary run_training(const TrainOptions& opt) {
       pn.data<double>()[0] = engine.param_norm_squared();
       mesh.world().allreduce(pn);
       if (std::isfinite(pn.data<double>()[0]) && state.step > 0) checkpoint();
+      if (scaler.enabled()) what += str(" with the fp16 loss scale down to ", scaler.scale(), " after ", scaler.skipped_steps(), " skipped steps");
       throw Error(ErrorKind::diverged,
                   str(what, " at step ", step_no, "; the last good checkpoint is ",
                       last_ckpt.empty() ? std::string("(none)") : last_ckpt.string(),
                       " (lower optim.lr, raise schedule.warmup_steps or set optim.grad_clip)"));
     }
     const double lr = learning_rate(cfg.schedule, cfg.optim.lr, state.step, total);
-    engine.step(lr, clip_scale(gnorm, cfg.optim.grad_clip));
+    // The optimizer sees the true gradient: unscaled, then clipped.
+    if (apply) engine.step(lr, clip_scale(gnorm, cfg.optim.grad_clip) / loss_scale);
     const double t3 = monotonic_seconds();
     state.step = step_no;
     state.data_position += global_examples;
@@ -533,6 +564,11 @@ TrainSummary run_training(const TrainOptions& opt) {
                   {"time_comm_s", mine[2]},
                   {"time_pipeline_wait_s", mine[3]},
                   {"time_optimizer_s", mine[4]}};
+        if (scaler.enabled()) {
+          rec["loss_scale"] = loss_scale;
+          rec["skipped"] = !apply;
+          rec["skipped_steps"] = scaler.skipped_steps();
+        }
         if (shape.world() > 1) {
           rec["rank_time_compute_s"] = column(rows, 1);
           rec["rank_time_comm_s"] = column(rows, 2);

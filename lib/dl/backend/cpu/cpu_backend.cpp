@@ -1,8 +1,13 @@
 // The CPU backend: shape and dtype checks, then dispatch to the templated kernels.
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <utility>
+#include <vector>
 
 #include "dl/backend/backend.hpp"
 #include "dl/backend/cpu/kernels.hpp"
+#include "dl/core/half.hpp"
 
 namespace dl {
 
@@ -46,6 +51,7 @@ class CpuBackend final : public Backend {
   Tensor empty(Shape shape, DType dtype) override { return Tensor::empty(std::move(shape), dtype); }
   void zero(Tensor& t) override { t.zero_(); }
   void copy(Tensor& dst, const Tensor& src) override { dst.copy_from(src); }
+  void convert(Tensor& dst, const Tensor& src) override { convert_host(dst, src); }
 
   void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t vocab_start,
                        int64_t vocab_size) override {
@@ -400,10 +406,184 @@ class CpuBackend final : public Backend {
   }
 };
 
+// bf16 and f16 on the CPU, emulated: every 16-bit tensor of an op is widened to f32, the f32
+// kernel runs, and the outputs are rounded back once, which is what the CUDA kernels do (16-bit
+// storage, f32 arithmetic). Slower than f32; it exists so that mixed-precision training runs
+// and is tested on any machine, and so the GPU's 16-bit numerics have a host reference.
+class Widened {
+ public:
+  Widened() = default;
+  Widened(const Widened&) = delete;
+  Widened& operator=(const Widened&) = delete;
+  ~Widened() noexcept(false) {
+    if (std::uncaught_exceptions() > uncaught_) return;  // the op failed: leave the outputs alone
+    for (auto& [dst, wide] : outs_) convert_host(*dst, wide);
+  }
+  // An input: itself, or an f32 copy when it is 16-bit.
+  const Tensor& in(const Tensor& t) {
+    if (!narrow(t)) return t;
+    return widen(t);
+  }
+  // An output (values read too: accumulating and in-place ops): rounded back when the op returns.
+  Tensor& out(Tensor& t) {
+    if (!narrow(t)) return t;
+    Tensor& w = widen(t);
+    outs_.emplace_back(&t, w);
+    return w;
+  }
+
+ private:
+  static bool narrow(const Tensor& t) {
+    return t.defined() && (t.dtype() == DType::bf16 || t.dtype() == DType::f16);
+  }
+  Tensor& widen(const Tensor& t) {
+    expect(t.device().is_cpu(), "cpu backend", "tensor " + t.describe() + " is on " + t.device().name());
+    wide_.push_back(Tensor::empty(t.shape(), DType::f32));
+    convert_host(wide_.back(), t);
+    return wide_.back();
+  }
+  int uncaught_ = std::uncaught_exceptions();
+  std::deque<Tensor> wide_;  // stable addresses
+  std::vector<std::pair<Tensor*, Tensor>> outs_;
+};
+
+class CpuBackendWithHalf final : public Backend {
+ public:
+  Device device() const override { return f32_.device(); }
+  std::string name() const override { return f32_.name(); }
+  Tensor empty(Shape shape, DType dtype) override { return f32_.empty(std::move(shape), dtype); }
+  void zero(Tensor& t) override { f32_.zero(t); }
+  void copy(Tensor& dst, const Tensor& src) override { f32_.copy(dst, src); }
+  void convert(Tensor& dst, const Tensor& src) override { f32_.convert(dst, src); }
+
+  void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t vocab_start,
+                       int64_t vocab_size) override {
+    Widened w;
+    f32_.encoder_forward(w.out(out), tokens, w.in(wte), w.in(wpe), vocab_start, vocab_size);
+  }
+  void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                        int64_t vocab_start) override {
+    Widened w;
+    f32_.encoder_backward(w.out(dwte), w.out(dwpe), w.in(dout), tokens, vocab_start);
+  }
+  void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                         const Tensor& bias) override {
+    Widened w;
+    f32_.layernorm_forward(w.out(out), w.out(mean), w.out(rstd), w.in(inp), w.in(weight), w.in(bias));
+  }
+  void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                          const Tensor& weight, const Tensor& mean, const Tensor& rstd, bool accumulate) override {
+    Widened w;
+    f32_.layernorm_backward(w.out(dinp), w.out(dweight), w.out(dbias), w.in(dout), w.in(inp), w.in(weight),
+                            w.in(mean), w.in(rstd), accumulate);
+  }
+  void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                      WeightLayout layout) override {
+    Widened w;
+    f32_.matmul_forward(w.out(out), w.in(inp), w.in(weight), w.in(bias), layout);
+  }
+  void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                       const Tensor& weight, WeightLayout layout, bool accumulate) override {
+    Widened w;
+    f32_.matmul_backward(w.out(dinp), w.out(dweight), w.out(dbias), w.in(dout), w.in(inp), w.in(weight), layout,
+                         accumulate);
+  }
+  Shape attention_state_shape(int64_t B, int64_t T, int64_t C, int n_head) const override {
+    return f32_.attention_state_shape(B, T, C, n_head);
+  }
+  void attention_forward(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) override {
+    Widened w;
+    f32_.attention_forward(w.out(out), w.out(state), w.in(qkv), n_head);
+  }
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& state,
+                          int n_head) override {
+    Widened w;
+    f32_.attention_backward(w.out(dqkv), w.in(dout), w.in(qkv), w.in(state), n_head);
+  }
+  void gelu_forward(Tensor& out, const Tensor& inp) override {
+    Widened w;
+    f32_.gelu_forward(w.out(out), w.in(inp));
+  }
+  void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override {
+    Widened w;
+    f32_.gelu_backward(w.out(dinp), w.in(dout), w.in(inp), accumulate);
+  }
+  void relu_forward(Tensor& out, const Tensor& inp) override {
+    Widened w;
+    f32_.relu_forward(w.out(out), w.in(inp));
+  }
+  void relu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override {
+    Widened w;
+    f32_.relu_backward(w.out(dinp), w.in(dout), w.in(inp), accumulate);
+  }
+  void add(Tensor& out, const Tensor& a, const Tensor& b) override {
+    Widened w;
+    f32_.add(w.out(out), w.in(a), w.in(b));
+  }
+  void bias_add(Tensor& out, const Tensor& bias) override {
+    Widened w;
+    f32_.bias_add(w.out(out), w.in(bias));
+  }
+  void crossentropy_forward(Tensor& losses, Tensor& correct, const Tensor& logits, const Tensor& targets) override {
+    Widened w;
+    f32_.crossentropy_forward(w.out(losses), correct, w.in(logits), targets);
+  }
+  void crossentropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets, double dloss) override {
+    Widened w;
+    f32_.crossentropy_backward(w.out(dlogits), w.in(logits), targets, dloss);
+  }
+  void argmax(Tensor& out, const Tensor& logits) override {
+    Widened w;
+    f32_.argmax(out, w.in(logits));
+  }
+  void logits_row_max(Tensor& row_max, const Tensor& logits) override {
+    Widened w;
+    f32_.logits_row_max(w.out(row_max), w.in(logits));
+  }
+  void logits_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& row_max) override {
+    Widened w;
+    f32_.logits_sum_exp(w.out(sum_exp), w.in(logits), w.in(row_max));
+  }
+  void logits_pick(Tensor& picked, const Tensor& logits, const Tensor& targets, int64_t vocab_start) override {
+    Widened w;
+    f32_.logits_pick(w.out(picked), w.in(logits), targets, vocab_start);
+  }
+  void crossentropy_backward_sharded(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                     const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start,
+                                     double dloss) override {
+    Widened w;
+    f32_.crossentropy_backward_sharded(w.out(dlogits), w.in(logits), targets, w.in(row_max), w.in(sum_exp),
+                                       vocab_start, dloss);
+  }
+  void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override {
+    Widened w;
+    f32_.adamw_step(w.out(param), w.in(grad), w.out(m), w.out(v), p);
+  }
+  void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p) override {
+    Widened w;
+    f32_.sgd_step(w.out(param), w.in(grad), w.out(momentum), p);
+  }
+  double sum(const Tensor& x) override {
+    Widened w;
+    return f32_.sum(w.in(x));
+  }
+  double sum_squares(const Tensor& x) override {
+    Widened w;
+    return f32_.sum_squares(w.in(x));
+  }
+  void scale(Tensor& x, double s) override {
+    Widened w;
+    f32_.scale(w.out(x), s);
+  }
+
+ private:
+  CpuBackend f32_;
+};
+
 }  // namespace
 
 Backend& cpu_backend() {
-  static CpuBackend backend;
+  static CpuBackendWithHalf backend;
   return backend;
 }
 

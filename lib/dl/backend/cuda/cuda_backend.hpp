@@ -112,7 +112,7 @@ class CudaBackend final : public Backend {
 
   // Beyond the Backend interface.
   // dst = src converted (f32 <-> bf16, or same dtype: a copy); both on this device.
-  void convert(Tensor& dst, const Tensor& src);
+  void convert(Tensor& dst, const Tensor& src) override;
   // Waits for every op queued so far; throws naming `what` if one of them failed.
   void synchronize(const char* what = "synchronize");
   CudaArenaStats arena_stats() const;
