@@ -7,16 +7,15 @@
 #   STAGES="build test" scripts/gpu-check.sh
 #   SANITIZE=1 ...                      # also run the kernel tests under compute-sanitizer
 #
-# Stages: build test train bench. Each stage's result is one line of the final table; the script
+# Stages: build test train ranks bench. Each stage's result is one line of the final table; the script
 # exits non-zero when any stage failed. Not written yet: the PyTorch comparisons (whole-model
 # fwd/bwd against torch on the GPU, tokens/s and MFU against autocast + torch.compile + fused
-# AdamW + SDPA) and the multi-rank runs (ZeRO 1/2/3, dp=2 on one GPU): they need the NCCL Comm
-# first (docs/CUDA.md).
+# AdamW + SDPA).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD=${BUILD:-build-gpu}
-STAGES=${STAGES:-"build test train bench"}
+STAGES=${STAGES:-"build test train ranks bench"}
 LOGS=${OUT:-$BUILD/gpu-check}
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$LOGS"
@@ -105,6 +104,23 @@ if want train && [ -x "$BUILD/bin/dl-train" ]; then
   else
     row train16 FAIL "dl-train bf16 failed: $(tail -1 "$LOGS/train-cuda-bf16.err" 2>/dev/null)"
   fi
+fi
+
+# --- ranks: dp=2 and ZeRO 1/2/3 with two ranks on the one GPU against the single-rank GPU run -----
+if want ranks && [ -s "${LOGS}/train-cuda.jsonl" ]; then
+  # configs/text.toml's batch_size is 16: two ranks of 8 are the same global batch.
+  note "two ranks on one GPU (collectives staged through Gloo): dp=2, zero 0-3, against one rank"
+  for z in 0 1 2 3; do
+    rm -rf "$LOGS/run-dp2-z$z"
+    if "$BUILD/bin/dl-train" "${common[@]}" --device cuda --nproc-per-node 2 --set parallel.dp=2 \
+         --set parallel.zero=$z --set train.batch_size=8 \
+         --run-dir "$LOGS/run-dp2-z$z" > "$LOGS/train-dp2-z$z.jsonl" 2> "$LOGS/train-dp2-z$z.err"; then
+      verdict=$(compare_losses "$LOGS/train-cuda.jsonl" "$LOGS/train-dp2-z$z.jsonl" 1e-5)
+      row ranks "${verdict%% *}" "dp=2 zero=$z: ${verdict#* }"
+    else
+      row ranks FAIL "dp=2 zero=$z: $(grep -m1 -i error "$LOGS/train-dp2-z$z.err")"
+    fi
+  done
 fi
 
 # --- bench: GPT-2 124M fp32 and bf16 tokens/s (the correctness-first kernels; no PyTorch comparison yet) ---

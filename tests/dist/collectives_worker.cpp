@@ -1,12 +1,17 @@
 // A rank for the collective tests: joins the group from DL_* variables, runs the scenario named
 // by argv[1], and prints JSON lines of results for the test to check.
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <string>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "dl/cli/app.hpp"
+#include "dl/core/half.hpp"
+#include "dl/dist/device_comm.hpp"
 #include "dl/dist/gloo_comm.hpp"
 
 using namespace dl;
@@ -41,47 +46,80 @@ Tensor filled(int64_t n, DType dt, double base) {
   return t;
 }
 
+// Every collective of the Comm interface; `place` puts a host tensor where the comm works
+// (host or "device"), `fetch` brings it back to read.
+int run_collectives(Comm& c, const std::function<Tensor(Tensor)>& place, const std::function<Tensor(Tensor)>& fetch) {
+  const int r = c.rank(), n = c.size();
+  for (DType dt : {DType::f32, DType::f64, DType::i64}) {
+    Tensor t = place(filled(5, dt, 10.0 * r));
+    c.allreduce(t);
+    emit({{"op", "allreduce_sum"}, {"dtype", dtype_name(dt)}, {"v", values(fetch(t))}});
+  }
+  Tensor m = place(filled(3, DType::f32, r));
+  c.allreduce(m, ReduceOp::max);
+  emit({{"op", "allreduce_max"}, {"v", values(fetch(m))}});
+  // reduce_scatter: rank r contributes in[i] = 100 r + i over n chunks of 4.
+  Tensor in = place(filled(4 * n, DType::f64, 100.0 * r)), out = place(Tensor::zeros({4}, DType::f64));
+  c.reduce_scatter(in, out);
+  emit({{"op", "reduce_scatter"}, {"v", values(fetch(out))}});
+  Tensor g = place(filled(2, DType::f32, 7.0 * r)), all = place(Tensor::zeros({2 * n}, DType::f32));
+  c.allgather(g, all);
+  emit({{"op", "allgather"}, {"v", values(fetch(all))}});
+  Tensor b = place(filled(3, DType::i64, r == 1 ? 42 : -1));
+  c.broadcast(b, 1);
+  emit({{"op", "broadcast"}, {"v", values(fetch(b))}});
+  // A ring of point-to-point messages, both directions posted before waiting.
+  Tensor to_next = place(filled(4, DType::f32, 1000.0 * r)), from_prev = place(Tensor::zeros({4}, DType::f32));
+  auto rq = c.irecv(from_prev, (r + n - 1) % n);
+  auto sq = c.isend(to_next, (r + 1) % n);
+  sq->wait();
+  rq->wait();
+  emit({{"op", "ring"}, {"v", values(fetch(from_prev))}});
+  // Subgroups: even and odd ranks.
+  std::vector<int> members;
+  for (int i = r % 2; i < n; i += 2) members.push_back(i);
+  auto sub = c.subgroup(members, r % 2 ? "odd" : "even");
+  Tensor s = place(filled(1, DType::i64, r));
+  sub->allreduce(s);
+  emit({{"op", "subgroup"}, {"size", sub->size()}, {"rank", sub->rank()}, {"v", values(fetch(s))}});
+  c.barrier();
+  emit({{"op", "done"}, {"comm_s", c.seconds_in_comm()}});
+  return 0;
+}
+
 int scenario(const std::string& which) {
   LaunchEnv env = detect_launch_env(process_environment());
   double timeout = which == "timeout" ? 2.0 : 60.0;
   auto world = make_gloo_world(env, timeout);
-  const int r = world->rank(), n = world->size();
-  if (which == "collectives") {
-    for (DType dt : {DType::f32, DType::f64, DType::i64}) {
-      Tensor t = filled(5, dt, 10.0 * r);
-      world->allreduce(t);
-      emit({{"op", "allreduce_sum"}, {"dtype", dtype_name(dt)}, {"v", values(t)}});
-    }
-    Tensor m = filled(3, DType::f32, r);
-    world->allreduce(m, ReduceOp::max);
-    emit({{"op", "allreduce_max"}, {"v", values(m)}});
-    // reduce_scatter: rank r contributes in[i] = 100 r + i over n chunks of 4.
-    Tensor in = filled(4 * n, DType::f64, 100.0 * r), out = Tensor::empty({4}, DType::f64);
-    world->reduce_scatter(in, out);
-    emit({{"op", "reduce_scatter"}, {"v", values(out)}});
-    Tensor g = filled(2, DType::f32, 7.0 * r), all = Tensor::empty({2 * n}, DType::f32);
-    world->allgather(g, all);
-    emit({{"op", "allgather"}, {"v", values(all)}});
-    Tensor b = filled(3, DType::i64, r == 1 ? 42 : -1);
-    world->broadcast(b, 1);
-    emit({{"op", "broadcast"}, {"v", values(b)}});
-    // A ring of point-to-point messages, both directions posted before waiting.
-    Tensor to_next = filled(4, DType::f32, 1000.0 * r), from_prev = Tensor::empty({4}, DType::f32);
-    auto rq = world->irecv(from_prev, (r + n - 1) % n);
-    auto sq = world->isend(to_next, (r + 1) % n);
-    sq->wait();
-    rq->wait();
-    emit({{"op", "ring"}, {"v", values(from_prev)}});
-    // Subgroups: even and odd ranks.
-    std::vector<int> members;
-    for (int i = r % 2; i < n; i += 2) members.push_back(i);
-    auto sub = world->subgroup(members, r % 2 ? "odd" : "even");
-    Tensor s = filled(1, DType::i64, r);
-    sub->allreduce(s);
-    emit({{"op", "subgroup"}, {"size", sub->size()}, {"rank", sub->rank()}, {"v", values(s)}});
-    world->barrier();
-    emit({{"op", "done"}, {"comm_s", world->seconds_in_comm()}});
-    return 0;
+  const int r = world->rank();
+  if (which == "collectives") return run_collectives(*world, [](Tensor t) { return t; }, [](Tensor t) { return t; });
+  if (which == "device_staged") {
+    // DeviceComm's path for ranks that share a GPU, without a GPU: tensors labelled cuda:0 over
+    // host memory, moved by memcpy, so every collective goes device -> host -> Gloo -> device.
+    auto copy = [](Tensor& d, const Tensor& s) { std::memcpy(d.raw(), s.raw(), d.nbytes()); };
+    std::string path;
+    auto dev = make_device_comm(std::move(world), copy, nullptr, &path);
+    emit({{"op", "path"}, {"path", path}});
+    auto place = [&](Tensor h) {
+      auto storage = std::make_shared<Storage>(std::malloc(h.nbytes()), h.nbytes(), Device::cuda(0), [](void* q) { std::free(q); });
+      Tensor d(std::move(storage), 0, h.shape(), h.dtype());
+      copy(d, h);
+      return d;
+    };
+    auto fetch = [&](Tensor d) {
+      Tensor h = Tensor::empty(d.shape(), d.dtype());
+      copy(h, d);
+      return h;
+    };
+    // bf16 sums travel as bf16 and are added in f32 by the host communicator.
+    Tensor b16 = Tensor::empty({5}, DType::bf16), f = filled(5, DType::f32, 10.0 * r);
+    convert_host(b16, f);
+    Tensor on_dev = place(b16);
+    dev->allreduce(on_dev);
+    Tensor back = Tensor::empty({5}, DType::f32);
+    convert_host(back, fetch(on_dev));
+    emit({{"op", "allreduce_sum"}, {"dtype", "bf16"}, {"v", values(back)}});
+    return run_collectives(*dev, place, fetch);
   }
   if (which == "timeout") {
     // Rank 1 never joins the all-reduce: rank 0 must fail within the timeout, naming it.

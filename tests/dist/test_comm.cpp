@@ -43,10 +43,13 @@ std::map<std::string, json> results(const Process& p) {
 
 }  // namespace
 
-TEST_CASE("Gloo collectives give the right values on 4 ranks") {
+namespace {
+
+// Runs the collectives scenario on 4 ranks and checks every rank's values.
+void check_collectives(const std::string& scenario, bool bf16) {
   TempDir d("gloo");
   const int n = 4;
-  Ranks rs = start("collectives", n, d / "store");
+  Ranks rs = start(scenario, n, d / "store");
   for (int r = 0; r < n; ++r) {
     int code = rs.procs[r]->wait(120);
     INFO(rs.procs[r]->err());
@@ -56,8 +59,12 @@ TEST_CASE("Gloo collectives give the right values on 4 ranks") {
     auto res = results(*rs.procs[r]);
     CAPTURE(r);
     // sum over ranks of (10 q + i) = 10 * (0+1+2+3) + 4 i = 60 + 4i
-    for (const char* dt : {"f32", "f64", "i64"}) {
-      auto v = res[std::string("allreduce_sum/") + dt]["v"];
+    std::vector<std::string> dts = {"f32", "f64", "i64"};
+    if (bf16) dts.push_back("bf16");
+    for (const auto& dt : dts) {
+      CAPTURE(dt);
+      auto v = res["allreduce_sum/" + dt]["v"];
+      REQUIRE(v.size() == 5);
       for (int i = 0; i < 5; ++i) CHECK(v[i].get<double>() == 60 + 4 * i);
     }
     for (int i = 0; i < 3; ++i) CHECK(res["allreduce_max"]["v"][i].get<double>() == 3 + i);
@@ -72,7 +79,17 @@ TEST_CASE("Gloo collectives give the right values on 4 ranks") {
     CHECK(res["subgroup"]["rank"] == r / 2);
     CHECK(res["subgroup"]["v"][0].get<double>() == (r % 2 ? 1 + 3 : 0 + 2));
     CHECK(res.count("done") == 1);
+    if (scenario == "device_staged")
+      CHECK(res["path"]["path"].get<std::string>().find("staged through host memory") != std::string::npos);
   }
+}
+
+}  // namespace
+
+TEST_CASE("Gloo collectives give the right values on 4 ranks") { check_collectives("collectives", false); }
+
+TEST_CASE("device tensors staged through host memory (ranks sharing a GPU) give the same values, bf16 included") {
+  check_collectives("device_staged", true);
 }
 
 TEST_CASE("a collective that a peer never joins fails within the timeout, naming it and the peers") {

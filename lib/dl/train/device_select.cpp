@@ -20,11 +20,12 @@ Backend& cpu_only(const TrainConfig& t, bool log) {
 #ifdef DL_HAVE_CUDA
 // What the trainer cannot yet run on the GPU; empty when the run is supported.
 std::string cuda_unsupported(const Config& c, int world) {
+  (void)world;  // several ranks: NCCL, or Gloo through host memory when they share a GPU
   if (c.train.precision == "fp16") return "train.precision = \"fp16\" (the kernels are f32 and bf16; use bf16)";
-  if (world > 1) return "several processes (the NCCL Comm is not written yet; Gloo moves host memory only)";
   if (c.model.type != "gpt") return "model.type = \"" + c.model.type + "\" (only the GPT model runs on CUDA)";
-  if (c.parallel.zero != 0 || c.parallel.offload != "none")
-    return "parallel.zero / parallel.offload (ZeRO stages copy through host memory)";
+  if (c.parallel.offload != "none") return "parallel.offload (the optimizer step on the host reads device gradients)";
+  if (c.parallel.tp > 1) return "parallel.tp > 1 (the vocabulary-parallel loss combines its rows on the host)";
+  if (c.parallel.pp > 1) return "parallel.pp > 1 (not yet run on a GPU)";
   return {};
 }
 #endif

@@ -13,6 +13,7 @@
 #include "dl/core/parallel.hpp"
 #include "dl/core/rng.hpp"
 #include "dl/core/version.hpp"
+#include "dl/dist/device_comm.hpp"
 #include "dl/dist/gloo_comm.hpp"
 #include "dl/dist/launch_env.hpp"
 #include "dl/env/env.hpp"
@@ -29,6 +30,10 @@
 #include "dl/train/checkpoint.hpp"
 #include "dl/train/device_select.hpp"
 #include "dl/train/generate.hpp"
+
+#ifdef DL_HAVE_CUDA
+#include "dl/backend/cuda/nccl.hpp"
+#endif
 
 namespace dl {
 
@@ -304,6 +309,16 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   std::unique_ptr<dist::Comm> world =
       env.distributed() ? dist::make_gloo_world(env, cfg.dist.timeout_s) : dist::make_self_comm();
+  if (!be.device().is_cpu()) {
+    // Device tensors: NCCL when every rank has its own GPU, else staged through Gloo.
+    dist::DeviceCollectivesFactory nccl;
+#ifdef DL_HAVE_CUDA
+    nccl = [&](dist::Comm& host, std::string* why) { return make_nccl_collectives(host, cfg.dist.timeout_s, why); };
+#endif
+    std::string path;
+    world = dist::make_device_comm(std::move(world), [&be](Tensor& d, const Tensor& s) { be.copy(d, s); }, nccl, &path);
+    if (root && !path.empty()) log_info("device collectives: " + path);
+  }
   if (root && env.distributed())
     log_info(str(env.world, " ranks (", env.source, " launch), mesh ", shape.describe(), ", zero ", cfg.parallel.zero,
                  cfg.parallel.offload == "cpu" ? " with CPU offload" : "",

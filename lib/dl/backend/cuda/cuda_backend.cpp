@@ -297,6 +297,8 @@ void CudaBackend::copy(Tensor& dst, const Tensor& src) {
   impl_->after("copy");
 }
 
+void* CudaBackend::native_stream() const { return impl_->stream; }
+
 void CudaBackend::convert(Tensor& dst, const Tensor& src) {
   expect(dst.numel() == src.numel() && !dst.device().is_cpu() && !src.device().is_cpu(), "convert",
          desc(dst) + " <- " + desc(src));

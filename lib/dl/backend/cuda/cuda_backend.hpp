@@ -116,6 +116,8 @@ class CudaBackend final : public Backend {
   // Waits for every op queued so far; throws naming `what` if one of them failed.
   void synchronize(const char* what = "synchronize");
   CudaArenaStats arena_stats() const;
+  // The cudaStream_t every op of this backend runs on (NCCL joins it, so no extra sync is needed).
+  void* native_stream() const;
   const CudaDeviceInfo& info() const;
 
   struct Impl;  // CUDA handles, the arena, scratch (cuda_backend.cpp)

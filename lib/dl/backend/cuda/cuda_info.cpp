@@ -91,7 +91,7 @@ std::string cuda_build_info() {
   int nccl = 0;
   if (ncclGetVersion(&nccl) != ncclSuccess) nccl = 0;
   s += str("NCCL: ", version_3(nccl, 10000, 100), " (built against ", NCCL_MAJOR, ".", NCCL_MINOR, ".", NCCL_PATCH,
-           "; linked, no NCCL Comm yet: collectives use Gloo)\n");
+           "; device collectives; Gloo through host memory when ranks share a GPU)\n");
 #else
   s += "NCCL: not built (not found at configure time)\n";
 #endif
