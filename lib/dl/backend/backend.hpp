@@ -123,4 +123,8 @@ class Backend {
 
 Backend& cpu_backend();
 
+// dst = src converted, wherever each lives: on one device the backend converts; across host and
+// device the value is converted on the host side, then copied.
+void copy_converted(Backend& be, Tensor& dst, const Tensor& src);
+
 }  // namespace dl

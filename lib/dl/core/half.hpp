@@ -28,6 +28,7 @@ uint16_t float_to_f16(float f);  // overflow gives +-Inf, like the device conver
 
 // Float dtypes a tensor may be converted between: f32, f64, bf16, f16.
 bool is_float_dtype(DType t);
+inline bool is_16bit_float(DType t) { return t == DType::bf16 || t == DType::f16; }
 // dst = src converted element by element (host tensors, same element count, float dtypes);
 // the same dtype is a copy.
 void convert_host(Tensor& dst, const Tensor& src);

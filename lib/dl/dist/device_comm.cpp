@@ -63,25 +63,11 @@ class DeviceComm final : public Comm {
   }
 
   void reduce_scatter(const Tensor& in, Tensor& out) override {
-    if (in.device().is_cpu() && out.device().is_cpu()) return host_->reduce_scatter(in, out);
-    timed([&] {
-      if (size() == 1) return copy_(out, in);
-      if (dev_) return dev_->reduce_scatter(in, out);
-      Tensor hi = to_host(in), ho = host_twin(out);
-      host_->reduce_scatter(hi, ho);
-      copy_(out, ho);
-    });
+    in_to_out(in, out, &Comm::reduce_scatter, &DeviceCollectives::reduce_scatter);
   }
 
   void allgather(const Tensor& in, Tensor& out) override {
-    if (in.device().is_cpu() && out.device().is_cpu()) return host_->allgather(in, out);
-    timed([&] {
-      if (size() == 1) return copy_(out, in);
-      if (dev_) return dev_->allgather(in, out);
-      Tensor hi = to_host(in), ho = host_twin(out);
-      host_->allgather(hi, ho);
-      copy_(out, ho);
-    });
+    in_to_out(in, out, &Comm::allgather, &DeviceCollectives::allgather);
   }
 
   void broadcast(Tensor& t, int root) override {
@@ -124,6 +110,19 @@ class DeviceComm final : public Comm {
     Tensor h = host_twin(t);
     copy_(h, t);
     return h;
+  }
+  // A collective from `in` to `out` (reduce-scatter, all-gather): host tensors to the host comm;
+  // device ones to the device collectives, or staged through host memory; a group of one copies.
+  void in_to_out(const Tensor& in, Tensor& out, void (Comm::*host_op)(const Tensor&, Tensor&),
+                 void (DeviceCollectives::*dev_op)(const Tensor&, Tensor&)) {
+    if (in.device().is_cpu() && out.device().is_cpu()) return (host_.get()->*host_op)(in, out);
+    timed([&] {
+      if (size() == 1) return copy_(out, in);
+      if (dev_) return (dev_.get()->*dev_op)(in, out);
+      Tensor hi = to_host(in), ho = host_twin(out);
+      (host_.get()->*host_op)(hi, ho);
+      copy_(out, ho);
+    });
   }
   template <class F>
   void timed(F&& fn) {

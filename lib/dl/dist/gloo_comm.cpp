@@ -82,7 +82,7 @@ auto element_fn(DType dt, F pick) {
 }
 
 // 16-bit floats are reduced in f32 (what NCCL does inside its kernels), then rounded back once.
-bool reduces_widened(const Tensor& t) { return t.dtype() == DType::bf16 || t.dtype() == DType::f16; }
+bool reduces_widened(const Tensor& t) { return is_16bit_float(t.dtype()); }
 Tensor widened(const Tensor& t) {
   Tensor w = Tensor::empty(t.shape(), DType::f32);
   convert_host(w, t);

@@ -8,6 +8,12 @@
 
 namespace dl {
 
+// What a checkpoint keeps of the scaler (scale 0: no dynamic scaling in this run).
+struct LossScaleState {
+  double scale = 0;
+  int64_t good_steps = 0, skipped_steps = 0;
+};
+
 class LossScaler {
  public:
   LossScaler() = default;  // disabled: scale 1
@@ -39,11 +45,12 @@ class LossScaler {
   bool exhausted() const { return enabled_ && scale_ < 0x1p-24; }
 
   // Checkpointed state.
-  void restore(double scale, int64_t good, int64_t skipped) {
-    if (!enabled_) return;
-    scale_ = scale;
-    good_ = good;
-    skipped_ = skipped;
+  LossScaleState state() const { return enabled_ ? LossScaleState{scale_, good_, skipped_} : LossScaleState{}; }
+  void restore(const LossScaleState& s) {
+    if (!enabled_ || s.scale <= 0) return;
+    scale_ = s.scale;
+    good_ = s.good_steps;
+    skipped_ = s.skipped_steps;
   }
 
  private:

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "dl/core/half.hpp"
+
 namespace dl::parallel {
 
 int64_t ZeroGroup::own_begin(int rank) const { return std::min(end, begin + rank * piece); }
@@ -85,7 +87,7 @@ ZeroEngine::ZeroEngine(ParamSet& params, std::vector<std::pair<size_t, size_t>> 
       count_replicated_(count_replicated),
       be_(params.backend()) {
   const DType pdt = params.dtype();
-  const bool mixed = pdt == DType::bf16 || pdt == DType::f16;
+  const bool mixed = is_16bit_float(pdt);
   const DType state_dt = mixed ? DType::f32 : pdt;
   const int64_t es = static_cast<int64_t>(dtype_size(pdt));
   bucket_elems_ = std::max<int64_t>(1, static_cast<int64_t>(bucket_mb * 1e6) / es);
@@ -158,6 +160,11 @@ Tensor ZeroEngine::state_storage(size_t k, int64_t flat, int64_t n) {
   return state_[k].flat_slice(shard_index(flat), {n});
 }
 
+std::pair<int64_t, int64_t> ZeroEngine::updated_range(const Group& g) const {
+  if (zero_ == 0) return {g.begin, g.end};
+  return {g.own_begin(), g.own_end()};
+}
+
 Tensor ZeroEngine::master_storage(int64_t flat, int64_t n) {
   if (zero_ == 0) return master_.flat_slice(flat, {n});
   return master_.flat_slice(shard_index(flat), {n});
@@ -165,17 +172,10 @@ Tensor ZeroEngine::master_storage(int64_t flat, int64_t n) {
 
 void ZeroEngine::publish_master() {
   for (const auto& g : groups_) {
-    const int64_t a = zero_ == 0 ? g.begin : g.own_begin(), b = zero_ == 0 ? g.end : g.own_end();
+    const auto [a, b] = updated_range(g);
     if (b <= a) continue;
     Tensor dst = param_storage(a, b - a);
-    const Tensor src = master_storage(a, b - a);
-    if (src.device() == dst.device()) {
-      be_.convert(dst, src);
-    } else {  // offloaded master weights: round on the host, then copy over
-      Tensor host = Tensor::empty({b - a}, dst.dtype());
-      cpu_backend().convert(host, src);
-      be_.copy(dst, host);
-    }
+    copy_converted(be_, dst, master_storage(a, b - a));  // offloaded master weights round on the host
   }
   gather_params();
 }
@@ -201,13 +201,13 @@ void ZeroEngine::initialize(uint64_t seed) {
   if (master_weights()) {
     // f32 values into the master copy (whole or this rank's shard), the 16-bit copy from them.
     for (const auto& g : groups_) {
-      const int64_t a = zero_ == 0 ? g.begin : g.own_begin(), b = zero_ == 0 ? g.end : g.own_end();
+      const auto [a, b] = updated_range(g);
       for_each_overlap(params_, a, b, g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
         const ParamInfo& info = params_.info(i);
         Tensor host = Tensor::empty(info.shape, DType::f32);
         init_param_values(info, seed, host);
         Tensor dst = master_storage(lo, hi - lo);
-        (dst.device().is_cpu() ? cpu_backend() : be_).copy(dst, host.view({info.numel()}).flat_slice(lo - info.offset, {hi - lo}));
+        be_.copy(dst, host.view({info.numel()}).flat_slice(lo - info.offset, {hi - lo}));
       });
     }
     publish_master();
@@ -269,7 +269,7 @@ void ZeroEngine::step(double lr, double grad_scale) {
   opt_.begin_step();
   Backend& step_be = offload_ ? cpu_backend() : be_;
   for (const auto& g : groups_) {
-    int64_t a = zero_ == 0 ? g.begin : g.own_begin(), b = zero_ == 0 ? g.end : g.own_end();
+    const auto [a, b] = updated_range(g);
     for_each_overlap(params_, a, b, g.p0, g.p1, [&](size_t i, int64_t lo, int64_t hi) {
       Tensor p = master_weights() ? master_storage(lo, hi - lo) : param_storage(lo, hi - lo);
       Tensor gr = grad_storage(lo, hi - lo);

@@ -142,6 +142,8 @@ class ZeroEngine final : public ParamGroupHooks {
   Tensor grad_storage(int64_t flat, int64_t n);
   Tensor state_storage(size_t k, int64_t flat, int64_t n);
   Tensor master_storage(int64_t flat, int64_t n);
+  // The flat elements of group g this rank's optimizer updates: all (zero 0) or its own piece.
+  std::pair<int64_t, int64_t> updated_range(const Group& g) const;
   // Mixed precision: the 16-bit parameters this rank holds <- its master weights, then (zero 1/2)
   // the whole parameters all-gathered.
   void publish_master();

@@ -145,9 +145,9 @@ json checkpoint_manifest(const std::string& model_type, const TrainerState& stat
               {"tensors", tensors},
               {"pieces", pieces},
               {"files", files}};
-  if (state.loss_scale > 0)  // fp16 runs: the dynamic loss scaler resumes where it was
-    m["loss_scale"] = {{"scale", state.loss_scale}, {"good_steps", state.loss_scale_good_steps},
-                       {"skipped_steps", state.skipped_steps}};
+  const LossScaleState& ls = state.loss_scale;
+  if (ls.scale > 0)  // fp16 runs: the dynamic loss scaler resumes where it was
+    m["loss_scale"] = {{"scale", ls.scale}, {"good_steps", ls.good_steps}, {"skipped_steps", ls.skipped_steps}};
   return m;
 }
 
@@ -447,9 +447,9 @@ TrainerState CheckpointReader::state() const {
   st.tokens_seen = m.value("tokens_seen", int64_t{0});
   st.train_seconds = m.value("train_seconds", 0.0);
   if (m.contains("loss_scale") && m["loss_scale"].is_object()) {
-    st.loss_scale = m["loss_scale"].value("scale", 0.0);
-    st.loss_scale_good_steps = m["loss_scale"].value("good_steps", int64_t{0});
-    st.skipped_steps = m["loss_scale"].value("skipped_steps", int64_t{0});
+    st.loss_scale.scale = m["loss_scale"].value("scale", 0.0);
+    st.loss_scale.good_steps = m["loss_scale"].value("good_steps", int64_t{0});
+    st.loss_scale.skipped_steps = m["loss_scale"].value("skipped_steps", int64_t{0});
   }
   if (m.contains("rng")) {
     st.rng_key = m["rng"].value("key", uint64_t{0});
@@ -496,13 +496,7 @@ TrainerState load_checkpoint(const fs::path& dir, Model& model, parallel::ZeroEn
       Tensor flat = local.view({local.numel()});
       for (const auto& p : ps) {
         Tensor dst = dst_of(p);
-        Tensor src = flat.flat_slice(p.lo, {p.hi - p.lo});
-        if (src.dtype() != dst.dtype()) {  // f32 weights into a 16-bit model: rounded on the host
-          Tensor narrow = Tensor::empty(src.shape(), dst.dtype());
-          cpu_backend().convert(narrow, src);
-          src = narrow;
-        }
-        (dst.device().is_cpu() ? cpu_backend() : be).copy(dst, src);
+        copy_converted(be, dst, flat.flat_slice(p.lo, {p.hi - p.lo}));  // f32 weights into a 16-bit model round
       }
     }
   };

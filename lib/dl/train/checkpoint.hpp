@@ -34,6 +34,7 @@
 #include "dl/core/slice.hpp"
 #include "dl/dist/comm.hpp"
 #include "dl/nn/model.hpp"
+#include "dl/optim/loss_scale.hpp"
 #include "dl/parallel/zero.hpp"
 
 namespace dl {
@@ -45,10 +46,7 @@ struct TrainerState {
   uint64_t rng_key = 0;       // the trainer's sampling stream (evaluation samples)
   uint64_t rng_index = 0;
   double train_seconds = 0;   // wall time spent training, summed over resumed runs
-  // fp16 dynamic loss scaling (0 scale: not recorded)
-  double loss_scale = 0;
-  int64_t loss_scale_good_steps = 0;
-  int64_t skipped_steps = 0;
+  LossScaleState loss_scale;  // fp16 dynamic loss scaling (scale 0: not recorded)
 };
 
 struct CheckpointLayout {

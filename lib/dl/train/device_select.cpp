@@ -19,8 +19,8 @@ Backend& cpu_only(const TrainConfig& t, bool log) {
 
 #ifdef DL_HAVE_CUDA
 // What the trainer cannot yet run on the GPU; empty when the run is supported.
-std::string cuda_unsupported(const Config& c, int world) {
-  (void)world;  // several ranks: NCCL, or Gloo through host memory when they share a GPU
+// Several ranks are supported: NCCL, or Gloo through host memory when they share a GPU.
+std::string cuda_unsupported(const Config& c) {
   if (c.train.precision == "fp16") return "train.precision = \"fp16\" (the kernels are f32 and bf16; use bf16)";
   if (c.model.type != "gpt") return "model.type = \"" + c.model.type + "\" (only the GPT model runs on CUDA)";
   if (c.parallel.offload != "none") return "parallel.offload (the optimizer step on the host reads device gradients)";
@@ -32,7 +32,7 @@ std::string cuda_unsupported(const Config& c, int world) {
 
 }  // namespace
 
-Backend& select_backend(const Config& c, int world, bool log) {
+Backend& select_backend(const Config& c, bool log) {
   const TrainConfig& t = c.train;
   if (t.device == "cpu") return cpu_only(t, log);
 #ifdef DL_HAVE_CUDA
@@ -44,7 +44,7 @@ Backend& select_backend(const Config& c, int world, bool log) {
     if (log) log_info("device auto: no usable CUDA GPU (" + gpu.reason + "), training on the CPU");
     return cpu_only(t, log);
   }
-  const std::string unsupported = cuda_unsupported(c, world);
+  const std::string unsupported = cuda_unsupported(c);
   if (!unsupported.empty()) {
     if (t.device == "cuda")
       throw_usage("train.device = \"cuda\" does not support ", unsupported, " yet; use \"cpu\"");

@@ -8,7 +8,7 @@ namespace dl {
 
 // "cuda": the GPU when one is usable, else Error(usage) saying why there is none (exit 2).
 // "auto": the GPU when one is usable and the run's settings are supported there, else the CPU
-// with a notice on stderr (when `log`). `world` is the number of processes of the run.
-Backend& select_backend(const Config& config, int world, bool log);
+// with a notice on stderr (when `log`).
+Backend& select_backend(const Config& config, bool log);
 
 }  // namespace dl

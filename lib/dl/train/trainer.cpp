@@ -290,7 +290,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   const bool root = env.rank == 0;
   set_log_quiet(opt.quiet || !root);
   set_num_threads(threads_for(cfg.train, env.local_world));
-  Backend& be = select_backend(cfg, env.world, root);  // device selection: device_select.cpp
+  Backend& be = select_backend(cfg, root);  // device selection: device_select.cpp
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
   // Everything that can reject the run happens before the run directory exists.
   parallel::MeshShape shape = parallel::resolve_mesh(cfg.parallel, cfg.model, env.world);
@@ -351,8 +351,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   }
   LossScaler scaler = cfg.train.precision == "fp16" ? LossScaler(cfg.train.loss_scale, cfg.train.loss_scale_window)
                                                     : LossScaler();
-  if (opt.resume && state.loss_scale > 0)
-    scaler.restore(state.loss_scale, state.loss_scale_good_steps, state.skipped_steps);
+  if (opt.resume) scaler.restore(state.loss_scale);
   if (cfg.train.precision != "fp32" && root)
     log_info(str("mixed precision: ", cfg.train.precision, " compute, fp32 master weights",
                  scaler.enabled() ? str(", dynamic loss scale from ", format_si(scaler.scale(), "", 3)) : std::string()));
@@ -427,11 +426,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   auto checkpoint = [&]() {
     if (state.step == last_saved || !opt.checkpoints) return;
     state.rng_index = rng.index();
-    if (scaler.enabled()) {
-      state.loss_scale = scaler.scale();
-      state.loss_scale_good_steps = scaler.good_steps();
-      state.skipped_steps = scaler.skipped_steps();
-    }
+    state.loss_scale = scaler.state();
     state.train_seconds = seconds_before + (monotonic_seconds() - session_start);
     bar.finish();
     last_ckpt = save_checkpoint(ckpt_root, ckpt_src, state, cfg, cfg.train.keep_checkpoints);
@@ -653,7 +648,7 @@ LoadedRun load_run(const fs::path& run_dir, const std::vector<std::string>& over
   LoadedRun r;
   r.config = load_run_config(run_dir, overrides);
   set_num_threads(static_cast<int>(r.config.train.threads));
-  Backend& be = select_backend(r.config, 1, false);
+  Backend& be = select_backend(r.config, false);
   r.data = open_datasets(r.config.data, r.config.model.block_size, static_cast<uint64_t>(r.config.train.seed));
   r.mesh = single_process_mesh();
   r.model = build_model(r.config, *r.data.train, be, nullptr);

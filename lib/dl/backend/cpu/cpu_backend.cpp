@@ -433,9 +433,7 @@ class Widened {
   }
 
  private:
-  static bool narrow(const Tensor& t) {
-    return t.defined() && (t.dtype() == DType::bf16 || t.dtype() == DType::f16);
-  }
+  static bool narrow(const Tensor& t) { return t.defined() && is_16bit_float(t.dtype()); }
   Tensor& widen(const Tensor& t) {
     expect(t.device().is_cpu(), "cpu backend", "tensor " + t.describe() + " is on " + t.device().name());
     wide_.push_back(Tensor::empty(t.shape(), DType::f32));
@@ -585,6 +583,20 @@ class CpuBackendWithHalf final : public Backend {
 Backend& cpu_backend() {
   static CpuBackendWithHalf backend;
   return backend;
+}
+
+void copy_converted(Backend& be, Tensor& dst, const Tensor& src) {
+  if (src.device() == dst.device()) {
+    (dst.device().is_cpu() ? cpu_backend() : be).convert(dst, src);
+  } else if (src.device().is_cpu()) {
+    Tensor host = Tensor::empty(src.shape(), dst.dtype());
+    convert_host(host, src);
+    be.copy(dst, host.view(dst.shape()));
+  } else {
+    Tensor host = Tensor::empty(src.shape(), src.dtype());
+    be.copy(host, src);
+    convert_host(dst, host);
+  }
 }
 
 }  // namespace dl
