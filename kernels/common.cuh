@@ -2,6 +2,7 @@
 // block reductions, launch checks.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -14,9 +15,13 @@
 namespace dl::cuda {
 
 using bf16 = __nv_bfloat16;
+using f16 = __half;  // IEEE binary16 (DType::f16)
 
+// Storage types widen exactly to f32; f32 results round once, to nearest even (an f16 result
+// beyond 65504 becomes +-Inf, which fp16 loss scaling detects as an overflow).
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(f16 x) { return __half2float(x); }
 
 template <class T>
 __device__ __forceinline__ T from_f32(float x);
@@ -28,14 +33,19 @@ template <>
 __device__ __forceinline__ bf16 from_f32<bf16>(float x) {
   return __float2bfloat16_rn(x);
 }
+template <>
+__device__ __forceinline__ f16 from_f32<f16>(float x) {
+  return __float2half_rn(x);
+}
 
-// Calls fn(T{}) with T = float or bf16 per `dt`; other dtypes are an error naming the op.
+// Calls fn(T{}) with T = float, bf16 or f16 per `dt`; other dtypes are an error naming the op.
 template <class F>
 void dispatch_float(DType dt, const char* op, F&& fn) {
   switch (dt) {
     case DType::f32: fn(float{}); break;
     case DType::bf16: fn(bf16{}); break;
-    default: throw_runtime(op, ": the CUDA backend takes f32 or bf16 tensors, got ", dtype_name(dt));
+    case DType::f16: fn(f16{}); break;
+    default: throw_runtime(op, ": the CUDA backend takes f32, bf16 or f16 tensors, got ", dtype_name(dt));
   }
 }
 

@@ -21,8 +21,8 @@ __global__ void adamw_kernel(P* p, const G* g, P* m, P* v, int64_t n, AdamWConst
   }
 }
 
-template <class T>
-__global__ void sgd_kernel(T* p, const T* g, T* buf, int64_t n, SgdConsts k) {
+template <class T, class G>
+__global__ void sgd_kernel(T* p, const G* g, T* buf, int64_t n, SgdConsts k) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     float pi = to_f32(p[i]);
     float d = to_f32(g[i]) * k.grad_scale + k.weight_decay * pi;
@@ -51,15 +51,18 @@ void adamw_step(DType param_t, DType grad_t, void* param, const void* grad, void
   DL_KERNEL_CHECK("adamw_kernel", "n=", n, " param ", dtype_name(param_t), " grad ", dtype_name(grad_t));
 }
 
-void sgd_step(DType dt, void* param, const void* grad, void* momentum_buf, int64_t n, const SgdConsts& k,
-              cudaStream_t stream) {
+void sgd_step(DType param_t, DType grad_t, void* param, const void* grad, void* momentum_buf, int64_t n,
+              const SgdConsts& k, cudaStream_t stream) {
   if (n == 0) return;
-  dispatch_float(dt, "sgd_step", [&](auto z) {
-    using T = decltype(z);
-    sgd_kernel<T><<<grid_for(n, 256), 256, 0, stream>>>(static_cast<T*>(param), static_cast<const T*>(grad),
-                                                        static_cast<T*>(momentum_buf), n, k);
+  dispatch_float(param_t, "sgd_step", [&](auto zp) {
+    using T = decltype(zp);
+    dispatch_float(grad_t, "sgd_step (grad)", [&](auto zg) {
+      using G = decltype(zg);
+      sgd_kernel<T, G><<<grid_for(n, 256), 256, 0, stream>>>(static_cast<T*>(param), static_cast<const G*>(grad),
+                                                             static_cast<T*>(momentum_buf), n, k);
+    });
   });
-  DL_KERNEL_CHECK("sgd_kernel", "n=", n);
+  DL_KERNEL_CHECK("sgd_kernel", "n=", n, " param ", dtype_name(param_t), " grad ", dtype_name(grad_t));
 }
 
 }  // namespace dl::cuda

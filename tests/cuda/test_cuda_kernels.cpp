@@ -3,8 +3,9 @@
 // Method (the GPU method notes): fresh random inputs for every check, rounded to the dtype under
 // test first so the f64 reference sees exactly what the GPU sees; every output poisoned with NaN
 // before the op, so an element the kernel forgot to write fails; the error is
-// ||gpu - ref|| / ||ref|| over the whole tensor, below 1e-5 for f32 and 1e-2 for bf16. Gradients
-// that ops add to start from random values, so "added to" and "written" are both checked.
+// ||gpu - ref|| / ||ref|| over the whole tensor, below 1e-5 for f32, 1e-2 for bf16 and 2e-3 for
+// f16 (see tolerance()). Gradients that ops add to start from random values, so "added to" and
+// "written" are both checked.
 //
 // Without a GPU (CI) every GPU test prints "skipped: no CUDA device (<reason>)" and passes; the
 // tests of device selection and of the probe run everywhere.
@@ -19,6 +20,7 @@
 #include "dl/backend/backend.hpp"
 #include "dl/backend/cuda/cuda_backend.hpp"
 #include "dl/config/config.hpp"
+#include "dl/core/half.hpp"
 #include "dl/nn/gpt.hpp"
 #include "dl/train/device_select.hpp"
 #include "support/numeric.hpp"
@@ -70,6 +72,7 @@ float bf16_value(uint16_t b) {
 double round_to(double x, DType dt) {
   if (dt == DType::f32) return static_cast<double>(static_cast<float>(x));
   if (dt == DType::bf16) return bf16_value(bf16_bits(static_cast<float>(x)));
+  if (dt == DType::f16) return f16_to_float(float_to_f16(static_cast<float>(x)));
   return x;
 }
 
@@ -79,6 +82,7 @@ Tensor upload(const Tensor& ref, DType dt) {
   for (int64_t i = 0; i < ref.numel(); ++i) {
     const double v = get(ref, i);
     if (dt == DType::f32) host.data<float>()[i] = static_cast<float>(v);
+    else if (dt == DType::f16) static_cast<uint16_t*>(host.raw())[i] = float_to_f16(static_cast<float>(v));
     else static_cast<uint16_t*>(host.raw())[i] = bf16_bits(static_cast<float>(v));
   }
   Tensor dev = cu().empty(ref.shape(), dt);
@@ -92,7 +96,10 @@ Tensor download(const Tensor& dev) {
   cu().copy(host, dev);
   Tensor out = Tensor::empty(dev.shape(), F64);
   for (int64_t i = 0; i < dev.numel(); ++i) {
-    double v = dev.dtype() == DType::f32 ? host.data<float>()[i] : bf16_value(static_cast<uint16_t*>(host.raw())[i]);
+    const uint16_t bits = dev.dtype() == DType::f32 ? 0 : static_cast<uint16_t*>(host.raw())[i];
+    double v = dev.dtype() == DType::f32   ? host.data<float>()[i]
+               : dev.dtype() == DType::f16 ? f16_to_float(bits)
+                                           : bf16_value(bits);
     out.data<double>()[i] = v;
   }
   return out;
@@ -128,7 +135,17 @@ bool all_finite(const Tensor& t) {
   return true;
 }
 
-double tolerance(DType dt) { return dt == DType::f32 ? 1e-5 : 1e-2; }
+// f32: 1e-5. bf16 (8 significant bits, unit roundoff u = 2^-8 = 3.9e-3): 1e-2. f16 (11 bits,
+// u = 2^-11 = 4.9e-4): 2e-3, since inputs are exact in f16 and arithmetic is f32, so the error is
+// the output's rounding, at most two roundings where an op's result is rounded and then used
+// (bias_add then scale; a GEMM then the bias kernel when the epilogue is not taken): 2u = 9.8e-4
+// per element at worst, and the norm over a tensor averages it lower. A cuBLASLt split-K that
+// adds its parts in the output type adds about u * sqrt((parts + 1) / 6) (rms), well inside.
+double tolerance(DType dt) {
+  if (dt == DType::f32) return 1e-5;
+  if (dt == DType::f16) return 2e-3;
+  return 1e-2;
+}
 
 void check_close(const Tensor& dev, const Tensor& ref, DType dt, const char* what) {
   Tensor got = download(dev);
@@ -154,7 +171,7 @@ std::vector<int32_t> random_ids(int64_t n, int64_t V, uint64_t key, double ignor
   return v;
 }
 
-const DType kDTypes[] = {DType::f32, DType::bf16};
+const DType kDTypes[] = {DType::f32, DType::bf16, DType::f16};
 
 }  // namespace
 
@@ -174,7 +191,7 @@ TEST_CASE("cuda_probe reports a reason whenever no GPU is usable") {
   CHECK(cuda_build_info().find("CUDA backend: yes") != std::string::npos);
 }
 
-TEST_CASE("device selection: cuda needs a usable GPU, auto falls back to the CPU") {
+TEST_CASE("device selection: cuda needs a usable GPU, auto falls back to the CPU, fp16 runs on the GPU") {
   Config c;
   c.model.type = "gpt";
   c.train.device = "auto";
@@ -183,23 +200,44 @@ TEST_CASE("device selection: cuda needs a usable GPU, auto falls back to the CPU
   c.train.device = "cuda";
   if (gpu().usable) {
     CHECK(select_backend(c, false).name() == "cuda");
-    c.train.precision = "bf16";
-    CHECK(select_backend(c, false).name() == "cuda");
+    // Every precision runs on the GPU (fp16 with dynamic loss scaling).
+    for (const std::string precision : {"bf16", "fp16"}) {
+      CAPTURE(precision);
+      c.train.precision = precision;
+      c.train.device = "cuda";
+      CHECK(select_backend(c, false).name() == "cuda");
+      c.train.device = "auto";
+      CHECK(select_backend(c, false).name() == "cuda");
+    }
     // What the trainer cannot run on the GPU yet is a usage error under "cuda", the CPU under "auto".
     c.train.precision = "fp16";
-    CHECK_THROWS_AS(select_backend(c, false), Error);
-    c.train.device = "auto";
-    CHECK(select_backend(c, false).name() == "cpu");  // fp16 is emulated on the CPU
-    c.train.precision = "fp32";
     c.parallel.tp = 2;
-    CHECK(select_backend(c, false).name() == "cpu");
-  } else {
+    c.train.device = "cuda";
     try {
       select_backend(c, false);
-      FAIL("device = cuda without a GPU must fail");
+      FAIL("tp = 2 on cuda must be refused");
     } catch (const Error& e) {
       CHECK(e.kind() == ErrorKind::usage);
-      CHECK(std::string(e.what()).find("no usable CUDA GPU") != std::string::npos);
+      CHECK(std::string(e.what()).find("parallel.tp") != std::string::npos);
+    }
+    c.train.device = "auto";
+    CHECK(select_backend(c, false).name() == "cpu");
+  } else {
+    // Without a GPU, fp16 is refused under "cuda" for that reason alone, and runs on the CPU under "auto".
+    for (const std::string precision : {"fp32", "fp16"}) {
+      CAPTURE(precision);
+      c.train.precision = precision;
+      c.train.device = "cuda";
+      try {
+        select_backend(c, false);
+        FAIL("device = cuda without a GPU must fail");
+      } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::usage);
+        CHECK(std::string(e.what()).find("no usable CUDA GPU") != std::string::npos);
+        CHECK(std::string(e.what()).find("precision") == std::string::npos);
+      }
+      c.train.device = "auto";
+      CHECK(select_backend(c, false).name() == "cpu");
     }
   }
 }
@@ -406,15 +444,44 @@ TEST_CASE("gelu, relu, add, bias_add, scale, convert") {
     cu().scale(y.dev, -0.37);
     check_close(y.dev, yb_ref, dt, "scale");
   }
-  // f32 -> bf16 -> f32 rounds to nearest even, as the host does.
+  // f32 -> bf16 / f16 -> f32 rounds to nearest even, as the host does; so do bf16 <-> f16 (through
+  // f32, which holds both exactly).
   Pair a = make({1000}, DType::f32, -100, 100);
-  Tensor b16 = poisoned({1000}, DType::bf16), back = poisoned({1000}, DType::f32);
-  cu().convert(b16, a.dev);
-  cu().convert(back, b16);
-  Tensor want = a.ref.clone();
-  for (int64_t i = 0; i < want.numel(); ++i) want.data<double>()[i] = round_to(get(want, i), DType::bf16);
-  Tensor got = download(back);
-  CHECK(max_abs_diff(got, want) == 0.0);
+  auto rounded = [](const Tensor& ref, DType dt) {
+    Tensor r = ref.clone();
+    for (int64_t i = 0; i < r.numel(); ++i) r.data<double>()[i] = round_to(get(r, i), dt);
+    return r;
+  };
+  for (DType dt : {DType::bf16, DType::f16}) {
+    CAPTURE(dtype_name(dt));
+    Tensor narrow = poisoned({1000}, dt), back = poisoned({1000}, DType::f32);
+    cu().convert(narrow, a.dev);
+    cu().convert(back, narrow);
+    Tensor want = rounded(a.ref, dt);
+    CHECK(max_abs_diff(download(narrow), want) == 0.0);
+    CHECK(max_abs_diff(download(back), want) == 0.0);
+    // To the other 16-bit type.
+    const DType other = dt == DType::bf16 ? DType::f16 : DType::bf16;
+    Tensor cross = poisoned({1000}, other);
+    cu().convert(cross, narrow);
+    CHECK(max_abs_diff(download(cross), rounded(want, other)) == 0.0);
+  }
+  // f16 overflows to Inf (what fp16 loss scaling detects): 65504 is the largest f16, 65519 rounds
+  // down to it, 65520 is the halfway point and rounds to even, which is Inf.
+  {
+    Tensor big = Tensor::empty({6}, F64);
+    const double vals[] = {65504.0, 65519.0, 65520.0, -70000.0, 1e6, 6e-8};
+    for (int64_t i = 0; i < 6; ++i) big.data<double>()[i] = vals[i];
+    Tensor h = poisoned({6}, DType::f16);
+    cu().convert(h, upload(big, DType::f32));
+    Tensor got = download(h);
+    CHECK(get(got, 0) == 65504.0);
+    CHECK(get(got, 1) == 65504.0);
+    CHECK((std::isinf(get(got, 2)) && get(got, 2) > 0));
+    CHECK((std::isinf(get(got, 3)) && get(got, 3) < 0));
+    CHECK(std::isinf(get(got, 4)));
+    CHECK(get(got, 5) == std::ldexp(1.0, -24));  // the smallest subnormal (5.96e-8)
+  }
 }
 
 TEST_CASE("softmax cross-entropy over a GPT-2 sized vocabulary, argmax, vocabulary-parallel pieces") {
@@ -474,12 +541,14 @@ TEST_CASE("softmax cross-entropy over a GPT-2 sized vocabulary, argmax, vocabula
   }
 }
 
-TEST_CASE("AdamW and SGD over flat buffers, f32, bf16, and f32 master weights with bf16 gradients") {
+TEST_CASE("AdamW and SGD over flat buffers, f32, bf16, f16, and f32 master weights with 16-bit gradients") {
   REQUIRE_GPU_OR_SKIP();
   struct Mix {
     DType param, grad;
   };
-  for (Mix mix : {Mix{DType::f32, DType::f32}, Mix{DType::bf16, DType::bf16}, Mix{DType::f32, DType::bf16}}) {
+  const Mix mixes[] = {Mix{DType::f32, DType::f32},  Mix{DType::bf16, DType::bf16}, Mix{DType::f16, DType::f16},
+                       Mix{DType::f32, DType::bf16}, Mix{DType::f32, DType::f16}};
+  for (Mix mix : mixes) {
     CAPTURE(dtype_name(mix.param));
     CAPTURE(dtype_name(mix.grad));
     const int64_t n = 100003;
@@ -506,10 +575,13 @@ TEST_CASE("AdamW and SGD over flat buffers, f32, bf16, and f32 master weights wi
       CHECK(rel_error(delta_got, delta_ref) < 1e-4);
     }
   }
-  for (DType dt : kDTypes) {
+  for (Mix mix : mixes) {
+    CAPTURE(dtype_name(mix.param));
+    CAPTURE(dtype_name(mix.grad));
+    const DType dt = mix.param;
     for (bool nesterov : {false, true}) {
       const int64_t n = 5001;
-      Pair p = make({n}, dt), g = make({n}, dt), buf = make({n}, dt);
+      Pair p = make({n}, dt), g = make({n}, mix.grad), buf = make({n}, dt);
       SgdParams sp;
       sp.lr = 0.05;
       sp.momentum = 0.9;
@@ -538,6 +610,11 @@ TEST_CASE("sum and sum_squares are exact in double and propagate NaN") {
     with_nan.data<double>()[777] = std::numeric_limits<double>::quiet_NaN();
     Tensor nan_dev = upload(with_nan, dt);
     CHECK(std::isnan(cu().sum_squares(nan_dev)));
+    // An overflowed gradient (Inf) makes the norm Inf: the fp16 loss scaler's overflow check.
+    Tensor with_inf = x.ref.clone();
+    with_inf.data<double>()[4321] = -std::numeric_limits<double>::infinity();
+    const double ss_inf = cu().sum_squares(upload(with_inf, dt));
+    CHECK((std::isinf(ss_inf) && ss_inf > 0));
   }
 }
 

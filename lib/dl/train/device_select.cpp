@@ -20,8 +20,9 @@ Backend& cpu_only(const TrainConfig& t, bool log) {
 #ifdef DL_HAVE_CUDA
 // What the trainer cannot yet run on the GPU; empty when the run is supported.
 // Several ranks are supported: NCCL, or Gloo through host memory when they share a GPU.
+// Every precision is: the kernels take f32, bf16 and f16 (fp16 with dynamic loss scaling, whose
+// overflow check is the gradients' sum of squares, an op the kernels do in every dtype).
 std::string cuda_unsupported(const Config& c) {
-  if (c.train.precision == "fp16") return "train.precision = \"fp16\" (the kernels are f32 and bf16; use bf16)";
   if (c.model.type != "gpt") return "model.type = \"" + c.model.type + "\" (only the GPT model runs on CUDA)";
   if (c.parallel.offload != "none") return "parallel.offload (the optimizer step on the host reads device gradients)";
   if (c.parallel.tp > 1) return "parallel.tp > 1 (the vocabulary-parallel loss combines its rows on the host)";

@@ -21,6 +21,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/cli/units.hpp"
+#include "dl/core/half.hpp"
 #include "dl/dist/launch_env.hpp"
 
 namespace dl {
@@ -47,7 +48,8 @@ cudaDataType_t cuda_type(DType dt) {
   switch (dt) {
     case DType::f32: return CUDA_R_32F;
     case DType::bf16: return CUDA_R_16BF;
-    default: throw_runtime("matmul: the CUDA backend takes f32 or bf16, got ", dtype_name(dt));
+    case DType::f16: return CUDA_R_16F;
+    default: throw_runtime("matmul: the CUDA backend takes f32, bf16 or f16, got ", dtype_name(dt));
   }
 }
 
@@ -315,7 +317,7 @@ void CudaBackend::convert(Tensor& dst, const Tensor& src) {
 
 namespace {
 
-// Float tensors of one op: on `dev`, f32 or bf16, all of one dtype; undefined ones are skipped.
+// Float tensors of one op: on `dev`, f32, bf16 or f16, all of one dtype; undefined ones are skipped.
 void expect_float(const char* op, Device dev, std::initializer_list<const Tensor*> ts) {
   DType d = DType::f32;
   bool first = true;
@@ -326,8 +328,8 @@ void expect_float(const char* op, Device dev, std::initializer_list<const Tensor
       d = t->dtype();
       first = false;
     }
-    expect(t->dtype() == d && (d == DType::f32 || d == DType::bf16), op,
-           "the CUDA backend takes f32 or bf16 tensors of one dtype, got " + t->describe());
+    expect(t->dtype() == d && (d == DType::f32 || is_16bit_float(d)), op,
+           "the CUDA backend takes f32, bf16 or f16 tensors of one dtype, got " + t->describe());
   }
 }
 
@@ -750,12 +752,17 @@ void CudaBackend::crossentropy_backward_sharded(Tensor& dlogits, const Tensor& l
 // ---------------------------------------------------------------------------------------------
 // Optimizers and reductions.
 
+// An optimizer's gradient: the parameter's dtype, or bf16/f16 under f32 master weights.
+static void expect_grad(const char* op, Device dev, const Tensor& grad, const Tensor& param) {
+  expect(grad.defined() && grad.device() == dev &&
+             (grad.dtype() == param.dtype() || (param.dtype() == DType::f32 && is_16bit_float(grad.dtype()))),
+         op, "grad " + desc(grad) + " for param " + desc(param));
+}
+
 void CudaBackend::adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) {
   const char* op = "adamw_step";
   expect_float(op, device(), {&param, &m, &v});
-  expect(grad.defined() && grad.device() == device() &&
-             (grad.dtype() == param.dtype() || (param.dtype() == DType::f32 && grad.dtype() == DType::bf16)),
-         op, "grad " + desc(grad) + " for param " + desc(param));
+  expect_grad(op, device(), grad, param);
   expect(grad.numel() == param.numel() && m.numel() == param.numel() && v.numel() == param.numel(), op,
          "param " + desc(param) + ", grad " + desc(grad) + ", m " + desc(m) + ", v " + desc(v));
   const double bc1 = 1.0 - std::pow(p.beta1, static_cast<double>(p.step));
@@ -776,7 +783,8 @@ void CudaBackend::adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tenso
 
 void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p) {
   const char* op = "sgd_step";
-  expect_float(op, device(), {&param, &grad, &momentum});
+  expect_float(op, device(), {&param, &momentum});
+  expect_grad(op, device(), grad, param);
   expect(grad.numel() == param.numel() && (p.momentum == 0.0 || momentum.numel() == param.numel()), op,
          "param " + desc(param) + ", grad " + desc(grad) + ", momentum " + desc(momentum));
   cuda::SgdConsts k{};
@@ -787,7 +795,7 @@ void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum, 
   k.grad_scale = static_cast<float>(p.grad_scale);
   k.nesterov = p.nesterov;
   k.first_step = p.first_step;
-  cuda::sgd_step(param.dtype(), param.raw(), grad.raw(), momentum.defined() ? momentum.raw() : nullptr,
+  cuda::sgd_step(param.dtype(), grad.dtype(), param.raw(), grad.raw(), momentum.defined() ? momentum.raw() : nullptr,
                  param.numel(), k, impl_->stream);
   impl_->after(op);
 }

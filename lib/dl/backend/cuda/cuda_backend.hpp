@@ -1,6 +1,7 @@
-// The CUDA backend: the Backend ops on one GPU, f32 and bf16 (bf16 storage, f32 arithmetic),
-// GEMMs through cuBLASLt, the rest in kernels/*.cu. Compiled only when the build found nvcc
-// (DL_HAVE_CUDA); this header names no CUDA type, so any file of the library may include it.
+// The CUDA backend: the Backend ops on one GPU, f32, bf16 and f16 (16-bit storage, f32
+// arithmetic), GEMMs through cuBLASLt, the rest in kernels/*.cu. Compiled only when the build
+// found nvcc (DL_HAVE_CUDA); this header names no CUDA type, so any file of the library may
+// include it.
 //
 // Memory: every tensor this backend creates lives in one device arena per process, reserved up
 // front (DL_CUDA_ARENA=<size>, e.g. 40GiB; default 90% of the GPU's free memory shared among
@@ -81,7 +82,7 @@ class CudaBackend final : public Backend {
   void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
                        const Tensor& weight, WeightLayout layout, bool accumulate) override;
   // The state is the log-sum-exp of each query row's scores, f32, stored in the bytes of a
-  // [B, H, 2T] tensor of the model's dtype (2T elements hold T f32 values even in bf16).
+  // [B, H, 2T] tensor of the model's dtype (2T elements hold T f32 values even in bf16 or f16).
   Shape attention_state_shape(int64_t B, int64_t T, int64_t C, int n_head) const override;
   void attention_forward(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) override;
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& state,
@@ -92,7 +93,7 @@ class CudaBackend final : public Backend {
   void relu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override;
   void add(Tensor& out, const Tensor& a, const Tensor& b) override;
   void bias_add(Tensor& out, const Tensor& bias) override;
-  // losses may be f32 when the logits are bf16 (a bf16 loss loses the digits that matter).
+  // losses may be f32 when the logits are bf16 or f16 (a 16-bit loss loses the digits that matter).
   void crossentropy_forward(Tensor& losses, Tensor& correct, const Tensor& logits, const Tensor& targets) override;
   void crossentropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets, double dloss) override;
   void argmax(Tensor& out, const Tensor& logits) override;
@@ -102,16 +103,18 @@ class CudaBackend final : public Backend {
   void crossentropy_backward_sharded(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
                                      const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start,
                                      double dloss) override;
-  // param, m and v share a dtype (f32 or bf16); grad has it too, or is bf16 under f32 master
-  // weights (mixed precision).
+  // param, m and v share a dtype (f32, bf16 or f16); grad has it too, or is bf16 or f16 under f32
+  // master weights (mixed precision).
   void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override;
+  // param and momentum share a dtype; grad as for adamw_step.
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p) override;
   double sum(const Tensor& x) override;
   double sum_squares(const Tensor& x) override;
   void scale(Tensor& x, double s) override;
 
   // Beyond the Backend interface.
-  // dst = src converted (f32 <-> bf16, or same dtype: a copy); both on this device.
+  // dst = src converted (between f32, bf16 and f16, rounded to nearest even; the same dtype: a
+  // copy); both on this device.
   void convert(Tensor& dst, const Tensor& src) override;
   // Waits for every op queued so far; throws naming `what` if one of them failed.
   void synchronize(const char* what = "synchronize");

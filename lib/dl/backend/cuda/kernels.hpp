@@ -1,8 +1,8 @@
 // Host launchers of the CUDA kernels in kernels/*.cu. Each enqueues its kernels on `stream`,
 // checks the launch (naming the kernel and sizes) and returns without waiting. Float tensors are
-// f32 or bf16 (`dt`); arithmetic is f32 throughout, reductions that the CPU backend does in
-// fixed blocks are done here in fixed blocks too (deterministic: no atomics on float data).
-// Pointers are device pointers.
+// f32, bf16 or f16 (`dt`); arithmetic is f32 throughout and 16-bit results are rounded once (to
+// nearest even); reductions that the CPU backend does in fixed blocks are done here in fixed
+// blocks too (deterministic: no atomics on float data). Pointers are device pointers.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -34,7 +34,7 @@ void encoder_backward_wpe(DType dt, void* dwpe, const void* dout, int64_t B, int
 void layernorm_forward(DType dt, void* out, void* mean, void* rstd, const void* inp, const void* weight,
                        const void* bias, int64_t N, int64_t C, cudaStream_t stream);
 // dinp (written, or added to when accumulate) and each row's f32 mean and rstd for the parameter
-// gradients: read from mean/rstd, or recomputed from inp in f32 when recompute_stats (bf16 saved
+// gradients: read from mean/rstd, or recomputed from inp in f32 when recompute_stats (16-bit saved
 // statistics are too coarse for the backward pass).
 void layernorm_backward_input(DType dt, void* dinp, float* mean32, float* rstd32, const void* dout, const void* inp,
                               const void* weight, const void* mean, const void* rstd, bool recompute_stats,
@@ -75,7 +75,8 @@ void relu_backward(DType dt, void* dinp, const void* dout, const void* inp, int6
 void add(DType dt, void* out, const void* a, const void* b, int64_t n, cudaStream_t stream);
 void bias_add(DType dt, void* out, const void* bias, int64_t N, int64_t C, cudaStream_t stream);
 void scale(DType dt, void* x, float s, int64_t n, cudaStream_t stream);
-// dst = src converted between f32 and bf16 (round to nearest even).
+// dst = src converted between any two of f32, bf16 and f16 (through f32, rounded once to nearest
+// even; an f16 beyond its range becomes +-Inf).
 void convert(DType dst_t, void* dst, DType src_t, const void* src, int64_t n, cudaStream_t stream);
 
 // --- crossentropy.cu --------------------------------------------------------------------------
@@ -100,14 +101,15 @@ void crossentropy_backward_sharded(DType dt, void* dlogits, const void* logits, 
 struct AdamWConsts {
   float decay, step_size, bc2_sqrt, one_minus_beta1, beta2, one_minus_beta2, eps, grad_scale;
 };
-// param_t for param, m and v; grad_t for grad (the same, or bf16 under f32 master weights).
+// param_t for param, m and v; grad_t for grad (the same, or bf16/f16 under f32 master weights).
 void adamw_step(DType param_t, DType grad_t, void* param, const void* grad, void* m, void* v, int64_t n,
                 const AdamWConsts& k, cudaStream_t stream);
 struct SgdConsts {
   float lr, momentum, one_minus_dampening, weight_decay, grad_scale;
   bool nesterov, first_step;
 };
-void sgd_step(DType dt, void* param, const void* grad, void* momentum_buf, int64_t n, const SgdConsts& k,
-              cudaStream_t stream);
+// param_t for param and momentum_buf; grad_t for grad, as in adamw_step.
+void sgd_step(DType param_t, DType grad_t, void* param, const void* grad, void* momentum_buf, int64_t n,
+              const SgdConsts& k, cudaStream_t stream);
 
 }  // namespace dl::cuda
