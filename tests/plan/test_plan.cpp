@@ -11,6 +11,7 @@
 #include "dl/nn/gpt.hpp"
 #include "dl/nn/mlp.hpp"
 #include "dl/plan/plan.hpp"
+#include "dl/plan/report.hpp"
 #include "support/support.hpp"
 
 using namespace dl;
@@ -213,8 +214,9 @@ TEST_CASE("activations per layer by hand (Korthikanti et al.), with tp and recom
   CHECK_FALSE(model_from_config(gpt_config(50257)).dropout);
 
   // Whole rank: L layers + backward working set of sbh(2 + 8/t) 16-bit values + output layer
-  // (4sbh at 16 bits + fp32 logits 4sbV/t).
-  const double output = 4 * 256 + 4 * 8 * 2 * 32;  // 1024 + 2048
+  // (4sbh at 16 bits + the logits in the activation dtype, sbV/t values: dl-train keeps them at
+  // 16 bits and writes their gradient in place; Korthikanti et al.'s fp32 logits would be 4sbV/t).
+  const double output = 4 * 256 + 2 * 8 * 2 * 32;  // 1024 + 1024
   const double work = 256 * 10 * 2;                // t = 1: 10 values of 2 bytes per sbh
   Layout l = layout(1, 1, 1, 0);
   l.micro_batch = 2;
@@ -224,16 +226,145 @@ TEST_CASE("activations per layer by hand (Korthikanti et al.), with tp and recom
   // tp = 2: logits split over the vocabulary, GELU gradients too
   Layout lt = layout(1, 2, 1, 0);
   lt.micro_batch = 2;
-  CHECK(activation_bytes(m, lt) == 2 * 6912 + 256 * 6 * 2 + 1024 + 1024);
+  CHECK(activation_bytes(m, lt) == 2 * 6912 + 256 * 6 * 2 + 1024 + 512);
   // pp = 2 with 4 micro-batches: stage 0 holds min(pp, m) = 2 for 1F1B, all 4 for GPipe.
   Layout lp = layout(1, 1, 2, 0);
   lp.micro_batch = 2;
   lp.microbatches = 4;
-  CHECK(activation_bytes(m, lp) == 1 * 11264 * 2 + work);  // first stage > last 11264 + work + 3072
+  CHECK(activation_bytes(m, lp) == 1 * 11264 * 2 + work);  // first stage > last 11264 + work + 2048
   lp.schedule = "gpipe";  // every stage holds all 4; the last one with its output layer
   CHECK(activation_bytes(m, lp) == (11264 + output) * 4 + work);
   lp.microbatches = 1;  // one micro-batch: the last stage (with the output layer) is the larger
   CHECK(activation_bytes(m, lp) == 11264 + work + output);
+}
+
+TEST_CASE("flash attention: a log-sum-exp state per row per head instead of the scores") {
+  ModelShape m = tiny();
+  const Recompute none = Recompute::none;
+  // s=8 b=2 h=16 a=4: sbh = 256. The state is 2 values per row per head: 2 a s b / t values,
+  // 2 x 4 x 8 x 2 = 128 values = 256 bytes at 16 bits; with t = 2, 2 heads per rank: 128 bytes.
+  CHECK(activation_bytes_per_layer(m, 2, 1, none, 2.0, Attention::flash) == 256 * 34 + 256);  // 8960
+  CHECK(activation_bytes_per_layer(m, 2, 2, none, 2.0, Attention::flash) == 256 * 22 + 128);  // 5760
+  // Below the materialized formula by exactly the scores term (5as/(ht) sbh) minus the state.
+  CHECK(activation_bytes_per_layer(m, 2, 1, none) - activation_bytes_per_layer(m, 2, 1, none, 2.0, Attention::flash) ==
+        256 * 10 - 256);
+  CHECK(activation_bytes_per_layer(m, 2, 2, none) - activation_bytes_per_layer(m, 2, 2, none, 2.0, Attention::flash) ==
+        256 * 5 - 128);
+  // The default is the published formula.
+  CHECK(activation_bytes_per_layer(m, 2, 1, none, 2.0) ==
+        activation_bytes_per_layer(m, 2, 1, none, 2.0, Attention::materialized));
+  // Without dropout in fp32: what dl-train's CUDA backend keeps per layer — 16 values of width h
+  // per token and the [B, H, 2T] attention state (2 a values per token).
+  ModelShape nd = m;
+  nd.dropout = false;
+  CHECK(activation_bytes_per_layer(nd, 2, 1, none, 4.0, Attention::flash) == 8 * 2 * (16 * 16 + 2 * 4) * 4);  // 16896
+  CHECK(activation_bytes_per_layer(nd, 2, 1, none, 4.0) - activation_bytes_per_layer(nd, 2, 1, none, 4.0, Attention::flash) ==
+        8 * 2 * (4 * 8 - 2 * 4) * 4);  // a T scores - 2 a state values per token
+  // Selective recompute keeps neither the scores nor the state; full recompute the layer input.
+  for (int64_t t : {1, 2}) {
+    CAPTURE(t);
+    CHECK(activation_bytes_per_layer(m, 2, t, Recompute::selective, 2.0, Attention::flash) ==
+          activation_bytes_per_layer(m, 2, t, Recompute::selective));
+    CHECK(activation_bytes_per_layer(m, 2, t, Recompute::full, 2.0, Attention::flash) == 512);
+  }
+  CHECK(activation_bytes_per_layer(model_from_params(1e9), 2, 1, none, 2.0, Attention::flash) == 0);
+
+  // Whole rank: as in the materialized case, with 8960 per layer; under full recompute the one
+  // re-materialised layer is a flash layer too.
+  const double output = 4 * 256 + 2 * 8 * 2 * 32, work = 256 * 10 * 2;
+  Layout l = layout(1, 1, 1, 0);
+  l.micro_batch = 2;
+  l.attention = Attention::flash;
+  CHECK(activation_bytes(m, l) == 2 * 8960 + work + output);
+  CHECK(memory_per_rank(m, l).activations == 2 * 8960 + work + output);
+  l.recompute = Recompute::full;
+  CHECK(activation_bytes(m, l) == 2 * 512 + 8960 + work + output);
+  l.recompute = Recompute::selective;
+  CHECK(activation_bytes(m, l) == 2 * 256 * 34 + work + output);
+  // The layout says so; materialized layouts read as before.
+  CHECK(l.describe() == "dp=1 tp=1 pp=1 zero=0 offload=none recompute=selective mb=2 attention=flash");
+  l.attention = Attention::materialized;
+  CHECK(l.describe() == "dp=1 tp=1 pp=1 zero=0 offload=none recompute=selective mb=2");
+}
+
+TEST_CASE("attention: names, --attention parsing and the default from train.device") {
+  CHECK(attention_name(Attention::flash) == "flash");
+  CHECK(attention_name(Attention::materialized) == "materialized");
+  CHECK(parse_attention("flash") == Attention::flash);
+  CHECK(parse_attention("materialized") == Attention::materialized);
+  for (const char* bad : {"Flash", "sdpa", ""}) {
+    CAPTURE(bad);
+    try {
+      parse_attention(bad);
+      FAIL("expected an error");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::usage);  // exit 2
+      const std::string what = e.what();
+      CHECK(what.find("--attention") != std::string::npos);
+      CHECK(what.find("flash or materialized") != std::string::npos);
+    }
+  }
+  CHECK(attention_for_device("cpu") == Attention::materialized);
+  CHECK(attention_for_device("cuda") == Attention::flash);
+  CHECK(attention_for_device("auto") == Attention::flash);
+  CHECK_THROWS_AS(attention_for_device("tpu"), Error);
+
+  // make_plan: the config's device decides unless --attention does; --params plans flash.
+  test::TempDir dir("plan-attention");
+  test::write_file(dir / "g.toml",
+                   "[model]\ntype = \"gpt\"\nn_layer = 2\nn_head = 4\nn_embd = 16\nblock_size = 8\nvocab_size = 32\n"
+                   "[data]\nsource = \"synthetic:addition\"\n[train]\nbatch_size = 2\nprecision = \"bf16\"\n");
+  PlanInputs in;
+  in.config_path = (dir / "g.toml").string();
+  in.gpus = 1;
+  in.gpu_mem = 80e9;
+  in.fixed.zero = 0;
+  auto activations = [](const PlanReport& r) {
+    REQUIRE(r.rows.size() == 1);
+    return r.rows[0].memory.activations;
+  };
+  auto has_note = [](const PlanReport& r, const std::string& what) {
+    for (const auto& n : r.notes)
+      if (n.find(what) != std::string::npos) return true;
+    return false;
+  };
+  PlanReport cpu = make_plan(in);  // train.device defaults to "cpu"
+  CHECK(cpu.base.attention == Attention::materialized);
+  CHECK(cpu.rows[0].layout.attention == Attention::materialized);
+  CHECK(has_note(cpu, "# attention: materialized (train.device = \"cpu\")"));
+  in.sets = {"train.device=auto"};
+  PlanReport gpu = make_plan(in);
+  CHECK(gpu.base.attention == Attention::flash);
+  CHECK(has_note(gpu, "# attention: flash (train.device = \"auto\""));
+  // No dropout in dl-train's GPT: per layer the scores term (2as/h) sbh = 4 x 256 = 1024 bytes
+  // gives way to 2 a s b = 128 values = 256 bytes of state; two layers.
+  CHECK(activations(cpu) - activations(gpu) == 2 * (1024 - 256));
+  CHECK(gpu.rows[0].layout.describe().find("attention=flash") != std::string::npos);
+  in.sets = {"train.device=cuda"};
+  CHECK(make_plan(in).base.attention == Attention::flash);
+  in.attention = Attention::materialized;  // --attention wins over the device
+  PlanReport forced = make_plan(in);
+  CHECK(forced.base.attention == Attention::materialized);
+  CHECK(activations(forced) == activations(cpu));
+  CHECK(has_note(forced, "# attention: materialized (--attention)"));
+  // recommend carries it into every layout it searches.
+  in.attention = Attention::flash;
+  in.fixed = {};
+  for (const auto& e : make_recommendation(in).rows) CHECK(e.layout.attention == Attention::flash);
+  // --params without a config: flash, the GPU default.
+  PlanInputs p;
+  p.params = 7.5e9;
+  p.layers = 36, p.hidden = 4096, p.heads = 32, p.seq = 2048, p.vocab = 50257;
+  p.gpus = 8;
+  p.gpu_mem = 80e9;
+  p.fixed.zero = 3;
+  PlanReport pr = make_plan(p);
+  CHECK(pr.base.attention == Attention::flash);
+  CHECK(has_note(pr, "# attention: flash (the GPU default without a config)"));
+  p.attention = Attention::materialized;
+  // Per layer (b = 1) the scores term (5as/h) sbh = 5 a s^2 bytes (Korthikanti's 16-bit constants)
+  // less the state, 2 a s values of 2 bytes; 36 layers.
+  CHECK(activations(make_plan(p)) - activations(pr) == 36.0 * (5.0 * 32 * 2048 * 2048 - 2.0 * 32 * 2048 * 2));
 }
 
 TEST_CASE("parameters per rank under tensor and pipeline parallelism") {

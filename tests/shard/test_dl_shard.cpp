@@ -151,6 +151,52 @@ TEST_CASE("plan from a config: the parameter count dl-train reports") {
   CHECK(has(bad.err, "n_layers"));
 }
 
+TEST_CASE("--attention: flash keeps a log-sum-exp state instead of the scores") {
+  dl::test::TempDir dir("shard-attention");
+  dl::test::write_file(dir / "gpt2.toml",
+                       "[model]\ntype = \"gpt\"\nn_layer = 12\nn_head = 12\nn_embd = 768\nblock_size = 1024\n"
+                       "vocab_size = 50257\n[data]\nsource = \"synthetic:addition\"\n[train]\nbatch_size = 8\n"
+                       "precision = \"bf16\"\ndevice = \"auto\"\n");
+  auto plan = [&](std::vector<std::string> extra) {
+    auto r = run(kShard, cat({"plan", (dir / "gpt2.toml").string(), "--gpus", "1", "--gpu-mem", "80GB", "--zero", "0",
+                              "--format", "json"},
+                             extra));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    json rows = json::parse(r.out);
+    REQUIRE(rows.size() == 1);
+    return rows[0];
+  };
+  json dflt = plan({}), flash = plan({"--attention", "flash"}), mat = plan({"--attention", "materialized"});
+  json cpu = plan({"--set", "train.device=cpu"});
+  // device auto plans the GPU run: flash; cpu the CPU backend's materialized scores.
+  CHECK(dflt["attention"] == "flash");
+  CHECK(dflt["layout"] == "dp=1 tp=1 pp=1 zero=0 offload=none recompute=none mb=8 attention=flash");
+  CHECK(dflt["activation_bytes"] == flash["activation_bytes"]);
+  CHECK(cpu["attention"] == "materialized");
+  CHECK(cpu["layout"] == "dp=1 tp=1 pp=1 zero=0 offload=none recompute=none mb=8");
+  CHECK(cpu["activation_bytes"] == mat["activation_bytes"]);
+  // 12 layers x (the scores, 2 a s^2 b bytes at 16 bits without dropout, less the state,
+  // 2 a s b values of 2 bytes): 12 x (201,326,592 - 393,216) = 2,411,200,512 bytes.
+  CHECK(mat["activation_bytes"].get<double>() - flash["activation_bytes"].get<double>() == 2411200512.0);
+  // 12 x (32 sbh + the state) + the backward working set + the output layer with bf16 logits
+  // (2 s b V bytes = 823,410,688).
+  CHECK(flash["activation_bytes"].get<double>() == 3395043328.0);
+  // Model states do not depend on it.
+  CHECK(mat["model_state_bytes"] == flash["model_state_bytes"]);
+  auto table = run(kShard, {"plan", (dir / "gpt2.toml").string(), "--gpus", "1", "--gpu-mem", "80GB"});
+  CHECK(has(table.out, "# attention: flash (train.device = \"auto\""));
+  // recommend takes it too; an unknown value is a usage error naming the option and the choices.
+  auto rec = run(kShard, {"recommend", (dir / "gpt2.toml").string(), "--gpus", "2", "--gpu-mem", "80GB",
+                          "--attention", "materialized", "--format", "json", "--top", "0"});
+  REQUIRE_MESSAGE(rec.exit_code == 0, rec.err);
+  for (const auto& row : json::parse(rec.out)) CHECK(row["attention"] == "materialized");
+  for (const char* sub : {"plan", "recommend"}) {
+    auto bad = run(kShard, {sub, "--params", "7.5e9", "--gpus", "8", "--gpu-mem", "80GB", "--attention", "fast"});
+    CHECK(bad.exit_code == 2);
+    CHECK(has(bad.err, "--attention: unknown attention 'fast' (flash or materialized)"));
+  }
+}
+
 TEST_CASE("impossible layouts: exit 2 naming the constraint") {
   auto heads = run(kShard, cat({"plan"}, cat(arch75(), {"--gpus", "6", "--gpu-mem", "80GB", "--tp", "3"})));
   CHECK(heads.exit_code == 2);

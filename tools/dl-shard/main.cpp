@@ -18,7 +18,8 @@ namespace {
 
 // The flags plan and recommend share, as strings until the library parses their units.
 struct PlanFlags {
-  std::string config, params, gpu_mem, gpu, bench, precision, schedule, offload, recompute, formula = "palm";
+  std::string config, params, gpu_mem, gpu, bench, precision, schedule, offload, recompute, attention;
+  std::string formula = "palm";
   std::string format = "table";
   std::vector<std::string> sets;
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
@@ -48,6 +49,10 @@ void add_plan_flags(CLI::App* c, PlanFlags& f) {
   c->add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b | gpipe");
   c->add_option("--offload", f.offload, "none | cpu: optimizer state on the host (needs zero >= 1)");
   c->add_option("--recompute", f.recompute, "none | selective | full activation recomputation");
+  c->add_option("--attention", f.attention,
+                "flash (a log-sum-exp per row, no T x T scores: GPU kernels) | materialized (scores kept: "
+                "dl-train's CPU backend). Default: the config's train.device (cpu: materialized; cuda, auto: "
+                "flash); without a config flash");
   c->add_option("--bench", f.bench, "dl-bench --format json/jsonl results: measured FLOP/s and bandwidth ('-': stdin)");
   c->add_option("--mfu", f.mfu, "Fraction of peak FLOP/s training reaches (default 0.45)");
   c->add_option("--flops", f.formula, "FLOPs per token formula: palm (6N+12LHQT) | llmc (6N+6LDT)");
@@ -79,6 +84,7 @@ dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
     in.fixed.offload = f.offload == "cpu";
   }
   if (!f.recompute.empty()) in.fixed.recompute = dl::plan::parse_recompute(f.recompute);
+  if (!f.attention.empty()) in.attention = dl::plan::parse_attention(f.attention);
   return in;
 }
 
@@ -99,7 +105,9 @@ int main(int argc, char** argv) {
   add_plan_flags(plan, pf);
   plan->footer(
       "Rows: one per ZeRO stage unless --zero is given; tp, pp, offload and recompute default to the\n"
-      "config's [parallel] section (or 1/1/none/none); dp = gpus / (tp x pp).\n"
+      "config's [parallel] section (or 1/1/none/none); dp = gpus / (tp x pp). Activations count what the\n"
+      "attention keeps: a config on train.device cuda or auto plans dl-train's flash-style GPU kernels,\n"
+      "cpu its materialized scores; --attention chooses.\n"
       "Examples:\n"
       "  dl-shard plan --params 7.5e9 --gpus 64 --gpu-mem 80GB          # the ZeRO paper's example\n"
       "  dl-shard plan configs/addition.toml --gpus 1 --gpu-mem 24GB --precision fp32\n"

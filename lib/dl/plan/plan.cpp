@@ -150,9 +150,27 @@ Recompute parse_recompute(const std::string& s) {
   throw_usage("--recompute: unknown mode '", s, "' (none, selective or full)");
 }
 
+std::string attention_name(Attention a) { return a == Attention::flash ? "flash" : "materialized"; }
+
+Attention parse_attention(const std::string& s) {
+  if (s == "flash") return Attention::flash;
+  if (s == "materialized") return Attention::materialized;
+  throw_usage("--attention: unknown attention '", s, "' (flash or materialized)");
+}
+
+Attention attention_for_device(const std::string& device) {
+  // dl-train's CPU backend keeps the T x T probabilities (attention_state_shape [B, H, T, T]);
+  // its CUDA kernels are flash-style ([B, H, 2T]). "auto" trains on the GPU whenever one is
+  // usable, and a plan of GPU memory is about that run.
+  if (device == "cpu") return Attention::materialized;
+  if (device == "cuda" || device == "auto") return Attention::flash;
+  throw_usage("train.device = \"", device, "\": cpu, cuda or auto");
+}
+
 std::string Layout::describe() const {
   return str("dp=", dp, " tp=", tp, " pp=", pp, " zero=", zero, " offload=", offload_cpu ? "cpu" : "none",
-             " recompute=", recompute_name(recompute), " mb=", micro_batch);
+             " recompute=", recompute_name(recompute), " mb=", micro_batch,
+             attention == Attention::flash ? " attention=flash" : "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -212,7 +230,7 @@ double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp) {
 }
 
 double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int64_t tp, Recompute r,
-                                  double bytes_per_value) {
+                                  double bytes_per_value, Attention attention) {
   if (!m.is_transformer()) return 0;
   // Korthikanti et al. 2022 (arXiv 2205.05198), section 4: per layer, 16-bit activations,
   // s*b*h*(34 + 5*a*s/h); with tensor parallelism (no sequence parallelism)
@@ -229,8 +247,20 @@ double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int6
   // output (2as^2b) go: 32sbh + 2as^2b, i.e. s*b*h*(8 + 24/t + 2as/(ht)) under tensor parallelism.
   const double replicated = m.dropout ? 10 : 8, scores = m.dropout ? 5 : 2;
   const double sbh = s * b * h, scale = bytes_per_value / 2.0;
+  // Flash attention (Dao et al. 2022; dl-train's kernels/attention.cu) never stores the scores,
+  // their dropout mask or output (the mask is regenerated from the RNG state): backward
+  // recomputes them from Q, K, V (already in the 11sbh), the output (the projection input) and a
+  // per-row log-sum-exp state. We count that state as 2 values of the activation width per row
+  // per head, 2*a*s*b/t values per layer — dl-train's CUDA backend allocates
+  // attention_state_shape = [B, H, 2T] of the model dtype (PyTorch/FlashAttention keep one fp32
+  // per row: the same bytes at 16 bits).
+  const double attention_term = attention == Attention::flash
+                                    ? 2 * a * s * b / t * bytes_per_value
+                                    : sbh * scores * a * s / (h * t) * scale;
   switch (r) {
-    case Recompute::none: return sbh * (replicated + 24 / t + scores * a * s / (h * t)) * scale;
+    case Recompute::none: return sbh * (replicated + 24 / t) * scale + attention_term;
+    // Selective recompute re-runs the attention core in backward, which rebuilds the
+    // log-sum-exp state too: nothing of it is kept, for either attention.
     case Recompute::selective: return sbh * (replicated + 24 / t) * scale;
     case Recompute::full: return 2 * sbh * scale;
   }
@@ -255,16 +285,20 @@ double activation_bytes(const ModelShape& m, const Layout& l) {
   if (!m.is_transformer()) return 0;
   const double bpv = activation_value_bytes(l.precision);
   const double layers = static_cast<double>(ceil_div(m.n_layer, std::max<int64_t>(l.pp, 1)));
-  const double per = activation_bytes_per_layer(m, l.micro_batch, l.tp, l.recompute, bpv);
+  const double per = activation_bytes_per_layer(m, l.micro_batch, l.tp, l.recompute, bpv, l.attention);
   // Full recompute re-runs one layer's forward at a time during backward: that layer's full
-  // activations exist on top of the stored layer inputs.
+  // activations (with the layout's attention) exist on top of the stored layer inputs.
   const double recompute_peak =
-      l.recompute == Recompute::full ? activation_bytes_per_layer(m, l.micro_batch, l.tp, Recompute::none, bpv) : 0.0;
+      l.recompute == Recompute::full
+          ? activation_bytes_per_layer(m, l.micro_batch, l.tp, Recompute::none, bpv, l.attention)
+          : 0.0;
   // Output layer (Korthikanti et al. section 4.3): final LayerNorm input and LM-head input
-  // (2sbh each at 16 bits) and the fp32 logits the cross-entropy keeps, 4sbV/t (vocab-parallel).
+  // (2sbh each at 16 bits) and the logits the cross-entropy keeps, sbV/t values (vocab-parallel).
+  // Korthikanti et al. count fp32 logits (4sbV/t bytes: Megatron upcasts them); dl-train keeps
+  // them in the activation dtype and writes their gradient in place, so bpv bytes per value.
   const double s = static_cast<double>(m.seq), b = static_cast<double>(l.micro_batch), h = static_cast<double>(m.hidden);
   const double output = 4 * s * b * h * (bpv / 2.0) +
-                        (m.vocab > 0 ? 4 * s * b * static_cast<double>(m.vocab) / static_cast<double>(std::max<int64_t>(l.tp, 1)) : 0.0);
+                        (m.vocab > 0 ? bpv * s * b * static_cast<double>(m.vocab) / static_cast<double>(std::max<int64_t>(l.tp, 1)) : 0.0);
   // Backward working set (not in Korthikanti et al., who count what is kept for backward): the
   // activation gradients in flight while one layer's backward runs — the residual-stream
   // gradient and the layer-input gradient (2 values of width h) and the MLP's 4h-wide GELU input

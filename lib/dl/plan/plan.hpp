@@ -51,6 +51,19 @@ enum class Recompute { none, selective, full };
 std::string recompute_name(Recompute r);       // "none" | "selective" | "full"
 Recompute parse_recompute(const std::string& s);  // usage error listing the choices
 
+// How attention keeps what its backward needs (see activation_bytes_per_layer).
+enum class Attention {
+  materialized,  // the T x T softmax probabilities per head (Korthikanti et al.; dl-train's CPU backend)
+  flash,         // FlashAttention-style: only a log-sum-exp state per row per head (dl-train's
+                 // CUDA kernels, PyTorch SDPA/FlashAttention); the scores are recomputed in backward
+};
+std::string attention_name(Attention a);          // "materialized" | "flash"
+Attention parse_attention(const std::string& s);  // usage error naming --attention and the choices
+// The attention dl-train runs for a config's train.device: "cpu" -> materialized; "cuda" and
+// "auto" (the GPU whenever one is usable, which is what a per-GPU plan is about) -> flash.
+// Unknown device: usage error.
+Attention attention_for_device(const std::string& device);
+
 struct Layout {
   int64_t gpus = 1;            // world size
   int64_t gpus_per_node = 8;
@@ -64,7 +77,11 @@ struct Layout {
   std::string optimizer = "adamw"; // "adamw" | "sgd-momentum" | "sgd" (see state_bytes)
   std::string schedule = "1f1b";   // pipeline schedule: "1f1b" | "gpipe"
   Recompute recompute = Recompute::none;
-  std::string describe() const;  // "dp=8 tp=1 pp=1 zero=3 offload=cpu recompute=none mb=1"
+  // The library's default is the published formula; dl-shard picks flash for GPU runs
+  // (PlanInputs::attention).
+  Attention attention = Attention::materialized;
+  // "dp=8 tp=1 pp=1 zero=3 offload=cpu recompute=none mb=1", plus " attention=flash" when flash.
+  std::string describe() const;
 };
 
 // Bytes per parameter of each model-state kind for a precision (ZeRO paper: 2 + 2 + K=12 for
@@ -115,14 +132,19 @@ double zero_model_state_bytes(double psi, int64_t nd, int64_t zero, const StateB
 // (2 -> as published, 4 -> fp32 activations). 0 without an architecture. Without dropout
 // (m.dropout false) the two 1-byte masks and the attention-dropout output are not stored:
 // s*b*h*(8 + 24/t + 2*a*s/(h*t)), selective s*b*h*(8 + 24/t).
+// Flash attention (recompute none) replaces the scores term by the log-sum-exp state: 2 values
+// per row per head, 2*a*s*b/t values of bytes_per_value each (dl-train's CUDA backend allocates
+// attention_state_shape = [B, H, 2T] of the model dtype); selective recompute is the same for
+// both (the recomputed forward rebuilds the state); full recompute keeps the layer input.
 double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int64_t tp, Recompute r,
-                                  double bytes_per_value = 2.0);
+                                  double bytes_per_value = 2.0, Attention attention = Attention::materialized);
 
-// Activations of the busiest pipeline stage for the layout: layers per stage x per-layer bytes x
-// micro-batches in flight (1 without pp; 1F1B: min(pp, microbatches); GPipe: microbatches), plus
-// one layer's full activations under full recompute, plus a backward working set of
-// s*b*h*(2 + 8/t) values (activation gradients in flight), plus the output layer (final
-// LayerNorm and LM-head inputs 4sbh and fp32 logits 4sbV/t) on the last stage.
+// Activations of the busiest pipeline stage for the layout (under l.recompute and l.attention):
+// layers per stage x per-layer bytes x micro-batches in flight (1 without pp; 1F1B:
+// min(pp, microbatches); GPipe: microbatches), plus one layer's full activations under full
+// recompute, plus a backward working set of s*b*h*(2 + 8/t) values (activation gradients in
+// flight), plus the output layer (final LayerNorm and LM-head inputs 4sbh and the logits, sbV/t values of the activation dtype)
+// on the last stage.
 double activation_bytes(const ModelShape& m, const Layout& l);
 
 // Communication per step per rank, in bytes sent (the ring algorithms' volume).

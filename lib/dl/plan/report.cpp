@@ -73,6 +73,21 @@ Setup setup(const PlanInputs& in) {
   b.schedule = in.schedule.value_or(c ? c->parallel.schedule : "1f1b");
   if (b.schedule != "1f1b" && b.schedule != "gpipe") throw_usage("--schedule: 1f1b or gpipe, got '", b.schedule, "'");
   if (c) b.optimizer = c->optim.name == "sgd" ? (c->optim.momentum != 0 ? "sgd-momentum" : "sgd") : "adamw";
+  // Attention: what the run stores. A config says where dl-train runs it (the CPU backend keeps
+  // the scores, the CUDA kernels a log-sum-exp state); a bare --params model is planned for a
+  // GPU, where flash-style attention is what current frameworks run.
+  std::string attention_why;
+  if (in.attention) {
+    b.attention = *in.attention;
+    attention_why = "--attention";
+  } else if (c) {
+    b.attention = attention_for_device(c->train.device);
+    attention_why = str("train.device = \"", c->train.device, "\"",
+                        c->train.device == "auto" ? ": the GPU when present" : "");
+  } else {
+    b.attention = Attention::flash;
+    attention_why = "the GPU default without a config";
+  }
 
   // Hardware: datasheet of --gpu (or of the bench rows' GPU), then measured values over it.
   std::optional<GpuSpec> spec;
@@ -142,10 +157,17 @@ Setup setup(const PlanInputs& in) {
                         b.optimizer, ": ", state_bytes(b.precision, b.optimizer).params, "+",
                         state_bytes(b.precision, b.optimizer).grads, "+", state_bytes(b.precision, b.optimizer).optimizer,
                         " bytes per parameter (params+grads+optimizer; ZeRO, Rajbhandari et al. 2019)"));
-  if (m.is_transformer())
+  if (m.is_transformer()) {
     r.notes.push_back(str("# activations: Korthikanti et al. 2022, s=", m.seq, " b=", b.micro_batch,
                           ", ", activation_value_bytes(b.precision) * 8, "-bit values; pipeline stages hold ",
                           b.schedule == "gpipe" ? "all m micro-batches (GPipe)" : "min(pp, m) micro-batches (1F1B)"));
+    r.notes.push_back(
+        b.attention == Attention::flash
+            ? str("# attention: flash (", attention_why, "): a log-sum-exp state of 2 values per row per head "
+                  "instead of the T x T scores (dl-train's CUDA kernels); --attention materialized for the CPU backend")
+            : str("# attention: materialized (", attention_why, "): the T x T scores per head are kept "
+                  "(dl-train's CPU backend); --attention flash for flash-style GPU kernels"));
+  }
   r.notes.push_back(str("# overhead: a fixed ", format_bytes(kOverheadBytes),
                         " allowance per GPU (CUDA context, library workspaces, allocator fragmentation)"));
   r.notes.push_back(str("# global batch: ", r.global_batch, " sequences per step",
@@ -176,7 +198,7 @@ std::vector<Column> machine_columns(bool ranked) {
   std::vector<Column> cols;
   if (ranked) cols.push_back({"rank", "rank", true}), cols.push_back({"recommended", "recommended", false});
   for (const char* k :
-       {"layout", "gpus", "gpus_per_node", "dp", "tp", "pp", "zero", "offload", "recompute", "micro_batch",
+       {"layout", "gpus", "gpus_per_node", "dp", "tp", "pp", "zero", "offload", "recompute", "attention", "micro_batch",
         "microbatches", "global_batch", "precision", "optimizer", "schedule", "model_params", "flops_per_token",
         "params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes", "activation_bytes",
         "comm_buffer_bytes", "overhead_bytes", "total_bytes", "gpu_mem_bytes", "headroom_bytes", "host_offload_bytes",
@@ -207,6 +229,7 @@ std::vector<Cell> machine_row(const PlanReport& r, const Estimate& e, std::optio
   row.push_back(Cell::integer(l.zero));
   row.push_back(Cell::boolean(l.offload_cpu));
   row.push_back(Cell::str(recompute_name(l.recompute)));
+  row.push_back(Cell::str(attention_name(l.attention)));
   row.push_back(Cell::integer(l.micro_batch));
   row.push_back(ok ? Cell::integer(l.microbatches) : Cell::null());
   row.push_back(Cell::integer(r.global_batch));

@@ -30,6 +30,9 @@ struct PlanInputs {
   std::optional<std::string> precision;   // default: the config's, else bf16
   std::optional<std::string> schedule;    // pipeline schedule; default: the config's, else 1f1b
   FlopFormula formula = FlopFormula::palm;
+  // Attention's stored state; default: from a config attention_for_device(train.device)
+  // (cpu -> materialized, cuda or auto -> flash), from --params flash (a GPU plan).
+  std::optional<Attention> attention;
   // Layout choices the user fixed (plan: unset tp/pp/offload/recompute come from the config or
   // defaults, unset zero shows stages 0..3; recommend: unset ones are searched).
   LayoutSearch fixed;
@@ -38,7 +41,7 @@ struct PlanInputs {
 struct PlanReport {
   ModelShape model;
   Hardware hardware;
-  Layout base;               // gpus, gpus_per_node, micro_batch, precision, optimizer, schedule
+  Layout base;               // gpus, gpus_per_node, micro_batch, precision, optimizer, schedule, attention
   int64_t global_batch = 0;
   double flops_per_token = 0;
   FlopFormula formula = FlopFormula::palm;
