@@ -49,7 +49,7 @@ TEST_CASE("inputs are neither zeros nor the same across seeds, and depend only o
   CHECK(uniform_value(1, 17) == a[17]);
 }
 
-TEST_CASE("common options: bad --repeat/--warmup/--threads are usage errors; --device cuda says there is no CUDA backend") {
+TEST_CASE("common options: bad --repeat/--warmup/--threads are usage errors; --device cuda without a GPU says why") {
   CommonOptions c;
   c.repeat = 0;
   CHECK_THROWS_AS(apply_common(c), dl::Error);
@@ -57,8 +57,19 @@ TEST_CASE("common options: bad --repeat/--warmup/--threads are usage errors; --d
   c.warmup = -3;
   CHECK_THROWS_AS(apply_common(c), dl::Error);
   CHECK(select_device("cpu") == DeviceKind::cpu);
-  CHECK(select_device("auto") == DeviceKind::cpu);
-  CHECK_THROWS_WITH_AS(select_device("cuda"), doctest::Contains("no CUDA backend"), dl::Error);
+  std::string why;
+  if (gpu_usable(&why)) {
+    CHECK(select_device("cuda") == DeviceKind::cuda);
+    CHECK(select_device("auto") == DeviceKind::cuda);
+  } else {
+    CHECK(select_device("auto") == DeviceKind::cpu);
+#ifdef DL_HAVE_CUDA
+    CHECK(why.find("no usable CUDA GPU") != std::string::npos);
+#else
+    CHECK(why.find("no CUDA backend") != std::string::npos);
+#endif
+    CHECK_THROWS_WITH_AS(select_device("cuda"), doctest::Contains(why.c_str()), dl::Error);
+  }
   CHECK_THROWS_WITH_AS(select_device("tpu"), doctest::Contains("unknown device"), dl::Error);
   CHECK(max_local_ranks() >= 2);
 }

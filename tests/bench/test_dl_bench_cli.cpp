@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dl/bench/collective.hpp"
+#include "dl/bench/common.hpp"
 #include "dl/bench/output.hpp"
 #include "support/support.hpp"
 
@@ -194,7 +195,6 @@ TEST_CASE("bad input: a clear message and exit 2") {
            {{"gemm", "--sizes", "12x"}, "--sizes"},
            {{"gemm", "--sizes", "1024,,2048"}, "--sizes"},
            {{"gemm", "--dtype", "bf16"}, "fp32"},
-           {{"gemm", "--device", "cuda"}, "no CUDA backend"},
            {{"gemm", "--format", "yaml"}, "unknown output format"},
            {{"gemm", "--repeat", "0"}, "--repeat"},
            {{"memory", "--bytes", "12 parsecs"}, "--bytes"},
@@ -202,7 +202,6 @@ TEST_CASE("bad input: a clear message and exit 2") {
            {{"collective", "allreduce", "-b", "8Q"}, "-b"},
            {{"collective", "allreduce", "-b", "1M", "-e", "1K"}, "larger than -e"},
            {{"collective", "allreduce", "--nproc", "100000"}, "--nproc 100000"},
-           {{"collective", "allreduce", "--backend", "nccl"}, "no CUDA backend"},
            {{"collective", "broadcast", "--nproc", "2", "-r", "5"}, "root"},
            {{"train", missing}, missing},
            {{"train", dl::test::source_path("configs/addition.toml").string(), "--set", "model.n_layer=banana"}, "n_layer"},
@@ -214,6 +213,15 @@ TEST_CASE("bad input: a clear message and exit 2") {
     CHECK(has(r.err, c.says));
     CHECK(r.out.empty());
   }
+  std::string why;
+  if (!dl::bench::gpu_usable(&why)) {
+    auto gpu = run(kBench, {"gemm", "--device", "cuda"});
+    CHECK(gpu.exit_code == 2);
+    CHECK(has(gpu.err, "--device cuda: " + why));
+  }
+  auto nccl = run(kBench, {"collective", "allreduce", "--backend", "nccl"});
+  CHECK(nccl.exit_code == 2);
+  CHECK(has(nccl.err, "--backend nccl"));
   auto bare = run(kBench, {});
   CHECK(bare.exit_code == 2);
   CHECK(has(bare.err, "no benchmark given (use gemm, memory, collective, train or all"));

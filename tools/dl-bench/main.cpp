@@ -33,7 +33,7 @@ void add_common(CLI::App* sub, Flags& f, const std::string& repeat_names = "--re
   sub->add_option(repeat_names, f.common.repeat, "Timed runs (the median is reported)");
   sub->add_option(warmup_names, f.common.warmup, "Untimed runs first");
   sub->add_option("--threads", f.common.threads, "CPU threads (OpenBLAS and dlkit's pool; 0 = all cores)");
-  sub->add_option("--device", f.common.device, "cpu | cuda | auto (this build: cpu)");
+  sub->add_option("--device", f.common.device, "cpu | cuda | auto (auto: the GPU when a CUDA build finds one)");
   sub->add_flag("-q,--quiet", f.common.quiet, "No progress logs on stderr");
 }
 

@@ -306,7 +306,12 @@ class Bench {
 
 void validate_collective(const CollectiveOptions& o, int nranks) {
   if (o.backend == "nccl")
+#ifdef DL_HAVE_CUDA
+    throw_usage("--backend nccl: dl-bench's collective benchmark runs over Gloo only so far (dl-train's NCCL path is "
+                "not wired into it yet); use --backend gloo");
+#else
     throw_usage("--backend nccl: this build has no CUDA backend (CPU only); use --backend gloo, which runs on the CPU");
+#endif
   if (o.backend != "gloo") throw_usage("--backend ", o.backend, ": unknown (use gloo, or nccl in a CUDA build)");
   parse_collective_type(o.type);
   parse_redop(o.redop);

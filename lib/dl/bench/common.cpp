@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "dl/bench/cuda_bench.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/parallel.hpp"
@@ -23,16 +24,28 @@ namespace fs = std::filesystem;
 
 std::string device_kind_name(DeviceKind d) { return d == DeviceKind::cuda ? "cuda" : "cpu"; }
 
+bool gpu_usable(std::string* why) {
+#ifdef DL_HAVE_CUDA
+  const CudaBenchDevice gpu = cuda_bench_device();
+  if (why) *why = gpu.usable ? gpu.info.device : "no usable CUDA GPU: " + gpu.why;
+  return gpu.usable;
+#else
+  if (why) *why = "this build has no CUDA backend (it is CPU only)";
+  return false;
+#endif
+}
+
 DeviceKind select_device(const std::string& flag) {
   if (flag == "cpu") return DeviceKind::cpu;
-  if (flag == "cuda")
-    throw_usage("--device cuda: this build has no CUDA backend (it is CPU only); use --device cpu, or --device auto "
-                "to take a GPU when a CUDA build finds one");
-  if (flag == "auto") {
-    log_info("device auto: this build has no CUDA backend, measuring the CPU");
-    return DeviceKind::cpu;
+  if (flag != "cuda" && flag != "auto") throw_usage("--device ", flag, ": unknown device (use cpu, cuda or auto)");
+  std::string why;
+  if (gpu_usable(&why)) {
+    if (flag == "auto") log_info("device auto: measuring the GPU, " + why);
+    return DeviceKind::cuda;
   }
-  throw_usage("--device ", flag, ": unknown device (use cpu, cuda or auto)");
+  if (flag == "cuda") throw_usage("--device cuda: ", why, "; use --device cpu, or --device auto to fall back to the CPU");
+  log_info("device auto: " + why + "; measuring the CPU");
+  return DeviceKind::cpu;
 }
 
 std::pair<std::string, std::string> openblas_library() {

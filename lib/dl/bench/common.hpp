@@ -21,8 +21,12 @@ inline constexpr const char* kSchema = "dlkit-bench/1";
 enum class DeviceKind { cpu, cuda };
 std::string device_kind_name(DeviceKind d);  // "cpu" | "cuda"
 
-// --device cpu | cuda | auto. This build has no CUDA backend: "cuda" is a usage error that says
-// so, and "auto" picks the CPU (logging that it did). Anything else is a usage error.
+// Whether this process can measure a GPU; *why gets the GPU's name, or the reason it cannot
+// ("this build has no CUDA backend ...", "no usable CUDA GPU: cudaGetDeviceCount: ...").
+bool gpu_usable(std::string* why = nullptr);
+
+// --device cpu | cuda | auto. "cuda" without a usable GPU is a usage error giving the reason;
+// "auto" takes the GPU when there is one, else the CPU, logging which. Anything else is a usage error.
 DeviceKind select_device(const std::string& flag);
 
 // The machine description every row carries (the common keys of dlkit-bench/1).

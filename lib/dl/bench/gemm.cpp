@@ -8,6 +8,8 @@
 #include <map>
 #include <memory>
 
+#include "dl/bench/cuda_bench.hpp"
+#include "dl/bench/gemm_runner.hpp"
 #include "dl/bench/peaks.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
@@ -26,21 +28,6 @@ int64_t parse_dim(const std::string& text, const std::string& item) {
   if (v < 1) throw_usage("--sizes: '", item, "' has a zero dimension; every dimension must be at least 1");
   return v;
 }
-
-// One device's GEMM over rotating operand sets. The CPU implementation is OpenBLAS; a CUDA build
-// adds one over cuBLASLt (device buffers, event timing) behind the same four calls.
-class GemmRunner {
- public:
-  virtual ~GemmRunner() = default;
-  virtual std::string library() const = 0;
-  // Per-call seconds of `repeat` timed calls after `warmup` untimed ones, cycling the sets.
-  virtual std::vector<double> time_calls(int warmup, int repeat) = 0;
-  // Row i of A and column j of B of a set as the device holds them (after rounding to dtype),
-  // and C[i, j] as computed.
-  virtual std::vector<double> a_row(int set, int64_t i) const = 0;
-  virtual std::vector<double> b_col(int set, int64_t j) const = 0;
-  virtual double c_at(int set, int64_t i, int64_t j) const = 0;
-};
 
 class CpuSgemm final : public GemmRunner {
  public:
@@ -89,16 +76,24 @@ class CpuSgemm final : public GemmRunner {
 
 std::unique_ptr<GemmRunner> make_runner(const DeviceInfo& dev, const std::string& dtype, const GemmShape& s, int sets,
                                         uint64_t seed) {
-  if (dev.device_type != "cpu") throw_usage("gemm on ", dev.device_type, ": this build has no CUDA backend");
+#ifdef DL_HAVE_CUDA
+  if (dev.device_type == "cuda") return make_cuda_gemm(s, dtype, sets, seed);
+#endif
+  DL_CHECK(dev.device_type == "cpu", "gemm reached on ", dev.device_type, " in a build without it");
   if (dtype != "fp32")
     throw_usage("--dtype ", dtype, ": the CPU benchmark measures fp32 (OpenBLAS sgemm); ", dtype,
-                " needs --device cuda, which this build does not have. Use --dtype fp32");
+                " needs --device cuda. Use --dtype fp32");
   return std::make_unique<CpuSgemm>(s, sets, seed);
 }
 
 double element_bytes(const std::string& dtype) { return dtype == "bf16" || dtype == "fp16" ? 2.0 : 4.0; }
 
 }  // namespace
+
+double gemm_set_bytes(const GemmShape& s, const std::string& dtype, bool device) {
+  const double in = element_bytes(dtype), out = device ? element_bytes(dtype) : 4.0;
+  return in * static_cast<double>(s.m * s.k + s.k * s.n) + out * static_cast<double>(s.m * s.n);
+}
 
 std::vector<GemmShape> parse_gemm_sizes(const std::string& text) {
   std::vector<GemmShape> out;
@@ -191,31 +186,42 @@ Report run_gemm(const GemmOptions& o, const CommonOptions& common) {
   const DeviceKind kind = select_device(common.device);
   const std::string dtype = parse_gemm_dtype(o.dtype);
   if (o.samples < 1) throw_usage("gemm: at least one entry must be checked");
-  DeviceInfo dev = kind == DeviceKind::cpu ? cpu_device_info() : DeviceInfo{};
+  const bool gpu = kind == DeviceKind::cuda;
+  DeviceInfo dev = cpu_device_info();
+  // The cache rotation must beat, and the memory the operand sets may take.
+  int64_t cache_bytes = last_level_cache_bytes();
+  double memory = physical_memory_bytes();
+#ifdef DL_HAVE_CUDA
+  if (gpu) {
+    const CudaBenchDevice d = cuda_bench_device();
+    dev = d.info;
+    cache_bytes = d.l2_bytes;
+    memory = d.free_bytes;
+  }
+#endif
   std::vector<GemmShape> sizes = o.sizes;
   if (sizes.empty())
-    sizes = kind == DeviceKind::cpu ? std::vector<GemmShape>{{512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}}
-                                    : std::vector<GemmShape>{{1024, 1024, 1024}, {4096, 4096, 4096}, {8192, 8192, 8192}};
+    sizes = gpu ? std::vector<GemmShape>{{1024, 1024, 1024}, {4096, 4096, 4096}, {8192, 8192, 8192}}
+                : std::vector<GemmShape>{{512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}};
   const int repeat = repeat_or(common, 10), warmup = warmup_or(common, 2);
-  const double memory = physical_memory_bytes();
 
   Report report;
   for (const GemmShape& s : sizes) {
     if (s.m > std::numeric_limits<int>::max() || s.n > std::numeric_limits<int>::max() ||
         s.k > std::numeric_limits<int>::max())
       throw_usage("--sizes ", s.m, "x", s.n, "x", s.k, ": a dimension exceeds the BLAS limit of 2^31 - 1");
-    const double set_bytes = element_bytes(dtype) * static_cast<double>(s.m * s.k + s.k * s.n) + 4.0 * static_cast<double>(s.m * s.n);
+    const double set_bytes = gemm_set_bytes(s, dtype, gpu);
     if (memory > 0 && set_bytes > 0.5 * memory)
-      throw_usage("--sizes ", s.m, "x", s.n, "x", s.k, " needs ", format_bytes(set_bytes), " of operands, more than half of this machine's ",
-                  format_bytes(memory), "; choose smaller sizes");
+      throw_usage("--sizes ", s.m, "x", s.n, "x", s.k, " needs ", format_bytes(set_bytes), " of operands, more than half of ",
+                  gpu ? "the GPU's free memory, " : "this machine's memory, ", format_bytes(memory), "; choose smaller sizes");
     // Enough operand sets that they cannot all sit in the last-level cache (but at most a quarter of memory).
     int max_sets = memory > 0 ? static_cast<int>(std::max(1.0, 0.25 * memory / set_bytes)) : 1;
-    int sets = rotation_count(static_cast<int64_t>(set_bytes), last_level_cache_bytes(), std::min(max_sets, 64));
+    int sets = rotation_count(static_cast<int64_t>(set_bytes), cache_bytes, std::min(max_sets, 64));
     sets = std::min(sets, warmup + repeat);
     const uint64_t seed = mix64(0xbe7c4, static_cast<uint64_t>(s.m * 1000003 + s.n * 1009 + s.k));
     auto runner = make_runner(dev, dtype, s, sets, seed);
     dev.library = runner->library();
-    dev.library_config = openblas_library().second;
+    dev.library_config = gpu ? std::string() : openblas_library().second;
     Timing t = summarize(runner->time_calls(warmup, repeat));
 
     // Check sampled entries of every set the timed and warm-up calls wrote.
@@ -275,9 +281,9 @@ Report run_gemm(const GemmOptions& o, const CommonOptions& common) {
     r["pct_peak"] = pct ? Row(*pct) : Row(nullptr);
     r["peak_source"] = peak.source;
   }
-  report.notes.push_back("gemm: FLOPs = 2 M N K per call; C = A B row-major with A, B uniform in [-1, 1), " +
-                         std::string("rotated over enough operand sets to exceed twice the last-level cache; peak: ") +
-                         peak.source);
+  report.notes.push_back(str("gemm: FLOPs = 2 M N K per call; C = A B row-major with A, B uniform in [-1, 1), ",
+                             "rotated over enough operand sets to exceed twice the last-level cache",
+                             gpu ? " (the GPU's L2); each call timed by CUDA events" : "", "; peak: ", peak.source));
   return report;
 }
 

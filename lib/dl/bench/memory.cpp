@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "dl/bench/cuda_bench.hpp"
 #include "dl/bench/peaks.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
@@ -14,8 +16,83 @@
 
 namespace dl::bench {
 
+namespace {
+
+// One row of the memory benchmark (schema dlkit-bench/1), for every device and direction.
+struct CopyMeasurement {
+  std::string direction;
+  int64_t bytes = 0;
+  Timing time;
+  double bytes_per_s = 0;
+  int checked = 0, wrong = 0, pairs = 1;
+};
+Row memory_row(const DeviceInfo& dev, const CopyMeasurement& m, const Peak& peak, int repeat, int warmup) {
+  Row r = common_row("memory", dev, repeat, warmup);
+  r["direction"] = m.direction;
+  r["bytes"] = m.bytes;
+  r["time_s"] = m.time.median;
+  r["time_min_s"] = m.time.min;
+  r["time_max_s"] = m.time.max;
+  r["bytes_per_s"] = m.bytes_per_s;
+  r["peak_bytes_per_s"] = peak.value ? Row(*peak.value) : Row(nullptr);
+  auto pct = percent_of(m.bytes_per_s, peak);
+  r["pct_peak"] = pct ? Row(*pct) : Row(nullptr);
+  r["peak_source"] = peak.source;
+  r["checked"] = m.checked;
+  r["wrong"] = m.wrong;
+  r["buffer_pairs"] = m.pairs;
+  return r;
+}
+
+}  // namespace
+
+#ifdef DL_HAVE_CUDA
+namespace {
+
+// Device-to-device (read + write counted, as for the host copy), then host-to-device and
+// device-to-host over pinned memory (bytes over the bus per second: one direction of PCIe or
+// NVLink-C2C, as nvbandwidth and bandwidthTest count them).
+Report run_memory_cuda(const MemoryOptions& o, const CommonOptions& common) {
+  const CudaBenchDevice gpu = cuda_bench_device();
+  DeviceInfo dev = gpu.info;
+  dev.library = "CUDA runtime cudaMemcpyAsync";
+  const double bytes_d = o.bytes > 0 ? o.bytes : 1024.0 * 1024 * 1024;
+  if (bytes_d < 4096) throw_usage("--bytes ", bytes_d, ": copy at least 4 KiB");
+  if (gpu.free_bytes > 0 && 2 * bytes_d > 0.5 * gpu.free_bytes)
+    throw_usage("--bytes ", format_bytes(bytes_d), ": source and destination need ", format_bytes(2 * bytes_d),
+                ", more than half of the GPU's free memory (", format_bytes(gpu.free_bytes), "); choose a smaller size");
+  const int64_t bytes = static_cast<int64_t>(bytes_d / sizeof(float)) * static_cast<int64_t>(sizeof(float));
+  const int repeat = repeat_or(common, 10), warmup = warmup_or(common, 2);
+  const int max_pairs = gpu.free_bytes > 0 ? static_cast<int>(std::max(1.0, 0.25 * gpu.free_bytes / (2.0 * static_cast<double>(bytes)))) : 1;
+  const int pairs = std::min(rotation_count(2 * bytes, gpu.l2_bytes, std::min(max_pairs, 256)), warmup + repeat);
+
+  Report report;
+  for (const std::string direction : {"d2d", "h2d", "d2h"}) {
+    CudaCopyResult c = time_cuda_copy(direction, bytes, direction == "d2d" ? pairs : 1, warmup, repeat);
+    const Timing t = summarize(c.seconds);
+    if (c.wrong)
+      report.failures.push_back(str("memory ", direction, " copy: ", c.wrong, " of ", c.checked,
+                                    " sampled positions differ from the source"));
+    const bool local = direction == "d2d";
+    const double rate = (local ? copy_traffic_bytes(static_cast<double>(bytes)) : static_cast<double>(bytes)) / t.median;
+    const Peak peak = local ? memory_peak(dev) : host_link_peak(dev);
+    Row r = memory_row(dev, {direction, bytes, t, rate, c.checked, c.wrong, local ? pairs : 1}, peak, repeat, warmup);
+    report.rows.push_back(std::move(r));
+    log_info(str("memory ", direction, " copy of ", format_bytes(static_cast<double>(bytes)), ": ", format_si(rate, "B/s")));
+  }
+  report.notes.push_back("memory: d2d = (bytes read + bytes written) / median time = 2 x size / time; h2d and d2h "
+                         "(pinned host memory) = size / time, one direction of the host link; each copy timed by CUDA events");
+  return report;
+}
+
+}  // namespace
+#endif
+
 Report run_memory(const MemoryOptions& o, const CommonOptions& common) {
   const DeviceKind kind = select_device(common.device);
+#ifdef DL_HAVE_CUDA
+  if (kind == DeviceKind::cuda) return run_memory_cuda(o, common);
+#endif
   DL_CHECK(kind == DeviceKind::cpu, "memory benchmark reached without a CPU device");
   DeviceInfo dev = cpu_device_info();
   dev.library = "glibc memcpy";
@@ -65,20 +142,7 @@ Report run_memory(const MemoryOptions& o, const CommonOptions& common) {
 
   const Peak peak = memory_peak(dev);
   const double rate = copy_traffic_bytes(static_cast<double>(bytes)) / t.median;
-  Row r = common_row("memory", dev, repeat, warmup);
-  r["direction"] = "host";
-  r["bytes"] = bytes;
-  r["time_s"] = t.median;
-  r["time_min_s"] = t.min;
-  r["time_max_s"] = t.max;
-  r["bytes_per_s"] = rate;
-  r["peak_bytes_per_s"] = peak.value ? Row(*peak.value) : Row(nullptr);
-  auto pct = percent_of(rate, peak);
-  r["pct_peak"] = pct ? Row(*pct) : Row(nullptr);
-  r["peak_source"] = peak.source;
-  r["checked"] = samples;
-  r["wrong"] = wrong;
-  r["buffer_pairs"] = pairs;
+  Row r = memory_row(dev, {"host", bytes, t, rate, samples, wrong, pairs}, peak, repeat, warmup);
   report.rows.push_back(std::move(r));
   report.notes.push_back("memory: bandwidth = (bytes read + bytes written) / median time = 2 x size / time; peak: " +
                          peak.source);

@@ -38,6 +38,12 @@ Peak memory_peak(const DeviceInfo& device) {
   return {std::nullopt, "unknown: dlkit has no table of CPU memory bandwidths"};
 }
 
+Peak host_link_peak(const DeviceInfo& device) {
+  auto spec = device.device_type == "cuda" ? spec_of(device) : std::nullopt;
+  if (!spec || spec->host_bw <= 0) return {std::nullopt, "unknown: " + device.device + " has no host-link bandwidth in dlkit's GPU table"};
+  return {spec->host_bw, "dlkit's GPU table: " + spec->model + " host link, one direction (practical)"};
+}
+
 std::optional<double> percent_of(double achieved, const Peak& peak) {
   if (!peak.value || *peak.value <= 0) return std::nullopt;
   return 100.0 * achieved / *peak.value;

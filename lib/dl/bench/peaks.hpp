@@ -18,6 +18,8 @@ struct Peak {
 Peak compute_peak(const DeviceInfo& device, const std::string& dtype);
 // Memory bandwidth (bytes read plus written per second).
 Peak memory_peak(const DeviceInfo& device);
+// A GPU's link to host memory, bytes per second in one direction (PCIe or NVLink-C2C).
+Peak host_link_peak(const DeviceInfo& device);
 
 // Percentage of a peak (nullopt when the peak is unknown).
 std::optional<double> percent_of(double achieved, const Peak& peak);

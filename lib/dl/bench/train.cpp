@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "dl/bench/cuda_bench.hpp"
 #include "dl/bench/peaks.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
@@ -56,7 +57,6 @@ double model_flops_utilization(double tokens_per_sec, double flops_per_token, do
 
 Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) {
   const DeviceKind kind = select_device(common.device);
-  DL_CHECK(kind == DeviceKind::cpu, "train benchmark reached without a CPU device");
   const int64_t steps = o.steps > 0 ? o.steps : repeat_or(common, 10);
   const int64_t warmup = warmup_or(common, 2);
   if (steps < 1) throw_usage("--steps ", steps, ": time at least one step");
@@ -69,6 +69,7 @@ Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) 
   sets.push_back("log.every=1");
   sets.push_back("log.progress=\"none\"");
   sets.push_back("log.tensorboard=false");
+  sets.push_back(str("train.device=\"", device_kind_name(kind), "\""));
   Config cfg = o.config_path.empty() ? parse_config("", "built-in defaults", fs::current_path(), sets)
                                      : load_config(o.config_path, sets);
 
@@ -104,6 +105,12 @@ Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) 
   DeviceInfo dev = cpu_device_info();  // after the run: the thread count the trainer used
   dev.library = openblas_library().first;
   dev.library_config = openblas_library().second;
+#ifdef DL_HAVE_CUDA
+  if (kind == DeviceKind::cuda) {
+    dev = cuda_bench_device().info;
+    dev.library = "dlkit CUDA backend (kernels/, cuBLASLt)";
+  }
+#endif
   dev.num_devices = world;
   const Peak peak = compute_peak(dev, cfg.train.precision);
 

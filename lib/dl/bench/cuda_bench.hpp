@@ -1,0 +1,40 @@
+// dl-bench on a GPU: the device description, cuBLASLt GEMMs and device copies. Declared in every
+// build (no CUDA type appears here); defined only in CUDA builds (bench/cuda/cuda_bench.cpp), and
+// called only under DL_HAVE_CUDA.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "dl/bench/common.hpp"
+#include "dl/bench/gemm.hpp"
+
+namespace dl::bench {
+
+class GemmRunner;
+
+struct CudaBenchDevice {
+  bool usable = false;
+  std::string why;        // why not usable (no driver, no device, ...)
+  DeviceInfo info;        // device_type "cuda", name, canonical model, driver and runtime versions
+  int64_t l2_bytes = 0;   // the last-level cache operand rotation must exceed
+  double total_bytes = 0, free_bytes = 0;
+};
+// This process's GPU (cuda_device_for_this_process), probed without throwing.
+CudaBenchDevice cuda_bench_device();
+
+// C = A B in row-major on the GPU through cuBLASLt: fp32 (CUBLAS_COMPUTE_32F), tf32
+// (32F_FAST_TF32), bf16 and fp16 (16-bit A, B and C, fp32 accumulation) - the call torch.matmul
+// makes for contiguous operands of that dtype. Calls are timed with CUDA events.
+std::unique_ptr<GemmRunner> make_cuda_gemm(const GemmShape& shape, const std::string& dtype, int sets, uint64_t seed);
+
+// Device copies: "d2d" (cudaMemcpyAsync device to device), "h2d" and "d2h" (pinned host
+// memory). Per-copy seconds by CUDA events over `pairs` rotating buffer pairs, and the sampled
+// check of the last copy into each pair.
+struct CudaCopyResult {
+  std::vector<double> seconds;
+  int checked = 0, wrong = 0;
+};
+CudaCopyResult time_cuda_copy(const std::string& direction, int64_t bytes, int pairs, int warmup, int repeat);
+
+}  // namespace dl::bench
