@@ -7,50 +7,16 @@ tokens/s over the timed steps.
 Usage: bench_torch_gpt.py THREADS [STEPS]
 """
 import json
-import math
+import os
 import sys
 import time
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gpt import GPT, adamw  # noqa: E402
 
 L, D, H, T, B, V = 4, 128, 4, 128, 16, 256
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ln_1, self.ln_2 = nn.LayerNorm(D), nn.LayerNorm(D)
-        self.c_attn, self.c_proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
-        self.c_fc, self.mlp_proj = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
-
-    def forward(self, x):
-        q, k, v = self.c_attn(self.ln_1(x)).split(D, dim=2)
-        q, k, v = (t.view(B, T, H, D // H).transpose(1, 2) for t in (q, k, v))
-        if hasattr(F, "scaled_dot_product_attention"):
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:  # torch < 2.0 (Debian 12's 1.13): the explicit causal softmax
-            att = (q @ k.transpose(-2, -1)) / math.sqrt(D // H)
-            att = att.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
-            y = att.softmax(-1) @ v
-        x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, D))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class GPT(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(V, D), nn.Embedding(T, D)
-        self.h = nn.ModuleList([Block() for _ in range(L)])
-        self.ln_f = nn.LayerNorm(D)
-
-    def forward(self, idx, tgt):
-        x = self.wte(idx) + self.wpe(torch.arange(T))
-        for b in self.h:
-            x = b(x)
-        logits = self.ln_f(x) @ self.wte.weight.t()
-        return F.cross_entropy(logits.view(-1, V), tgt.view(-1))
 
 
 def main():
@@ -58,11 +24,8 @@ def main():
     steps = int(sys.argv[2]) if len(sys.argv) > 2 else 30
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = GPT()
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    other = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
-                            lr=1e-3, betas=(0.9, 0.95))
+    model = GPT(L, D, H, T, V)
+    opt = adamw(model, 1e-3)
     idx = torch.randint(0, V, (B, T))
     tgt = torch.randint(0, V, (B, T))
     times = []

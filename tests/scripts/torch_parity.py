@@ -7,7 +7,8 @@ DIR holds what the C++ test wrote: weights.safetensors (initial parameters, dlki
 names and layouts), batches.safetensors (inputs.K / targets.K for K = 0..steps-1),
 grads.safetensors (dlkit's gradients for batch 0 at the initial weights) and spec.json (model
 shape and optimizer settings, dlkit's loss for batch 0 and its losses over the AdamW steps).
-The script rebuilds the model in PyTorch (plain tensor ops, fp32), computes the loss and
+The script rebuilds the model in PyTorch (plain tensor ops, fp32; on the GPU when spec.json says
+"device": "cuda"), computes the loss and
 gradients for batch 0, then runs the same AdamW steps with torch.optim.AdamW and
 clip_grad_norm_, and prints one JSON object with the relative errors.
 """
@@ -28,7 +29,7 @@ def gpt_loss(W, idx, tgt, spec):
     B, T = idx.shape
     hs = C // H
     x = W["wte.weight"][idx.long()] + W["wpe.weight"][:T]
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+    mask = torch.triu(torch.ones(T, T, dtype=torch.bool, device=idx.device), diagonal=1)
     for l in range(L):
         p = f"h.{l}."
         h = F.layer_norm(x, (C,), W[p + "ln_1.weight"], W[p + "ln_1.bias"], 1e-5)
@@ -66,15 +67,21 @@ def main():
     d = sys.argv[1]
     torch.set_num_threads(1)
     spec = json.load(open(os.path.join(d, "spec.json")))
+    # spec "device": "cuda" runs the reference on the GPU in true fp32 (no TF32), as dlkit's CUDA
+    # backend computes f32 tensors.
+    dev = torch.device(spec.get("device", "cpu"))
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     weights, _ = st.load(os.path.join(d, "weights.safetensors"))
     batches, _ = st.load(os.path.join(d, "batches.safetensors"))
     grads, _ = st.load(os.path.join(d, "grads.safetensors"))
     names = spec["param_order"]
-    W = {k: torch.tensor(weights[k], requires_grad=True) for k in names}
+    W = {k: torch.tensor(weights[k], device=dev, requires_grad=True) for k in names}
     loss_fn = gpt_loss if spec["model"] == "gpt" else mlp_loss
 
     def batch(k):
-        return torch.tensor(batches[f"inputs.{k}"]), torch.tensor(batches[f"targets.{k}"])
+        return torch.tensor(batches[f"inputs.{k}"], device=dev), torch.tensor(batches[f"targets.{k}"], device=dev)
 
     x, y = batch(0)
     loss = loss_fn(W, x, y, spec)
@@ -82,7 +89,7 @@ def main():
     out = {"loss": float(loss), "loss_rel": abs(float(loss) - spec["loss0"]) / abs(float(loss))}
     worst, worst_name = 0.0, ""
     for k in names:
-        e = rel(torch.tensor(grads[k]), W[k].grad)
+        e = rel(torch.tensor(grads[k], device=dev), W[k].grad)
         if e > worst:
             worst, worst_name = e, k
     out["grad_rel_max"] = worst
@@ -90,7 +97,7 @@ def main():
 
     # The optimizer run: AdamW with weight decay on matrices only, clipping, constant lr.
     o = spec["optim"]
-    P = {k: torch.tensor(weights[k], requires_grad=True) for k in names}
+    P = {k: torch.tensor(weights[k], device=dev, requires_grad=True) for k in names}
     decay = [P[k] for k in names if P[k].dim() >= 2]
     no_decay = [P[k] for k in names if P[k].dim() < 2]
     opt = torch.optim.AdamW(

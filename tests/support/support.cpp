@@ -2,6 +2,7 @@
 
 #include <boost/process.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <future>
 #include <random>
@@ -171,7 +172,11 @@ std::string Process::err() const {
 std::string tool(const std::string& name) { return std::string(DL_BIN_DIR) + "/" + name; }
 fs::path source_path(const std::string& rel) { return fs::path(DL_SOURCE_DIR) / rel; }
 fs::path shared_path(const std::string& rel) { return fs::path(DL_SHARED_DIR) / rel; }
-std::string torch_python() { return DL_TORCH_PYTHON; }
+std::string torch_python() {
+  // A GPU machine's PyTorch is often another interpreter than Debian's (scripts/gpu-check.sh sets it).
+  if (const char* p = std::getenv("DL_TORCH_PYTHON"); p && *p) return p;
+  return DL_TORCH_PYTHON;
+}
 
 std::string read_file(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);

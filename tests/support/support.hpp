@@ -60,7 +60,7 @@ std::string tool(const std::string& name);
 // Path under the source tree / the shared reference folder.
 fs::path source_path(const std::string& rel);
 fs::path shared_path(const std::string& rel);
-// The interpreter with PyTorch (Debian's python3-torch).
+// The Python with PyTorch for parity tests: $DL_TORCH_PYTHON, else Debian's /usr/bin/python3.
 std::string torch_python();
 
 std::string read_file(const fs::path& p);

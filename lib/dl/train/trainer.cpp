@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <future>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -32,7 +33,9 @@
 #include "dl/train/generate.hpp"
 
 #ifdef DL_HAVE_CUDA
+#include "dl/backend/cuda/cuda_backend.hpp"
 #include "dl/backend/cuda/nccl.hpp"
+#include "dl/backend/cuda/profiler.hpp"
 #endif
 
 namespace dl {
@@ -52,6 +55,25 @@ int threads_for(const TrainConfig& t, int local_ranks) {
   if (std::getenv("DL_NUM_THREADS")) return 0;  // the launcher (or the user) chose
   int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, hw / std::max(1, local_ranks));
+}
+
+// DL_CUDA_PROFILE_STEP: the step to run inside the CUDA profiler's range; unset or empty: none.
+int64_t profile_step_from_env() {
+  const char* v = std::getenv("DL_CUDA_PROFILE_STEP");
+  if (!v || !*v) return 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*end || n < 1) throw_usage("DL_CUDA_PROFILE_STEP=", v, ": give the number of the step to profile (1 or more)");
+  return n;
+}
+
+// The device arena's high-water mark on a GPU backend; 0 on the CPU.
+double device_peak_bytes(Backend& be) {
+#ifdef DL_HAVE_CUDA
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&be)) return static_cast<double>(cuda->arena_stats().peak);
+#endif
+  (void)be;
+  return 0;
 }
 
 // The dtype the model computes in: train.precision (16-bit runs keep f32 master weights in the
@@ -453,7 +475,7 @@ TrainSummary run_training(const TrainOptions& opt) {
     auto rows = gather_rows(mesh.world(), {double(mesh.dp_rank()), double(mesh.tp_rank()), double(mesh.pp_rank()),
                                            double(m.params), double(m.grads), double(m.optimizer),
                                            double(m.optimizer_host), double(m.transient),
-                                           double(model->activation_bytes())});
+                                           double(model->activation_bytes()), double(device_peak_bytes(be))});
     if (!root) return;
     ojson ranks = ojson::array();
     for (size_t r = 0; r < rows.size(); ++r) {
@@ -462,6 +484,9 @@ TrainSummary run_training(const TrainOptions& opt) {
                        {"params_bytes", int64_t(v[3])}, {"grads_bytes", int64_t(v[4])},
                        {"optimizer_bytes", int64_t(v[5])}, {"optimizer_host_bytes", int64_t(v[6])},
                        {"transient_bytes", int64_t(v[7])}, {"activation_bytes", int64_t(v[8])}});
+      // On a GPU: the most bytes the device arena handed out at once (through the first step),
+      // i.e. everything the run allocated on the device; CUDA's own context is not included.
+      if (!be.device().is_cpu()) ranks.back()["device_peak_bytes"] = int64_t(v[9]);
     }
     ojson report{{"layout", {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"zero", cfg.parallel.zero},
                              {"offload", cfg.parallel.offload}}},
@@ -473,7 +498,12 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   double loss = 0;
   bool memory_written = false;
+  // DL_CUDA_PROFILE_STEP=N: step N runs inside the CUDA profiler's range (profiler.hpp).
+  const int64_t profile_step = be.device().is_cpu() ? 0 : profile_step_from_env();
   while (state.step < total) {
+#ifdef DL_HAVE_CUDA
+    if (state.step + 1 == profile_step) cuda_profiler_start();
+#endif
     const double t0 = monotonic_seconds();
     const double comm0 = mesh.comm_seconds(), pp0 = mesh.pp().seconds_in_comm();
     // This rank's micro-batches: micro-batch a of dp rank r covers global positions
@@ -541,6 +571,9 @@ TrainSummary run_training(const TrainOptions& opt) {
     // The optimizer sees the true gradient: unscaled, then clipped.
     if (apply) engine.step(lr, clip_scale(gnorm, cfg.optim.grad_clip) / loss_scale);
     const double t3 = monotonic_seconds();
+#ifdef DL_HAVE_CUDA
+    if (step_no == profile_step) cuda_profiler_stop();
+#endif
     state.step = step_no;
     state.data_position += global_examples;
     state.tokens_seen += global_examples * units;
