@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Per-kernel time shares of one profiled training step, from Nsight Compute's raw CSV:
 
-  DL_CUDA_PROFILE_STEP=4 ncu --profile-from-start off --clock-control none \
-      --metrics gpu__time_duration.sum --csv --page raw dl-train ... > step.csv
+  DL_CUDA_PROFILE_STEP=4 ncu --profile-from-start off --clock-control none --cache-control none \
+      --metrics gpu__time_duration.sum --csv --page raw --print-units base dl-train ... > step.csv
   kernel_breakdown.py step.csv [--json out.json] [--top 25]
 
 Kernels are grouped by name (templates and arguments stripped: "attention_forward_kernel", not
@@ -29,27 +29,36 @@ def short_name(name):
             out.append(ch)
     base = re.sub(r"\(.*$", "", "".join(out)).split()  # arguments, then "void" and the like
     short = base[-1].split("::")[-1] if base else name
-    # CUTLASS-style wrappers say nothing by their own name: keep the template argument.
-    if short in ("Kernel", "Kernel2", "device_kernel", "kernel"):
-        return re.sub(r"\(.*$", "", name.replace("anon::", ""))[:80]
+    # CUTLASS-style wrappers say nothing by their own name: name them by their template argument.
+    if short in ("Kernel", "Kernel2", "device_kernel", "kernel") and "<" in name:
+        inner = name[name.index("<") + 1:]
+        return short + "<" + re.split(r"[<>,(]", inner)[0].strip().split("::")[-1][:72] + ">"
     return short
+
+
+# ncu writes durations in the unit of the units row (nanoseconds with --print-units base).
+UNIT_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
 
 
 def read_rows(path):
     with open(path, newline="") as f:
         lines = [l for l in f if l.startswith('"')]  # ncu's own log lines ("==PROF==") are unquoted
     reader = csv.reader(lines)
-    header = None
+    header, scale = None, 1.0
     for row in reader:
         if header is None:
             if "Kernel Name" in row:
                 header = row
             continue
         rec = dict(zip(header, row))
+        value = rec.get("gpu__time_duration.sum", "").replace(",", "")
+        if value in UNIT_NS:  # the units row
+            scale = UNIT_NS[value]
+            continue
         try:
-            ns = float(rec["gpu__time_duration.sum"].replace(",", ""))
-        except (KeyError, ValueError):
-            continue  # the units row
+            ns = float(value) * scale
+        except ValueError:
+            continue
         yield rec["Kernel Name"], ns
 
 

@@ -87,6 +87,26 @@ TEST_CASE("operation, type and backend names") {
   o.op = CollectiveOp::broadcast;
   o.root = 2;
   CHECK_THROWS_WITH_AS(validate_collective(o, 2), doctest::Contains("root"), dl::Error);
+  o.op = CollectiveOp::reducescatter;
+  o.root = 0;
+  o.redop = "max";  // Comm's reduce-scatter sums; a max request would only count wrong elements
+  CHECK_THROWS_WITH_AS(validate_collective(o, 2), doctest::Contains("-o max: dlkit's reduce-scatter sums"), dl::Error);
+  o.redop = "sum";
+  o.backend = "mpi";
+  CHECK_THROWS_WITH_AS(validate_collective(o, 2), doctest::Contains("--backend mpi: unknown"), dl::Error);
+}
+
+TEST_CASE("the default backend follows --device: cpu is Gloo, cuda is NCCL or a usage error naming why") {
+  CHECK(default_collective_backend("cpu", 2) == "gloo");
+  std::string why;
+  if (!dl::bench::gpu_usable(&why)) {
+    CHECK(default_collective_backend("auto", 2) == "gloo");
+    CHECK_THROWS_WITH_AS(default_collective_backend("cuda", 2), doctest::Contains("--device cuda: "), dl::Error);
+  } else {
+    CHECK(default_collective_backend("cuda", 1) == "nccl");
+    CHECK(default_collective_backend("auto", 1) == "nccl");
+  }
+  CHECK_THROWS_WITH_AS(default_collective_backend("tpu", 2), doctest::Contains("--device tpu"), dl::Error);
 }
 
 TEST_CASE("every collective on a group of one: rows in schema, #wrong 0, algbw = size / time") {

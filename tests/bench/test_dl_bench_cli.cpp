@@ -219,9 +219,13 @@ TEST_CASE("bad input: a clear message and exit 2") {
     CHECK(gpu.exit_code == 2);
     CHECK(has(gpu.err, "--device cuda: " + why));
   }
-  auto nccl = run(kBench, {"collective", "allreduce", "--backend", "nccl"});
+  // More NCCL ranks than any machine here has GPUs (or no GPU, or no CUDA build): exit 2 either way.
+  auto nccl = run(kBench, {"collective", "allreduce", "--backend", "nccl", "--nproc", "64"});
   CHECK(nccl.exit_code == 2);
   CHECK(has(nccl.err, "--backend nccl"));
+  auto max_rs = run(kBench, {"collective", "reducescatter", "-o", "max"});
+  CHECK(max_rs.exit_code == 2);
+  CHECK(has(max_rs.err, "-o max: dlkit's reduce-scatter sums"));
   auto bare = run(kBench, {});
   CHECK(bare.exit_code == 2);
   CHECK(has(bare.err, "no benchmark given (use gemm, memory, collective, train or all"));

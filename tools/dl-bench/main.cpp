@@ -76,8 +76,8 @@ int main(int argc, char** argv) {
   add_common(memory, mem_f);
   memory->footer("Example:\n  dl-bench memory --bytes 1GiB --repeat 20");
 
-  auto* coll = app.add_subcommand("collective", "nccl-tests-style sweep: time, algbw, busbw, #wrong (Gloo on the CPU)");
-  std::string c_op, c_min = "8", c_max = "32M", c_type = "float", c_redop = "sum", c_backend = "gloo", c_rows_file;
+  auto* coll = app.add_subcommand("collective", "nccl-tests-style sweep: time, algbw, busbw, #wrong (Gloo or NCCL)");
+  std::string c_op, c_min = "8", c_max = "32M", c_type = "float", c_redop = "sum", c_backend, c_rows_file;
   int64_t c_factor = 2, c_step = 0;
   int c_nproc = 2, c_root = 0;
   double c_timeout = 300;
@@ -90,12 +90,15 @@ int main(int argc, char** argv) {
   coll->add_option("-d,--datatype", c_type, "float | double | int32 | int64");
   coll->add_option("-o,--op", c_redop, "Reduction: sum | max | min");
   coll->add_option("-r,--root", c_root, "Broadcast root rank");
-  coll->add_option("--backend", c_backend, "gloo (CPU) | nccl (needs a CUDA build)");
+  coll->add_option("--backend", c_backend,
+                   "gloo (CPU memory) | nccl (GPU memory, one GPU per rank); default from --device: cpu gloo, cuda nccl, "
+                   "auto nccl when each rank has a GPU");
   coll->add_option("--timeout", c_timeout, "Seconds any rank waits for the others before failing");
   coll->add_option("--rows-file", c_rows_file, "Write rank 0's rows as JSON lines to FILE instead of stdout")->group("");
   add_common(coll, coll_f, "-n,--repeat", "-w,--warmup");
   coll->footer("Examples:\n  dl-bench collective allreduce --nproc 2 -b 8 -e 128M -f 2\n"
-               "  dl-bench collective broadcast --nproc 4 -r 1 -e 64M --format csv");
+               "  dl-bench collective broadcast --nproc 4 -r 1 -e 64M --format csv\n"
+               "  dl-bench collective allreduce --device cuda --nproc 8 -b 8 -e 8G -f 2   # NCCL, one rank per GPU");
 
   auto* train = app.add_subcommand("train", "dl-train's training step: tokens/s, samples/s, MFU, step split");
   std::string t_config, t_formula = "palm";
@@ -149,10 +152,9 @@ int main(int argc, char** argv) {
     }
     if (*coll) {
       dl::parse_output_format(coll_f.format);
-      dl::bench::select_device(coll_f.common.device);
       dl::bench::CollectiveOptions o;
       o.op = dl::bench::parse_collective_op(c_op);
-      o.backend = c_backend;
+      o.backend = c_backend.empty() ? dl::bench::default_collective_backend(coll_f.common.device, c_nproc) : c_backend;
       o.min_bytes = static_cast<int64_t>(dl::parse_size(c_min, "-b", true));
       o.max_bytes = static_cast<int64_t>(dl::parse_size(c_max, "-e", true));
       o.factor = c_factor;
@@ -165,14 +167,15 @@ int main(int argc, char** argv) {
       const auto env = dl::dist::detect_launch_env(dl::dist::process_environment());
       if (!is_rank && !env.distributed()) {
         const int limit = dl::bench::max_local_ranks();
-        if (c_nproc < 1 || c_nproc > limit)
+        if (c_nproc < 1 || (o.backend == "gloo" && c_nproc > limit))
           dl::throw_usage("--nproc ", c_nproc, ": this machine runs 1 to ", limit,
                           " ranks (one per CPU core; more would time the scheduler, not the transport)");
-        dl::bench::validate_collective(o, c_nproc);
+        dl::bench::validate_collective(o, c_nproc);  // nccl: at most one rank per GPU
         if (c_nproc > 1) {
           dl::dist::LaunchOptions lo;
           lo.nproc_per_node = c_nproc;
           lo.args.assign(argv + 1, argv + argc);
+          if (c_backend.empty()) lo.args.insert(lo.args.end(), {"--backend", o.backend});  // ranks agree without re-deciding
           return dl::dist::launch_local_ranks(lo);
         }
       }

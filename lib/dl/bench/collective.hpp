@@ -1,5 +1,5 @@
-// dl-bench collective: nccl-tests' measurements and output over dlkit's Comm (Gloo on the CPU;
-// NCCL slots in with a CUDA build). Conventions (../shared/REFERENCE.md, nccl-tests'
+// dl-bench collective: nccl-tests' measurements and output over dlkit's collectives (Gloo on
+// the CPU, host buffers; NCCL in a CUDA build, GPU buffers and CUDA events). Conventions (../shared/REFERENCE.md, nccl-tests'
 // doc/PERFORMANCE.md): algbw = size / time with GB = 1e9; busbw = algbw x factor (all-reduce
 // 2(n-1)/n; reduce-scatter and all-gather (n-1)/n, their size being the total over ranks;
 // broadcast and send/recv 1); out-of-place and in-place columns with #wrong; the average bus
@@ -52,7 +52,7 @@ std::string collective_type_name(DType t);
 
 struct CollectiveOptions {
   CollectiveOp op = CollectiveOp::allreduce;
-  std::string backend = "gloo";  // gloo | nccl
+  std::string backend = "gloo";  // gloo | nccl (one GPU per rank)
   int64_t min_bytes = 8, max_bytes = 32 << 20, factor = 2, step_bytes = 0;
   std::string type = "float";
   std::string redop = "sum";
@@ -61,8 +61,12 @@ struct CollectiveOptions {
 };
 
 // Checks the options (usage errors) before any rank starts: backend, sizes, type, op, root
-// against nranks.
+// against nranks; for nccl, a usable GPU per rank of this node.
 void validate_collective(const CollectiveOptions& options, int nranks);
+
+// The backend when --backend is not given: gloo for --device cpu, nccl for cuda (a usage error
+// without a GPU), and for auto nccl when this node has a GPU per rank, else gloo (logged).
+std::string default_collective_backend(const std::string& device_flag, int nranks);
 
 // Runs the sweep on this rank of `world`; every rank gets the same rows (times averaged over
 // ranks, #wrong summed). A nonzero #wrong is a failure in the report.

@@ -3,8 +3,10 @@
 // called only under DL_HAVE_CUDA.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dl/bench/common.hpp"
 #include "dl/bench/gemm.hpp"
@@ -19,6 +21,7 @@ struct CudaBenchDevice {
   DeviceInfo info;        // device_type "cuda", name, canonical model, driver and runtime versions
   int64_t l2_bytes = 0;   // the last-level cache operand rotation must exceed
   double total_bytes = 0, free_bytes = 0;
+  int device_count = 0;   // GPUs this process can see
 };
 // This process's GPU (cuda_device_for_this_process), probed without throwing.
 CudaBenchDevice cuda_bench_device();
@@ -36,5 +39,12 @@ struct CudaCopyResult {
   int checked = 0, wrong = 0;
 };
 CudaCopyResult time_cuda_copy(const std::string& direction, int64_t bytes, int pairs, int warmup, int repeat);
+
+// Seconds per call of run(i) for `repeat` calls after `warmup` untimed ones, one CUDA event pair
+// around each on the CUDA backend's stream (where dlkit's kernels and NCCL collectives run), so
+// back-to-back calls are timed as the GPU ran them. `wait` is called before the events are read
+// (NCCL's wait, which gives up after its timeout instead of hanging on a lost peer).
+std::vector<double> time_on_backend_stream(int warmup, int repeat, const std::function<void(int)>& run,
+                                           const std::function<void()>& wait);
 
 }  // namespace dl::bench

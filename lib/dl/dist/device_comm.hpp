@@ -29,6 +29,11 @@ class DeviceCollectives {
   virtual std::unique_ptr<Request> irecv(Tensor& t, int peer) = 0;
   // The same collectives for a subgroup of the host communicator, bootstrapped through it.
   virtual std::unique_ptr<DeviceCollectives> for_group(Comm& host_group) = 0;
+  // For benchmarks: with false, calls return once queued on the device's stream (so device
+  // events time them back to back, as nccl-tests does) and synchronize() waits for all of them,
+  // with the same timeout. Implementations that always wait may ignore it.
+  virtual void set_wait_for_completion(bool wait) { (void)wait; }
+  virtual void synchronize() {}
 };
 
 // Makes the device collectives for the ranks of `host` (every rank calls it), or returns null

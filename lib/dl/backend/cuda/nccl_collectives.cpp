@@ -146,6 +146,9 @@ class NcclCollectives final : public dist::DeviceCollectives {
     return std::make_unique<NcclCollectives>(host_group, timeout_s_);
   }
 
+  void set_wait_for_completion(bool wait) override { wait_ = wait; }
+  void synchronize() override { wait_for_stream("synchronize", Tensor()); }
+
   // Issues every queued send/receive up to `ticket` (and after) as one NCCL group, then waits.
   void flush(uint64_t ticket) {
     if (ticket < issued_) return;
@@ -195,10 +198,14 @@ class NcclCollectives final : public dist::DeviceCollectives {
       std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
-  // Waits for the stream to finish the queued collective, watching for NCCL errors and the
-  // timeout (what PyTorch's watchdog does, inline).
+  // The queued collective's end: enqueued, then (unless a benchmark asked not to wait) done.
   void finish(const char* op, const Tensor& t) {
     settle(op, t);
+    if (wait_) wait_for_stream(op, t);
+  }
+  // Waits for the stream to finish what is queued, watching for NCCL errors and the timeout
+  // (what PyTorch's watchdog does, inline).
+  void wait_for_stream(const char* op, const Tensor& t) {
     const auto t0 = std::chrono::steady_clock::now();
     for (;;) {
       cudaError_t e = cudaStreamQuery(stream_);
@@ -232,6 +239,7 @@ class NcclCollectives final : public dist::DeviceCollectives {
   std::string group_, name_;
   std::vector<Pending> pending_;
   uint64_t next_ticket_ = 0, issued_ = 0;
+  bool wait_ = true;
 };
 
 void NcclRequest::wait() { owner_->flush(ticket_); }

@@ -57,9 +57,10 @@ struct Stream {
   }
 };
 
-// Times `calls` launches of run(i) with one event pair each; returns seconds per call.
-template <class F>
-std::vector<double> time_with_events(cudaStream_t stream, int warmup, int repeat, F&& run) {
+// Times `calls` launches of run(i) with one event pair each; returns seconds per call. wait()
+// runs before the stream is synchronized.
+template <class F, class W = void (*)()>
+std::vector<double> time_with_events(cudaStream_t stream, int warmup, int repeat, F&& run, W wait = [] {}) {
   for (int i = 0; i < warmup; ++i) run(i);
   std::vector<cudaEvent_t> ev(static_cast<size_t>(2 * repeat));
   for (auto& e : ev) DL_CUDA_CALL(cudaEventCreate(&e), "dl-bench: creating timing events");
@@ -68,6 +69,7 @@ std::vector<double> time_with_events(cudaStream_t stream, int warmup, int repeat
     run(warmup + i);
     DL_CUDA_CALL(cudaEventRecord(ev[static_cast<size_t>(2 * i + 1)], stream), "dl-bench: recording a stop event");
   }
+  wait();
   DL_CUDA_CALL(cudaStreamSynchronize(stream), "dl-bench: waiting for the timed calls");
   std::vector<double> seconds;
   for (int i = 0; i < repeat; ++i) {
@@ -262,7 +264,14 @@ CudaBenchDevice cuda_bench_device() {
   (void)cudaGetLastError();
   d.total_bytes = static_cast<double>(probe.total_bytes);
   d.free_bytes = static_cast<double>(probe.free_bytes);
+  d.device_count = probe.device_count;
   return d;
+}
+
+std::vector<double> time_on_backend_stream(int warmup, int repeat, const std::function<void(int)>& run,
+                                           const std::function<void()>& wait) {
+  auto stream = static_cast<cudaStream_t>(cuda_backend().native_stream());
+  return time_with_events(stream, warmup, repeat, run, wait);
 }
 
 std::unique_ptr<GemmRunner> make_cuda_gemm(const GemmShape& shape, const std::string& dtype, int sets, uint64_t seed) {
