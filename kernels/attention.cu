@@ -11,6 +11,10 @@
 // backward:  delta_i = rowsum(dO_i * O_i) (O recomputed by the forward kernel, since the
 //            interface does not pass it); then dQ per query tile and dK, dV per key tile, each
 //            recomputing P_ij = exp(s_ij - lse_i). No atomics: every output row has one owner.
+#include <cstdlib>
+#include <cstring>
+
+#include "attention_mma.cuh"
 #include "common.cuh"
 
 namespace dl::cuda {
@@ -329,12 +333,52 @@ void allow_smem(K kernel, size_t bytes, const char* name) {
                  "raising the shared-memory limit of ", name, " to ", bytes, " bytes");
 }
 
+// The tensor-core kernels (attention_mma.cuh) take bf16 and f16 at head sizes 32, 64 and 128 on
+// sm_80 and newer, with 16-byte aligned tensors; DL_CUDA_ATTENTION=simt keeps the f32 kernels
+// above for every case (a comparison, or a way around a fault).
+bool use_tensor_cores(DType dt, int head_size, std::initializer_list<const void*> tensors) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("DL_CUDA_ATTENTION");
+    if (v && *v && std::strcmp(v, "mma") != 0 && std::strcmp(v, "simt") != 0)
+      throw_usage("DL_CUDA_ATTENTION=", v, ": use mma (tensor cores where they apply, the default) or simt");
+    return !(v && std::strcmp(v, "simt") == 0);
+  }();
+  static const int major = [] {
+    int device = 0, m = 0;
+    DL_CUDA_CALL(cudaGetDevice(&device), "attention: the current device");
+    DL_CUDA_CALL(cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device), "attention: compute capability");
+    return m;
+  }();
+  if (!enabled || major < 8 || (dt != DType::bf16 && dt != DType::f16) || !attention_mma::supports_head_size(head_size))
+    return false;
+  for (const void* p : tensors)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
+// Runs fn(E{}) for the 16-bit types the tensor-core kernels take.
+template <class F>
+void dispatch_16bit(DType dt, F&& fn) {
+  if (dt == DType::bf16) fn(bf16{});
+  else fn(f16{});
+}
+
 }  // namespace
 
 void attention_forward(DType dt, void* out, float* lse, const void* qkv, int64_t B, int64_t T, int64_t C, int H,
                        cudaStream_t stream) {
   if (B * T == 0) return;
   const Dims dm = make_dims(T, C, H);
+  if (use_tensor_cores(dt, dm.hs, {out, qkv})) {
+    dispatch_16bit(dt, [&](auto z) {
+      using E = decltype(z);
+      attention_mma::forward(static_cast<E*>(out), lse, static_cast<const E*>(qkv), B,
+                             attention_mma::Dims{dm.T, dm.C, dm.H}, stream,
+                             [](auto k, size_t bytes, const char* name) { allow_smem(k, bytes, name); },
+                             [&](const char* name) { DL_KERNEL_CHECK(name, "B=", B, " T=", T, " C=", C, " H=", H); });
+    });
+    return;
+  }
   const float scale = 1.0f / sqrtf(static_cast<float>(dm.hs));
   const size_t smem = sizeof(float) * (kRowsPerBlock * dm.hs + kTile * (dm.hs + 1) + kTile * dm.hs);
   dispatch_float(dt, "attention_forward", [&](auto z) {
@@ -351,6 +395,16 @@ void attention_backward(DType dt, void* dqkv, float* delta, const void* dout, co
                         int64_t B, int64_t T, int64_t C, int H, cudaStream_t stream) {
   if (B * T == 0) return;
   const Dims dm = make_dims(T, C, H);
+  if (use_tensor_cores(dt, dm.hs, {dqkv, dout, qkv})) {
+    dispatch_16bit(dt, [&](auto z) {
+      using E = decltype(z);
+      attention_mma::backward(static_cast<E*>(dqkv), delta, static_cast<const E*>(dout), static_cast<const E*>(qkv),
+                              lse, B, attention_mma::Dims{dm.T, dm.C, dm.H}, stream,
+                              [](auto k, size_t bytes, const char* name) { allow_smem(k, bytes, name); },
+                              [&](const char* name) { DL_KERNEL_CHECK(name, "B=", B, " T=", T, " C=", C, " H=", H); });
+    });
+    return;
+  }
   const float scale = 1.0f / sqrtf(static_cast<float>(dm.hs));
   const dim3 grid = make_grid(B, T, H);
   const size_t smem_fwd = sizeof(float) * (kRowsPerBlock * dm.hs + kTile * (dm.hs + 1) + kTile * dm.hs);

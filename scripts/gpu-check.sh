@@ -217,6 +217,15 @@ if want test && need test test_cuda; then
       note "DL_CUDA_SYNC=1 rerun: test_cuda_sync.log"
     fi
   fi
+  # The run above takes the tensor-core attention for bf16/f16 at head sizes 32/64/128; the f32
+  # (SIMT) attention kernels must keep passing on those cases too (DL_CUDA_ATTENTION=simt).
+  run_for 120 env DL_CUDA_ATTENTION=simt "$BUILD/bin/test_cuda" --test-case='*attention*' > "$LOGS/test_cuda_simt.log" 2>&1
+  rc=$?
+  if [ $rc = 0 ]; then
+    row test ok "DL_CUDA_ATTENTION=simt: $(grep -m1 'test cases:' "$LOGS/test_cuda_simt.log")"
+  else
+    row test FAIL "DL_CUDA_ATTENTION=simt: $(why $rc "$LOGS/test_cuda_simt.log") (test_cuda_simt.log)"
+  fi
   if [ "${SANITIZE:-0}" = 1 ]; then
     if command -v compute-sanitizer > /dev/null; then
       # The arena is one cudaMalloc: memcheck sees accesses outside it, not between its blocks.
