@@ -8,9 +8,9 @@
 // the row's accumulators (hs <= 128, so e < 4).
 //
 // forward:   online softmax over key tiles -> out, and lse = max + log(sum) per row.
-// backward:  delta_i = rowsum(dO_i * O_i) (O recomputed by the forward kernel, since the
-//            interface does not pass it); then dQ per query tile and dK, dV per key tile, each
-//            recomputing P_ij = exp(s_ij - lse_i). No atomics: every output row has one owner.
+// backward:  delta_i = rowsum(dO_i * O_i) from the forward's output (attention_mma::delta);
+//            then dQ per query tile and dK, dV per key tile, each recomputing
+//            P_ij = exp(s_ij - lse_i). No atomics: every output row has one owner.
 #include <cstdlib>
 #include <cstring>
 
@@ -32,11 +32,9 @@ struct Dims {
   __host__ __device__ int64_t C3() const { return 3LL * C; }
 };
 
-// Forward (kDelta = false): out and lse. Delta mode: the same pass, then
-// delta = rowsum(O * dO) instead of writing O.
-template <class E, bool kDelta>
-__global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(E* out, float* lse, float* delta,
-                                                                       const E* dout, const E* qkv, Dims dm,
+// Forward: out and lse.
+template <class E>
+__global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(E* out, float* lse, const E* qkv, Dims dm,
                                                                        float scale) {
   extern __shared__ float smem[];
   const int hs = dm.hs;
@@ -111,23 +109,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(E* out, 
     const float inv = 1.0f / l[rr];
     const int64_t orow = (static_cast<int64_t>(b) * dm.T + i) * dm.C + static_cast<int64_t>(h) * hs;
     const int64_t srow = static_cast<int64_t>(bh) * dm.T + i;
-    if constexpr (!kDelta) {
 #pragma unroll
-      for (int e = 0; e < kDimsPerLane; ++e) {
-        const int d = lane + 32 * e;
-        if (d < hs) out[orow + d] = from_f32<E>(o[rr][e] * inv);
-      }
-      if (lane == 0) lse[srow] = m[rr] + logf(l[rr]);
-    } else {
-      float acc = 0.0f;
-#pragma unroll
-      for (int e = 0; e < kDimsPerLane; ++e) {
-        const int d = lane + 32 * e;
-        if (d < hs) acc += o[rr][e] * inv * to_f32(dout[orow + d]);
-      }
-      acc = warp_sum(acc);
-      if (lane == 0) delta[srow] = acc;
+    for (int e = 0; e < kDimsPerLane; ++e) {
+      const int d = lane + 32 * e;
+      if (d < hs) out[orow + d] = from_f32<E>(o[rr][e] * inv);
     }
+    if (lane == 0) lse[srow] = m[rr] + logf(l[rr]);
   }
 }
 
@@ -383,31 +370,30 @@ void attention_forward(DType dt, void* out, float* lse, const void* qkv, int64_t
   const size_t smem = sizeof(float) * (kRowsPerBlock * dm.hs + kTile * (dm.hs + 1) + kTile * dm.hs);
   dispatch_float(dt, "attention_forward", [&](auto z) {
     using E = decltype(z);
-    auto kernel = attention_forward_kernel<E, false>;
+    auto kernel = attention_forward_kernel<E>;
     allow_smem(kernel, smem, "attention_forward_kernel");
-    kernel<<<make_grid(B, T, H), kWarps * 32, smem, stream>>>(static_cast<E*>(out), lse, nullptr, nullptr,
-                                                               static_cast<const E*>(qkv), dm, scale);
+    kernel<<<make_grid(B, T, H), kWarps * 32, smem, stream>>>(static_cast<E*>(out), lse, static_cast<const E*>(qkv),
+                                                               dm, scale);
   });
   DL_KERNEL_CHECK("attention_forward_kernel", "B=", B, " T=", T, " C=", C, " H=", H);
 }
 
-void attention_backward(DType dt, void* dqkv, float* delta, const void* dout, const void* qkv, const float* lse,
-                        int64_t B, int64_t T, int64_t C, int H, cudaStream_t stream) {
+void attention_backward(DType dt, void* dqkv, float* delta, const void* dout, const void* qkv, const void* out,
+                        const float* lse, int64_t B, int64_t T, int64_t C, int H, cudaStream_t stream) {
   if (B * T == 0) return;
   const Dims dm = make_dims(T, C, H);
+  auto check = [&](const char* name) { DL_KERNEL_CHECK(name, "B=", B, " T=", T, " C=", C, " H=", H); };
   if (use_tensor_cores(dt, dm.hs, {dqkv, dout, qkv})) {
     dispatch_16bit(dt, [&](auto z) {
       using E = decltype(z);
       attention_mma::backward(static_cast<E*>(dqkv), delta, static_cast<const E*>(dout), static_cast<const E*>(qkv),
-                              lse, B, attention_mma::Dims{dm.T, dm.C, dm.H}, stream,
-                              [](auto k, size_t bytes, const char* name) { allow_smem(k, bytes, name); },
-                              [&](const char* name) { DL_KERNEL_CHECK(name, "B=", B, " T=", T, " C=", C, " H=", H); });
+                              static_cast<const E*>(out), lse, B, attention_mma::Dims{dm.T, dm.C, dm.H}, stream,
+                              [](auto k, size_t bytes, const char* name) { allow_smem(k, bytes, name); }, check);
     });
     return;
   }
   const float scale = 1.0f / sqrtf(static_cast<float>(dm.hs));
   const dim3 grid = make_grid(B, T, H);
-  const size_t smem_fwd = sizeof(float) * (kRowsPerBlock * dm.hs + kTile * (dm.hs + 1) + kTile * dm.hs);
   const size_t smem_dq = sizeof(float) * (2 * kRowsPerBlock * dm.hs + 2 * kTile * (dm.hs + 1));
   const size_t smem_dkv = sizeof(float) * (2 * kRowsPerBlock * dm.hs + 2 * kTile * (dm.hs + 1) + 2 * kTile);
   dispatch_float(dt, "attention_backward", [&](auto z) {
@@ -415,10 +401,8 @@ void attention_backward(DType dt, void* dqkv, float* delta, const void* dout, co
     const E* q = static_cast<const E*>(qkv);
     const E* dO = static_cast<const E*>(dout);
     E* dq = static_cast<E*>(dqkv);
-    auto k_delta = attention_forward_kernel<E, true>;
-    allow_smem(k_delta, smem_fwd, "attention_forward_kernel<delta>");
-    k_delta<<<grid, kWarps * 32, smem_fwd, stream>>>(nullptr, nullptr, delta, dO, q, dm, scale);
-    DL_KERNEL_CHECK("attention_forward_kernel<delta>", "B=", B, " T=", T, " C=", C, " H=", H);
+    attention_mma::delta(delta, dO, static_cast<const E*>(out), B, attention_mma::Dims{dm.T, dm.C, dm.H}, stream,
+                         check);
     auto k_dq = attention_backward_dq_kernel<E>;
     allow_smem(k_dq, smem_dq, "attention_backward_dq_kernel");
     k_dq<<<grid, kWarps * 32, smem_dq, stream>>>(dq, dO, q, lse, delta, dm, scale);

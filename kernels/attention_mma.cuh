@@ -14,7 +14,8 @@
 // 16-bit roundings beyond the inputs: P before P.V and dS before dS.K / dS^T.Q (as FA2 does),
 // and the outputs.
 //   forward:  S = Q K^T, online softmax, O += P V; out = O / l, lse = (m + log2 l) ln 2.
-//   delta:    the forward again, writing rowsum(dO * O) instead (the interface passes no O).
+//   delta:    rowsum(dO * O) from the forward's output, one warp per row and head (also used by
+//             attention.cu's f32 kernels).
 //   dQ:       per query tile: S, dP = dO V^T, dS = P (dP - delta), dQ += dS K.
 //   dK, dV:   per key tile: S^T = K Q^T, dP^T = V dO^T, dV += P^T dO, dK += dS^T Q.
 // Every output row has one owner: no atomics, the same bits on every run.
@@ -129,10 +130,9 @@ struct Place {
   }
 };
 
-// Forward (kDelta false): out and lse. kDelta: the same pass, then delta = rowsum(O * dO).
-template <class E, int HS, bool kDelta>
-DL_KERNEL void DL_LAUNCH_BOUNDS(kThreads)
-    forward_kernel(E* out, float* lse, float* delta, const E* dout, const E* qkv, Dims dm, float scale_log2) {
+// Forward: out and lse.
+template <class E, int HS>
+DL_KERNEL void DL_LAUNCH_BOUNDS(kThreads) forward_kernel(E* out, float* lse, const E* qkv, Dims dm, float scale_log2) {
   DL_SHARED_BASE(smem);
   uint16_t* sq = reinterpret_cast<uint16_t*>(smem);  // [kTile][HS + kPad]
   uint16_t* sk = sq + kTile * (HS + kPad);             // [kTile][HS + kPad]
@@ -197,29 +197,33 @@ DL_KERNEL void DL_LAUNCH_BOUNDS(kThreads)
 
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    const bool valid = rows[r] < dm.T;
-    const float inv = valid ? 1.0f / l[r] : 0.0f;
+    if (rows[r] >= dm.T) continue;
+    const float inv = 1.0f / l[r];
     const int64_t orow = at.out_offset + static_cast<int64_t>(rows[r]) * dm.C;
-    const int64_t srow = static_cast<int64_t>(bh) * dm.T + rows[r];
-    if constexpr (!kDelta) {
-      if (valid) {
 #pragma unroll
-        for (int nd = 0; nd < HS / 8; ++nd)
-          warp::store_u32(out + orow + nd * 8 + 2 * t, warp::pack2<E>(o[nd][2 * r] * inv, o[nd][2 * r + 1] * inv));
-        if (t == 0) lse[srow] = (m[r] + log2f(l[r])) * kLn2;
-      }
-    } else {
-      float acc = 0.0f;
-      if (valid) {
-#pragma unroll
-        for (int nd = 0; nd < HS / 8; ++nd) {
-          const uint32_t w = warp::load_u32(dout + orow + nd * 8 + 2 * t);
-          acc += o[nd][2 * r] * inv * warp::unpack<E>(w, 0) + o[nd][2 * r + 1] * inv * warp::unpack<E>(w, 1);
-        }
-      }
-      acc = quad_sum(acc);  // every lane takes part: the shuffle is warp-wide
-      if (valid && t == 0) delta[srow] = acc;
-    }
+    for (int nd = 0; nd < HS / 8; ++nd)
+      warp::store_u32(out + orow + nd * 8 + 2 * t, warp::pack2<E>(o[nd][2 * r] * inv, o[nd][2 * r + 1] * inv));
+    if (t == 0) lse[static_cast<int64_t>(bh) * dm.T + rows[r]] = (m[r] + log2f(l[r])) * kLn2;
+  }
+}
+
+// delta[(b*H + h)*T + t] = sum over the head's columns of dout * out at row (b, t): one warp per
+// (b, t, h), for f32, bf16 and f16 (FA2 reads the forward's output the same way).
+template <class E>
+DL_KERNEL void DL_LAUNCH_BOUNDS(kThreads)
+    delta_kernel(float* delta, const E* dout, const E* out, int64_t rows, int T, int H, int hs) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x) / 32;  // (b*T+t)*H+h
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  float acc = 0.0f;
+  if (row < rows) {  // the same for the whole warp
+    const E* o = out + row * hs;
+    const E* d = dout + row * hs;
+    for (int i = lane; i < hs; i += 32) acc += warp::widen(o[i]) * warp::widen(d[i]);
+  }
+  for (int m = 16; m > 0; m >>= 1) acc += warp::shfl_xor(acc, m);
+  if (row < rows && lane == 0) {
+    const int64_t bt = row / H, b = bt / T, t = bt % T;
+    delta[(b * H + row % H) * T + t] = acc;
   }
 }
 
@@ -381,35 +385,40 @@ void forward(E* out, float* lse, const E* qkv, int64_t B, Dims dm, Stream stream
   const dim3 grid(static_cast<unsigned>(B * dm.H), static_cast<unsigned>((dm.T + kTile - 1) / kTile));
   dispatch_head_size(dm.C / dm.H, [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    auto kernel = forward_kernel<E, HS, false>;
+    auto kernel = forward_kernel<E, HS>;
     prepare(kernel, forward_smem<HS>(), "attention_mma::forward_kernel");
-    DL_LAUNCH(kernel, grid, dim3(kThreads), forward_smem<HS>(), stream, out, lse, nullptr, nullptr, qkv, dm,
-              scale_log2);
+    DL_LAUNCH(kernel, grid, dim3(kThreads), forward_smem<HS>(), stream, out, lse, qkv, dm, scale_log2);
     check("attention_mma::forward_kernel");
   });
 }
 
+// delta for backward (both kernel sets): rowsum(dout * out) per (b, h, t).
+template <class E, class Stream, class Check>
+void delta(float* out_delta, const E* dout, const E* out, int64_t B, Dims dm, Stream stream, Check&& check) {
+  const int64_t rows = B * dm.T * dm.H;
+  const dim3 grid(static_cast<unsigned>((rows + kWarps - 1) / kWarps));
+  DL_LAUNCH(delta_kernel<E>, grid, dim3(kThreads), 0, stream, out_delta, dout, out, rows, dm.T, dm.H, dm.C / dm.H);
+  check("attention_mma::delta_kernel");
+}
+
+// `out` is the forward's output for these qkv; delta is scratch of B*H*T floats.
 template <class E, class Stream, class Prepare, class Check>
-void backward(E* dqkv, float* delta, const E* dout, const E* qkv, const float* lse, int64_t B, Dims dm, Stream stream,
-              Prepare&& prepare, Check&& check) {
+void backward(E* dqkv, float* delta_scratch, const E* dout, const E* qkv, const E* out, const float* lse, int64_t B,
+              Dims dm, Stream stream, Prepare&& prepare, Check&& check) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(dm.C / dm.H)), scale_log2 = kLog2e * scale;
   const dim3 grid(static_cast<unsigned>(B * dm.H), static_cast<unsigned>((dm.T + kTile - 1) / kTile));
+  delta(delta_scratch, dout, out, B, dm, stream, check);
   dispatch_head_size(dm.C / dm.H, [&](auto hs) {
     constexpr int HS = decltype(hs)::value;
-    auto k_delta = forward_kernel<E, HS, true>;
-    prepare(k_delta, forward_smem<HS>(), "attention_mma::forward_kernel<delta>");
-    DL_LAUNCH(k_delta, grid, dim3(kThreads), forward_smem<HS>(), stream, nullptr, nullptr, delta, dout, qkv, dm,
-              scale_log2);
-    check("attention_mma::forward_kernel<delta>");
     auto k_dq = backward_dq_kernel<E, HS>;
     prepare(k_dq, forward_smem<HS>(), "attention_mma::backward_dq_kernel");
-    DL_LAUNCH(k_dq, grid, dim3(kThreads), forward_smem<HS>(), stream, dqkv, dout, qkv, lse, delta, dm, scale_log2,
-              scale);
+    DL_LAUNCH(k_dq, grid, dim3(kThreads), forward_smem<HS>(), stream, dqkv, dout, qkv, lse, delta_scratch, dm,
+              scale_log2, scale);
     check("attention_mma::backward_dq_kernel");
     auto k_dkv = backward_dkv_kernel<E, HS>;
     prepare(k_dkv, dkv_smem<HS>(), "attention_mma::backward_dkv_kernel");
-    DL_LAUNCH(k_dkv, grid, dim3(kThreads), dkv_smem<HS>(), stream, dqkv, dout, qkv, lse, delta, dm, scale_log2,
-              scale);
+    DL_LAUNCH(k_dkv, grid, dim3(kThreads), dkv_smem<HS>(), stream, dqkv, dout, qkv, lse, delta_scratch, dm,
+              scale_log2, scale);
     check("attention_mma::backward_dkv_kernel");
   });
 }

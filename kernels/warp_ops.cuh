@@ -128,6 +128,11 @@ DL_DEV float unpack(uint32_t w, int half) {
   }
 }
 
+// f32 value of a stored element.
+DL_DEV float widen(float x) { return x; }
+DL_DEV float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+DL_DEV float widen(__half x) { return __half2float(x); }
+
 // A fragment of the 16 x 16 block at `p` of a row-major shared matrix with row stride `ld`.
 DL_DEV void load_a(uint32_t (&a)[4], const uint16_t* p, int ld, int g, int t) {
   a[0] = load_u32(p + g * ld + 2 * t);

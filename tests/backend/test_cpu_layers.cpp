@@ -93,7 +93,7 @@ TEST_CASE("causal attention backward matches finite differences") {
   };
   loss();
   Tensor dqkv = Tensor::empty({B, T, 3 * C}, F64);
-  be().attention_backward(dqkv, R, qkv, state, H);
+  be().attention_backward(dqkv, R, qkv, out, state, H);
   CHECK(rel_error(dqkv, numeric_grad(qkv, loss)) < kTol);
 
   SUBCASE("position t attends only to positions <= t") {
@@ -265,7 +265,7 @@ TEST_CASE("f32 kernels agree with f64 to float precision") {
     dqkv = Tensor::empty({B, T, 3 * C}, dt);
     Tensor st = Tensor::empty(be().attention_state_shape(B, T, C, H), dt);
     be().attention_forward(out, st, qkv, H);
-    be().attention_backward(dqkv, R, qkv, st, H);
+    be().attention_backward(dqkv, R, qkv, out, st, H);
   };
   Tensor o64, d64, o32, d32;
   run_attn(qkv64, R64, F64, o64, d64);
@@ -403,7 +403,7 @@ TEST_CASE("attention kernels match a naive reference across tile and padding bou
     Tensor st = Tensor::empty(be().attention_state_shape(c.B, c.T, c.C, static_cast<int>(c.H)), F64);
     be().attention_forward(out, st, qkv, static_cast<int>(c.H));
     Tensor dqkv = Tensor::empty(qkv.shape(), F64);
-    be().attention_backward(dqkv, R, qkv, st, static_cast<int>(c.H));
+    be().attention_backward(dqkv, R, qkv, out, st, static_cast<int>(c.H));
     double num2 = 0, den2 = 0;
     for (int64_t e = 3; e < qkv.numel(); e += qkv.numel() / 97) {
       double orig = get(qkv, e), h = 1e-6;

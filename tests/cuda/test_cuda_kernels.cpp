@@ -388,8 +388,8 @@ TEST_CASE("causal attention forward and backward (flash kernel, no T x T buffer)
       check_close(out, out_ref, dt, "attention_forward");
 
       Tensor dqkv_ref = Tensor::empty({B, T, 3 * C}, F64), dqkv = poisoned({B, T, 3 * C}, dt);
-      cpu().attention_backward(dqkv_ref, dout.ref, qkv.ref, att_ref, s.H);
-      cu().attention_backward(dqkv, dout.dev, qkv.dev, state, s.H);
+      cpu().attention_backward(dqkv_ref, dout.ref, qkv.ref, out_ref, att_ref, s.H);
+      cu().attention_backward(dqkv, dout.dev, qkv.dev, out, state, s.H);
       check_close(dqkv, dqkv_ref, dt, "attention_backward dqkv");
     }
   }

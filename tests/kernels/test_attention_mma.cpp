@@ -5,6 +5,7 @@
 // passes here is held to the same bar on the GPU, where tests/cuda runs the compiled kernels.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -76,7 +77,7 @@ void check_case(const Case& c, DType dt, uint64_t key) {
   Tensor state_ref = Tensor::empty(cpu.attention_state_shape(B, T, C, c.H), F64);
   cpu.attention_forward(out_ref, state_ref, qkv.ref, c.H);
   Tensor dqkv_ref = Tensor::empty({B, T, 3 * C}, F64);
-  cpu.attention_backward(dqkv_ref, dout.ref, qkv.ref, state_ref, c.H);
+  cpu.attention_backward(dqkv_ref, dout.ref, qkv.ref, out_ref, state_ref, c.H);
 
   const attn::Dims dm{static_cast<int>(T), static_cast<int>(C), c.H};
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -90,7 +91,7 @@ void check_case(const Case& c, DType dt, uint64_t key) {
   CHECK_MESSAGE(err_out < tolerance(dt), "forward: rel error ", err_out);
 
   attn::backward(reinterpret_cast<E*>(dqkv.data()), delta.data(), reinterpret_cast<const E*>(dout.bits.data()), q,
-                 lse.data(), B, dm, 0, no_prepare, no_check);
+                 reinterpret_cast<const E*>(out.data()), lse.data(), B, dm, 0, no_prepare, no_check);
   Tensor dgot = to_f64(dqkv, {B, T, 3 * C}, dt);
   CHECK(all_finite(dgot));
   const double err_d = rel_error(dgot, dqkv_ref);
@@ -112,6 +113,28 @@ TEST_CASE("tensor-core attention under the warp emulator matches the f64 CPU bac
     check_case<__nv_bfloat16>(c, DType::bf16, key += 2);
     check_case<__half>(c, DType::f16, key += 2);
   }
+}
+
+TEST_CASE("delta = rowsum(dout * out) per (b, h, t) in f32, as the f32 kernels' backward reads it") {
+  const int64_t B = 2, T = 37;
+  const int H = 3, hs = 80;  // a head size only the f32 kernels take; rows not a multiple of 4 warps
+  const int64_t C = H * hs;
+  Tensor dout = random_tensor({B, T, C}, DType::f32, 71), out = random_tensor({B, T, C}, DType::f32, 72);
+  std::vector<float> delta(static_cast<size_t>(B * H * T), std::numeric_limits<float>::quiet_NaN());
+  attn::delta(delta.data(), dout.data<float>(), out.data<float>(), B, attn::Dims{static_cast<int>(T), static_cast<int>(C), H},
+              0, no_check);
+  int wrong = 0;  // entries off by 1e-5 or more, or unwritten (NaN)
+  for (int64_t b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int64_t t = 0; t < T; ++t) {
+        double want = 0;
+        for (int d = 0; d < hs; ++d) {
+          const int64_t i = (b * T + t) * C + h * hs + d;
+          want += static_cast<double>(dout.data<float>()[i]) * out.data<float>()[i];
+        }
+        wrong += !(std::fabs(delta[static_cast<size_t>((b * H + h) * T + t)] - want) < 1e-5);
+      }
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("head sizes the tensor-core kernels take") {

@@ -73,10 +73,11 @@ class Backend {
 
   // Causal multi-head self-attention over qkv[B,T,3C] (q|k|v, each head's hs = C/H columns
   // contiguous) -> out[B,T,C]. `state` keeps what backward needs; its shape is the backend's:
-  // attention_state_shape() tells the model what to allocate.
+  // attention_state_shape() tells the model what to allocate. Backward also takes forward's `out`
+  // (flash-style backends read rowsum(dout * out) from it instead of recomputing the forward).
   virtual Shape attention_state_shape(int64_t B, int64_t T, int64_t C, int n_head) const = 0;
   virtual void attention_forward(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) = 0;
-  virtual void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv,
+  virtual void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                   const Tensor& state, int n_head) = 0;
 
   // GELU, tanh approximation (GPT-2's "gelu_new").

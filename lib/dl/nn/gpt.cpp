@@ -342,7 +342,7 @@ void GptModel::block_backward(int l, const Tensor& in, Acts& a) {
   // residual2 = in + attn(ln1(in)); dres_ now holds d(residual2).
   Tensor datty = dc_.flat_slice(0, a.atty.shape());
   be_.matmul_backward(datty, G(L.proj_w), G(L.proj_b), dres_, a.atty, P(L.proj_w), WeightLayout::in_out, false);
-  be_.attention_backward(d3c_, datty, a.qkv, a.att, H);
+  be_.attention_backward(d3c_, datty, a.qkv, a.atty, a.att, H);
   be_.matmul_backward(dc_, G(L.attn_w), G(L.attn_b), d3c_, a.ln1, P(L.attn_w), WeightLayout::in_out, false);
   tp_allreduce(dc_);
   be_.layernorm_backward(dres_, G(L.ln1_w), G(L.ln1_b), dc_, in, P(L.ln1_w), a.ln1_mean, a.ln1_rstd, true);

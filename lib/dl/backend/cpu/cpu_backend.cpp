@@ -176,14 +176,15 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& state,
+  // `out` is checked but not read: the saved probabilities in `state` give everything.
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& state,
                           int n_head) override {
     const char* op = "attention_backward";
-    expect_float(op, {&dqkv, &dout, &qkv, &state});
+    expect_float(op, {&dqkv, &dout, &qkv, &out, &state});
     int64_t B, T, C;
     attention_dims(op, qkv, n_head, B, T, C);
-    expect(dqkv.numel() == qkv.numel() && dout.numel() == B * T * C, op,
-           "dqkv " + dqkv.describe() + ", dout " + dout.describe());
+    expect(dqkv.numel() == qkv.numel() && dout.numel() == B * T * C && out.numel() == B * T * C, op,
+           "dqkv " + dqkv.describe() + ", dout " + dout.describe() + ", out " + out.describe());
     dispatch(qkv, [&](auto z) {
       using F = decltype(z);
       cpu::attention_backward(ptr<F>(dqkv), ptr<F>(dout), ptr<F>(qkv), ptr<F>(state), B, T, C, n_head, false);
@@ -493,10 +494,10 @@ class CpuBackendWithHalf final : public Backend {
     Widened w;
     f32_.attention_forward(w.out(out), w.out(state), w.in(qkv), n_head);
   }
-  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& state,
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& state,
                           int n_head) override {
     Widened w;
-    f32_.attention_backward(w.out(dqkv), w.in(dout), w.in(qkv), w.in(state), n_head);
+    f32_.attention_backward(w.out(dqkv), w.in(dout), w.in(qkv), w.in(out), w.in(state), n_head);
   }
   void gelu_forward(Tensor& out, const Tensor& inp) override {
     Widened w;

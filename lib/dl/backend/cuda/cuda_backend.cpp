@@ -583,17 +583,17 @@ void CudaBackend::attention_forward(Tensor& out, Tensor& state, const Tensor& qk
   impl_->after(op);
 }
 
-void CudaBackend::attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& state,
-                                     int n_head) {
+void CudaBackend::attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                     const Tensor& state, int n_head) {
   const char* op = "attention_backward";
-  expect_float(op, device(), {&dqkv, &dout, &qkv, &state});
+  expect_float(op, device(), {&dqkv, &dout, &qkv, &out, &state});
   int64_t B, T, C;
   attention_dims(op, qkv, n_head, B, T, C);
-  expect(dqkv.numel() == qkv.numel() && dout.numel() == B * T * C &&
+  expect(dqkv.numel() == qkv.numel() && dout.numel() == B * T * C && out.numel() == B * T * C &&
              state.nbytes() >= static_cast<size_t>(B * n_head * T) * sizeof(float),
-         op, "dqkv " + desc(dqkv) + ", dout " + desc(dout) + ", state " + desc(state));
+         op, "dqkv " + desc(dqkv) + ", dout " + desc(dout) + ", out " + desc(out) + ", state " + desc(state));
   Tensor delta = impl_->alloc({B * n_head * T}, DType::f32, "attention_backward delta");
-  cuda::attention_backward(qkv.dtype(), dqkv.raw(), static_cast<float*>(delta.raw()), dout.raw(), qkv.raw(),
+  cuda::attention_backward(qkv.dtype(), dqkv.raw(), static_cast<float*>(delta.raw()), dout.raw(), qkv.raw(), out.raw(),
                            static_cast<const float*>(state.raw()), B, T, C, n_head, impl_->stream);
   impl_->after(op);
 }

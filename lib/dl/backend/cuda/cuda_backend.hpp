@@ -85,7 +85,7 @@ class CudaBackend final : public Backend {
   // [B, H, 2T] tensor of the model's dtype (2T elements hold T f32 values even in bf16 or f16).
   Shape attention_state_shape(int64_t B, int64_t T, int64_t C, int n_head) const override;
   void attention_forward(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) override;
-  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& state,
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& state,
                           int n_head) override;
   void gelu_forward(Tensor& out, const Tensor& inp) override;
   void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override;

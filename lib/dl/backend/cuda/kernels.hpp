@@ -61,9 +61,10 @@ void sum_to_double(DType dt, double* result, double* partial, const void* x, int
 inline constexpr int64_t kMaxHeadSize = 128;
 void attention_forward(DType dt, void* out, float* lse, const void* qkv, int64_t B, int64_t T, int64_t C, int H,
                        cudaStream_t stream);
-// dqkv written (not accumulated). delta[B,H,T] (f32) is scratch for rowsum(dO * O).
-void attention_backward(DType dt, void* dqkv, float* delta, const void* dout, const void* qkv, const float* lse,
-                        int64_t B, int64_t T, int64_t C, int H, cudaStream_t stream);
+// dqkv written (not accumulated). out: the forward's output for qkv. delta[B,H,T] (f32) is
+// scratch for rowsum(dO * O).
+void attention_backward(DType dt, void* dqkv, float* delta, const void* dout, const void* qkv, const void* out,
+                        const float* lse, int64_t B, int64_t T, int64_t C, int H, cudaStream_t stream);
 
 // --- elementwise.cu ---------------------------------------------------------------------------
 void gelu_forward(DType dt, void* out, const void* inp, int64_t n, cudaStream_t stream);
