@@ -176,11 +176,12 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // `out` is checked but not read: the saved probabilities in `state` give everything.
+  // `out` is not read (the probabilities saved in `state` give everything), so only its shape is
+  // checked and its dtype may be any: the 16-bit wrapper passes it without a widened copy.
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& state,
                           int n_head) override {
     const char* op = "attention_backward";
-    expect_float(op, {&dqkv, &dout, &qkv, &out, &state});
+    expect_float(op, {&dqkv, &dout, &qkv, &state});
     int64_t B, T, C;
     attention_dims(op, qkv, n_head, B, T, C);
     expect(dqkv.numel() == qkv.numel() && dout.numel() == B * T * C && out.numel() == B * T * C, op,
@@ -497,7 +498,7 @@ class CpuBackendWithHalf final : public Backend {
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& state,
                           int n_head) override {
     Widened w;
-    f32_.attention_backward(w.out(dqkv), w.in(dout), w.in(qkv), w.in(out), w.in(state), n_head);
+    f32_.attention_backward(w.out(dqkv), w.in(dout), w.in(qkv), out, w.in(state), n_head);
   }
   void gelu_forward(Tensor& out, const Tensor& inp) override {
     Widened w;
