@@ -93,6 +93,8 @@ std::string pad(const std::string& s, size_t width, bool right) {
 
 }  // namespace
 
+// JSON carries text as UTF-8: a byte that is not (a byte-level model's sample) becomes U+FFFD
+// instead of aborting the output.
 std::string Table::render(OutputFormat f) const {
   std::ostringstream os;
   switch (f) {
@@ -104,14 +106,14 @@ std::string Table::render(OutputFormat f) const {
         for (size_t i = 0; i < columns_.size(); ++i) obj[columns_[i].key] = r[i].value;
         arr.push_back(std::move(obj));
       }
-      os << arr.dump(2) << "\n";
+      os << arr.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
       break;
     }
     case OutputFormat::jsonl:
       for (const auto& r : rows_) {
         nlohmann::ordered_json obj;
         for (size_t i = 0; i < columns_.size(); ++i) obj[columns_[i].key] = r[i].value;
-        os << obj.dump() << "\n";
+        os << obj.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
       }
       break;
     case OutputFormat::csv: {

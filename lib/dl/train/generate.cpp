@@ -7,6 +7,21 @@
 
 namespace dl {
 
+int32_t sample_token(const float* row, int64_t V, double temperature, int64_t top_k, RandomStream& rng) {
+  if (temperature <= 0) return static_cast<int32_t>(std::max_element(row, row + V) - row);
+  std::vector<std::pair<float, int32_t>> cand(static_cast<size_t>(V));
+  for (int64_t j = 0; j < V; ++j) cand[j] = {row[j], static_cast<int32_t>(j)};
+  size_t k = top_k > 0 ? std::min<size_t>(static_cast<size_t>(top_k), cand.size()) : cand.size();
+  std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  double mx = cand[0].first, sum = 0;
+  std::vector<double> p(k);
+  for (size_t j = 0; j < k; ++j) sum += p[j] = std::exp((cand[j].first - mx) / temperature);
+  double u = rng.uniform() * sum;
+  size_t j = 0;
+  for (; j + 1 < k && u >= p[j]; ++j) u -= p[j];
+  return cand[j].second;
+}
+
 std::vector<int32_t> generate(GptModel& model, const std::vector<int32_t>& prompt, const GenerateOptions& o,
                               RandomStream& rng) {
   if (prompt.empty()) throw_usage("the prompt is empty: give at least one token");
@@ -30,22 +45,7 @@ std::vector<int32_t> generate(GptModel& model, const std::vector<int32_t>& promp
       host = wide;
     }
     const float* row = host.data<float>() + (T - 1) * V;
-    int32_t next = 0;
-    if (o.temperature <= 0) {
-      next = static_cast<int32_t>(std::max_element(row, row + V) - row);
-    } else {
-      std::vector<std::pair<float, int32_t>> cand(static_cast<size_t>(V));
-      for (int64_t j = 0; j < V; ++j) cand[j] = {row[j], static_cast<int32_t>(j)};
-      size_t k = o.top_k > 0 ? std::min<size_t>(static_cast<size_t>(o.top_k), cand.size()) : cand.size();
-      std::partial_sort(cand.begin(), cand.begin() + k, cand.end(), [](auto& a, auto& b) { return a.first > b.first; });
-      double mx = cand[0].first, sum = 0;
-      std::vector<double> p(k);
-      for (size_t j = 0; j < k; ++j) sum += p[j] = std::exp((cand[j].first - mx) / o.temperature);
-      double u = rng.uniform() * sum;
-      size_t j = 0;
-      for (; j + 1 < k && u >= p[j]; ++j) u -= p[j];
-      next = cand[j].second;
-    }
+    const int32_t next = sample_token(row, V, o.temperature, o.top_k, rng);
     ctx.push_back(next);
     out.push_back(next);
     if (!o.stop.empty()) {

@@ -21,4 +21,9 @@ struct GenerateOptions {
 std::vector<int32_t> generate(GptModel& model, const std::vector<int32_t>& prompt, const GenerateOptions& options,
                               RandomStream& rng);
 
+// The next token from one row of `vocab` logits: the argmax when temperature <= 0, else a draw
+// from softmax(logits / temperature) over the top_k largest logits (all of them when top_k is 0).
+// Takes one value from rng per draw (none when greedy).
+int32_t sample_token(const float* logits, int64_t vocab, double temperature, int64_t top_k, RandomStream& rng);
+
 }  // namespace dl

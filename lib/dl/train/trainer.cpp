@@ -235,7 +235,8 @@ class Metrics {
     if (on_record) on_record(rec);
     jsonl_.write_ordered(rec);
     if (to_stdout_) {
-      std::fputs((rec.dump() + "\n").c_str(), stdout);
+      // As metrics.jsonl writes it: an invalid UTF-8 byte in a sample becomes U+FFFD.
+      std::fputs((rec.dump(-1, ' ', false, ojson::error_handler_t::replace) + "\n").c_str(), stdout);
       std::fflush(stdout);
     }
     if (tb_) {
