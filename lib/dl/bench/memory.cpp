@@ -124,14 +124,16 @@ Report run_memory(const MemoryOptions& o, const CommonOptions& common) {
     const float* s = src[static_cast<size_t>(next)].data();
     float* d = dst[static_cast<size_t>(next)].data();
     parallel_for(n, grain, [&](int64_t lo, int64_t hi) {
-      std::memcpy(d + lo, s + lo, static_cast<size_t>(hi - lo) * sizeof(float));
+      if (o.copy) o.copy(d + lo, s + lo, hi - lo);
+      else std::memcpy(d + lo, s + lo, static_cast<size_t>(hi - lo) * sizeof(float));
     });
     next = (next + 1) % pairs;
   });
 
   Report report;
+  // 64 sampled positions of every destination written (docs/BENCH.md).
   const int written = std::min(pairs, warmup + repeat);
-  const int samples = 64;
+  const int samples = 64 * written;
   int wrong = 0;
   for (int q = 0; q < samples; ++q) {
     const size_t p = static_cast<size_t>(q % written);
