@@ -1,0 +1,42 @@
+// `--version` of every tool (README: "--version with what the build includes"): exit 0, the
+// tool's name and the project's version from CMakeLists.txt, then the build's libraries.
+#include <doctest/doctest.h>
+
+#include <regex>
+
+#include "dl/core/version.hpp"
+#include "support/support.hpp"
+
+using namespace dl::test;
+
+TEST_CASE("--version of every tool names it, the project version and what the build includes") {
+  // The version as the top-level CMakeLists.txt declares it: project(dlkit VERSION x.y.z ...).
+  std::smatch m;
+  const std::string cmake = read_file(source_path("CMakeLists.txt"));
+  REQUIRE(std::regex_search(cmake, m, std::regex(R"(project\(dlkit VERSION ([0-9]+\.[0-9]+\.[0-9]+))")));
+  const std::string version = m[1];
+#ifdef DL_HAVE_CUDA
+  const std::string cuda = "CUDA backend: yes (nvcc ";
+#else
+  const std::string cuda = "CUDA backend: not built";
+#endif
+  for (const char* tool_name : {"dl-train", "dl-bench", "dl-shard", "dl-cost", "dl-envlock"}) {
+    const std::string name = tool_name;
+    CAPTURE(name);
+    RunResult r = run(tool(name), {"--version"});
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+    auto out = lines(r.out);
+    REQUIRE(!out.empty());
+    // "dl-train 0.1.0", with " (git 0ede55e)" when built from a git checkout.
+    const std::string head = name + " " + version;
+    CHECK((out[0] == head || out[0].rfind(head + " (git ", 0) == 0));
+    CHECK(out[0] == name + " " + dl::version_string());
+    // Then the build: BLAS, the CUDA backend (as compiled into this build), Gloo, the compiler;
+    // the same description every tool shares.
+    CHECK(r.out.substr(out[0].size() + 1).rfind(dl::build_info(), 0) == 0);
+    for (const std::string& what : {std::string("BLAS: OpenBLAS "), cuda, std::string("Gloo: yes"), std::string("compiler: ")})
+      CHECK(r.out.find("\n" + what) != std::string::npos);
+  }
+}
