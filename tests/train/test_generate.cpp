@@ -156,4 +156,8 @@ TEST_CASE("dl-train sample: --top-k 1 is greedy whatever the temperature; temper
   CHECK(sample({"--temperature", "100", "--seed", "9"}) == hot);
   RunResult bad = run(tool("dl-train"), {"sample", "--run-dir", run_dir, "--temperature", "-1"});
   CHECK(bad.exit_code == 2);
+  // A negative k is a usage error, not "no filter".
+  bad = run(tool("dl-train"), {"sample", "--run-dir", run_dir, "--top-k", "-1"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("--top-k") != std::string::npos);
 }

@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
   sample->add_option("--tokens", s_tokens, "Tokens to generate")->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   sample->add_option("--temperature", s_temp, "0 = greedy; otherwise sample from softmax(logits / T)")
       ->check(CLI::Range(0.0, 100.0));
-  sample->add_option("--top-k", s_topk, "Sample only among the K most likely tokens (0 = all)");
+  sample->add_option("--top-k", s_topk, "Sample only among the K most likely tokens (0 = all)")
+      ->check(CLI::NonNegativeNumber);
   sample->add_option("--count", s_count, "Samples per prompt")->check(CLI::Range(int64_t{1}, int64_t{1000}));
   sample->add_option("--prompts", s_prompts, "Without --prompt: how many of the data's own prompts (synthetic tasks)")
       ->check(CLI::Range(int64_t{1}, int64_t{10000}));
