@@ -31,7 +31,7 @@
 #define blockIdx (::dl::emu::block_idx())
 #define DL_SHARED_BASE(name) unsigned char* name = ::dl::emu::shared_memory()
 #define DL_LAUNCH(kernel, grid, block, smem, stream, ...) \
-  ::dl::emu::launch(grid, block, smem, [&] { kernel(__VA_ARGS__); })
+  ::dl::emu::launch(::dl::emu::kernel_key(kernel), grid, block, smem, [&] { kernel(__VA_ARGS__); })
 #else
 #include "common.cuh"
 #define DL_DEV __device__ __forceinline__
@@ -44,20 +44,29 @@
 namespace dl::cuda::warp {
 
 // Raw moves. Shared tiles are uint16_t arrays (the 16-bit patterns), so no type is read
-// through another's pointer on the host; on the device these are single ld/st instructions.
+// through another's pointer on the host; on the device these are single ld/st instructions,
+// which fault on an address not aligned to their size: so does the emulator.
 #ifdef DL_WARP_EMULATION
 inline uint32_t load_u32(const void* p) {
+  ::dl::emu::check_aligned(p, 4, "32-bit load");
   uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
 }
-inline void store_u32(void* p, uint32_t v) { std::memcpy(p, &v, 4); }
+inline void store_u32(void* p, uint32_t v) {
+  ::dl::emu::check_aligned(p, 4, "32-bit store");
+  std::memcpy(p, &v, 4);
+}
 inline uint4 load_u128(const void* p) {
+  ::dl::emu::check_aligned(p, 16, "16-byte load");
   uint4 v;
   std::memcpy(&v, p, 16);
   return v;
 }
-inline void store_u128(void* p, uint4 v) { std::memcpy(p, &v, 16); }
+inline void store_u128(void* p, uint4 v) {
+  ::dl::emu::check_aligned(p, 16, "16-byte store");
+  std::memcpy(p, &v, 16);
+}
 inline void block_sync() { ::dl::emu::sync_block(); }
 inline float shfl_xor(float v, int lane_mask) {
   uint32_t u;
