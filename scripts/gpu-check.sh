@@ -201,14 +201,13 @@ if want test && need test test_cuda; then
   run_for 300 "$BUILD/bin/test_cuda" > "$LOGS/test_cuda.log" 2>&1
   rc=$?
   summary=$(grep -m1 'test cases:' "$LOGS/test_cuda.log")
-  if [ $rc = 0 ]; then
-    if grep -q "skipped: no CUDA device" "$LOGS/test_cuda.log"; then
-      # On a machine with a GPU, tests that skip for want of one have failed.
-      [ "$gpus" -ge 1 ] && status=FAIL || status=skip
-      row test "$status" "$(grep -m1 -o 'skipped: no CUDA device.*' "$LOGS/test_cuda.log")"
-    else
-      row test ok "$summary"
-    fi
+  if [ $rc = 77 ]; then
+    # test_cuda found no usable GPU and ran nothing (exit 77, ctest's "Skipped"): on a machine
+    # with a GPU, that is a failure.
+    [ "$gpus" -ge 1 ] && status=FAIL || status=skip
+    row test "$status" "$(grep -m1 -o 'skipped: no CUDA device.*' "$LOGS/test_cuda.log")"
+  elif [ $rc = 0 ]; then
+    row test ok "$summary"
   else
     row test FAIL "${summary:-$(why $rc "$LOGS/test_cuda.log")} (test_cuda.log)"
     if [ $rc != 124 ] && [ $rc != 137 ]; then

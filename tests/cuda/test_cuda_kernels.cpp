@@ -7,22 +7,20 @@
 // f16 (see tolerance()). Gradients that ops add to start from random values, so "added to" and
 // "written" are both checked.
 //
-// Without a GPU (CI) every GPU test prints "skipped: no CUDA device (<reason>)" and passes; the
-// tests of device selection and of the probe run everywhere.
+// Every case needs a GPU: without one, gpu_main.cpp prints "skipped: no CUDA device (<reason>)"
+// and exits 77 before running any, which ctest reports as skipped. The probe and device-selection
+// tests, which run everywhere, are in test_cuda_host.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "dl/backend/backend.hpp"
 #include "dl/backend/cuda/cuda_backend.hpp"
-#include "dl/config/config.hpp"
 #include "dl/core/half.hpp"
 #include "dl/nn/gpt.hpp"
-#include "dl/train/device_select.hpp"
 #include "support/numeric.hpp"
 
 using namespace dl;
@@ -31,27 +29,6 @@ using namespace dl::test;
 namespace {
 
 constexpr DType F64 = DType::f64;
-
-const CudaDeviceInfo& gpu() {
-  static const CudaDeviceInfo info = cuda_probe();
-  return info;
-}
-
-void say_skipped_once() {
-  static bool said = false;
-  if (!said) std::fprintf(stderr, "skipped: no CUDA device (%s)\n", gpu().reason.c_str());
-  said = true;
-}
-
-// Skips the rest of a test case when there is no GPU, saying why (once on stderr too).
-#define REQUIRE_GPU_OR_SKIP()                                      \
-  do {                                                             \
-    if (!gpu().usable) {                                           \
-      say_skipped_once();                                          \
-      MESSAGE("skipped: no CUDA device (" << gpu().reason << ")"); \
-      return;                                                      \
-    }                                                              \
-  } while (0)
 
 CudaBackend& cu() { return cuda_backend(); }
 Backend& cpu() { return cpu_backend(); }
@@ -176,77 +153,9 @@ const DType kDTypes[] = {DType::f32, DType::bf16, DType::f16};
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
-// Everywhere, GPU or not.
-
-TEST_CASE("cuda_probe reports a reason whenever no GPU is usable") {
-  const CudaDeviceInfo& info = gpu();
-  if (info.usable) {
-    CHECK(info.device_count > 0);
-    CHECK(info.total_bytes > 0);
-    CHECK(!info.name.empty());
-  } else {
-    CHECK(!info.reason.empty());
-    MESSAGE("no CUDA device here: " << info.reason);
-  }
-  CHECK(cuda_build_info().find("CUDA backend: yes") != std::string::npos);
-}
-
-TEST_CASE("device selection: cuda needs a usable GPU, auto falls back to the CPU, fp16 runs on the GPU") {
-  Config c;
-  c.model.type = "gpt";
-  c.train.device = "auto";
-  Backend& a = select_backend(c, false);
-  CHECK(a.name() == (gpu().usable ? "cuda" : "cpu"));
-  c.train.device = "cuda";
-  if (gpu().usable) {
-    CHECK(select_backend(c, false).name() == "cuda");
-    // Every precision runs on the GPU (fp16 with dynamic loss scaling).
-    for (const std::string precision : {"bf16", "fp16"}) {
-      CAPTURE(precision);
-      c.train.precision = precision;
-      c.train.device = "cuda";
-      CHECK(select_backend(c, false).name() == "cuda");
-      c.train.device = "auto";
-      CHECK(select_backend(c, false).name() == "cuda");
-    }
-    // What the trainer cannot run on the GPU yet is a usage error under "cuda", the CPU under "auto".
-    c.train.precision = "fp16";
-    c.parallel.tp = 2;
-    c.train.device = "cuda";
-    try {
-      select_backend(c, false);
-      FAIL("tp = 2 on cuda must be refused");
-    } catch (const Error& e) {
-      CHECK(e.kind() == ErrorKind::usage);
-      CHECK(std::string(e.what()).find("parallel.tp") != std::string::npos);
-    }
-    c.train.device = "auto";
-    CHECK(select_backend(c, false).name() == "cpu");
-  } else {
-    // Without a GPU, fp16 is refused under "cuda" for that reason alone, and runs on the CPU under "auto".
-    for (const std::string precision : {"fp32", "fp16"}) {
-      CAPTURE(precision);
-      c.train.precision = precision;
-      c.train.device = "cuda";
-      try {
-        select_backend(c, false);
-        FAIL("device = cuda without a GPU must fail");
-      } catch (const Error& e) {
-        CHECK(e.kind() == ErrorKind::usage);
-        CHECK(std::string(e.what()).find("no usable CUDA GPU") != std::string::npos);
-        CHECK(std::string(e.what()).find("precision") == std::string::npos);
-      }
-      c.train.device = "auto";
-      CHECK(select_backend(c, false).name() == "cpu");
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 // Op by op against the CPU backend in f64.
 
 TEST_CASE("encoder forward and backward") {
-  REQUIRE_GPU_OR_SKIP();
   for (DType dt : kDTypes) {
     for (int64_t v0 : {int64_t{0}, int64_t{20}}) {  // whole vocabulary, and a vocabulary-parallel shard
       CAPTURE(v0);
@@ -280,7 +189,6 @@ TEST_CASE("encoder forward and backward") {
 }
 
 TEST_CASE("a token id outside the vocabulary is a usage error naming it") {
-  REQUIRE_GPU_OR_SKIP();
   Tensor wte = cu().empty({10, 8}, DType::f32), out = cu().empty({1, 2, 8}, DType::f32);
   Tensor bad = host_i32({1, 2}, {3, 10});
   try {
@@ -293,7 +201,6 @@ TEST_CASE("a token id outside the vocabulary is a usage error naming it") {
 }
 
 TEST_CASE("layernorm forward and backward") {
-  REQUIRE_GPU_OR_SKIP();
   for (DType dt : kDTypes) {
     for (int64_t C : {int64_t{96}, int64_t{773}}) {
       CAPTURE(C);
@@ -323,7 +230,6 @@ TEST_CASE("layernorm forward and backward") {
 }
 
 TEST_CASE("matmul forward and backward, both weight layouts, with and without bias") {
-  REQUIRE_GPU_OR_SKIP();
   for (DType dt : kDTypes) {
     for (WeightLayout layout : {WeightLayout::in_out, WeightLayout::out_in}) {
       for (bool with_bias : {true, false}) {
@@ -365,7 +271,6 @@ TEST_CASE("matmul forward and backward, both weight layouts, with and without bi
 }
 
 TEST_CASE("causal attention forward and backward (flash kernel, no T x T buffer)") {
-  REQUIRE_GPU_OR_SKIP();
   struct Shape3 {
     int64_t B, T, C;
     int H;
@@ -396,7 +301,6 @@ TEST_CASE("causal attention forward and backward (flash kernel, no T x T buffer)
 }
 
 TEST_CASE("gelu, relu, add, bias_add, scale, convert") {
-  REQUIRE_GPU_OR_SKIP();
   for (DType dt : kDTypes) {
     const int64_t N = 513, C = 77;
     Pair x = make({N, C}, dt, -4, 4), dout = make({N, C}, dt), y = make({N, C}, dt), bias = make({C}, dt);
@@ -485,7 +389,6 @@ TEST_CASE("gelu, relu, add, bias_add, scale, convert") {
 }
 
 TEST_CASE("softmax cross-entropy over a GPT-2 sized vocabulary, argmax, vocabulary-parallel pieces") {
-  REQUIRE_GPU_OR_SKIP();
   for (DType dt : kDTypes) {
     const int64_t N = 37, V = 50257;
     Pair logits = make({N, V}, dt, -6, 6);
@@ -542,7 +445,6 @@ TEST_CASE("softmax cross-entropy over a GPT-2 sized vocabulary, argmax, vocabula
 }
 
 TEST_CASE("AdamW and SGD over flat buffers, f32, bf16, f16, and f32 master weights with 16-bit gradients") {
-  REQUIRE_GPU_OR_SKIP();
   struct Mix {
     DType param, grad;
   };
@@ -599,7 +501,6 @@ TEST_CASE("AdamW and SGD over flat buffers, f32, bf16, f16, and f32 master weigh
 }
 
 TEST_CASE("sum and sum_squares are exact in double and propagate NaN") {
-  REQUIRE_GPU_OR_SKIP();
   for (DType dt : kDTypes) {
     Pair x = make({1234567}, dt);
     const double s_ref = cpu().sum(x.ref), ss_ref = cpu().sum_squares(x.ref);
@@ -619,7 +520,6 @@ TEST_CASE("sum and sum_squares are exact in double and propagate NaN") {
 }
 
 TEST_CASE("reductions across rows are deterministic: the same bits on every run") {
-  REQUIRE_GPU_OR_SKIP();
   const int64_t B = 4, T = 64, C = 128, V = 30, N = B * T;
   const DType dt = DType::f32;
   Pair dout = make({B, T, C}, dt), x = make({N, C}, dt), w = make({C}, dt);
@@ -639,7 +539,6 @@ TEST_CASE("reductions across rows are deterministic: the same bits on every run"
 }
 
 TEST_CASE("a whole GPT forward and backward on the GPU matches the CPU in f64") {
-  REQUIRE_GPU_OR_SKIP();
   GptConfig g;
   g.n_layer = 2;
   g.n_head = 4;

@@ -1,0 +1,89 @@
+// What of the CUDA build runs without a GPU: the probe's answer and the device-selection rules
+// (train.device = cuda | auto, per precision), on either kind of machine. ctest name `cuda-host`:
+// it runs wherever the CUDA backend is compiled, CI included, while the GPU suites (test_cuda,
+// ctest `cuda` and `cuda-multi`) report "Skipped" there.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "dl/backend/backend.hpp"
+#include "dl/backend/cuda/cuda_backend.hpp"
+#include "dl/config/config.hpp"
+#include "dl/core/error.hpp"
+#include "dl/train/device_select.hpp"
+
+using namespace dl;
+
+namespace {
+
+const CudaDeviceInfo& gpu() {
+  static const CudaDeviceInfo info = cuda_probe();
+  return info;
+}
+
+}  // namespace
+
+
+TEST_CASE("cuda_probe reports a reason whenever no GPU is usable") {
+  const CudaDeviceInfo& info = gpu();
+  if (info.usable) {
+    CHECK(info.device_count > 0);
+    CHECK(info.total_bytes > 0);
+    CHECK(!info.name.empty());
+  } else {
+    CHECK(!info.reason.empty());
+    MESSAGE("no CUDA device here: " << info.reason);
+  }
+  CHECK(cuda_build_info().find("CUDA backend: yes") != std::string::npos);
+}
+
+TEST_CASE("device selection: cuda needs a usable GPU, auto falls back to the CPU, fp16 runs on the GPU") {
+  Config c;
+  c.model.type = "gpt";
+  c.train.device = "auto";
+  Backend& a = select_backend(c, false);
+  CHECK(a.name() == (gpu().usable ? "cuda" : "cpu"));
+  c.train.device = "cuda";
+  if (gpu().usable) {
+    CHECK(select_backend(c, false).name() == "cuda");
+    // Every precision runs on the GPU (fp16 with dynamic loss scaling).
+    for (const std::string precision : {"bf16", "fp16"}) {
+      CAPTURE(precision);
+      c.train.precision = precision;
+      c.train.device = "cuda";
+      CHECK(select_backend(c, false).name() == "cuda");
+      c.train.device = "auto";
+      CHECK(select_backend(c, false).name() == "cuda");
+    }
+    // What the trainer cannot run on the GPU yet is a usage error under "cuda", the CPU under "auto".
+    c.train.precision = "fp16";
+    c.parallel.tp = 2;
+    c.train.device = "cuda";
+    try {
+      select_backend(c, false);
+      FAIL("tp = 2 on cuda must be refused");
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::usage);
+      CHECK(std::string(e.what()).find("parallel.tp") != std::string::npos);
+    }
+    c.train.device = "auto";
+    CHECK(select_backend(c, false).name() == "cpu");
+  } else {
+    // Without a GPU, fp16 is refused under "cuda" for that reason alone, and runs on the CPU under "auto".
+    for (const std::string precision : {"fp32", "fp16"}) {
+      CAPTURE(precision);
+      c.train.precision = precision;
+      c.train.device = "cuda";
+      try {
+        select_backend(c, false);
+        FAIL("device = cuda without a GPU must fail");
+      } catch (const Error& e) {
+        CHECK(e.kind() == ErrorKind::usage);
+        CHECK(std::string(e.what()).find("no usable CUDA GPU") != std::string::npos);
+        CHECK(std::string(e.what()).find("precision") == std::string::npos);
+      }
+      c.train.device = "auto";
+      CHECK(select_backend(c, false).name() == "cpu");
+    }
+  }
+}
