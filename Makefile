@@ -21,7 +21,10 @@ build: configure
 
 test: deps
 	$(MAKE) build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@# ctest lists skipped tests without their reason: print the reason each one gave.
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS); rc=$$?; \
+	  grep -h '^skipped:' $(BUILD)/Testing/Temporary/LastTest.log 2>/dev/null | sort -u | sed 's/^/ctest: /'; \
+	  exit $$rc
 
 demo: deps
 	$(MAKE) build
