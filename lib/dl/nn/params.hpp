@@ -62,6 +62,7 @@ class ParamSet {
   Tensor& flat_values() { return flat_values_; }
   Tensor& flat_grads() { return flat_grads_; }
   const Tensor& flat_values() const { return flat_values_; }
+  const Tensor& flat_grads() const { return flat_grads_; }
   int64_t numel() const { return numel_; }
   DType dtype() const { return dtype_; }  // also after drop_storage()
   Backend& backend() const { return *backend_; }

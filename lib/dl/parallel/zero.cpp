@@ -1,6 +1,7 @@
 #include "dl/parallel/zero.hpp"
 
 #include <algorithm>
+#include <set>
 
 #include "dl/core/half.hpp"
 
@@ -36,6 +37,18 @@ void for_each_overlap(const ParamSet& params, int64_t a, int64_t b, size_t p0, s
     if (lo < hi) fn(i, lo, hi);
   }
 }
+
+// Bytes of the storages behind tensors, each storage once (a view counts its whole storage).
+class StorageBytes {
+ public:
+  int64_t add(const Tensor& t) {
+    if (!t.defined() || !seen_.insert(t.storage().get()).second) return 0;
+    return static_cast<int64_t>(t.storage()->bytes());
+  }
+
+ private:
+  std::set<const Storage*> seen_;
+};
 
 }  // namespace
 
@@ -339,6 +352,7 @@ void ZeroEngine::before_forward(int gi) {
   gather_group(gi, w.params);
   w.active = true;
   bind_group(gi, w, false);
+  note_gathered();
 }
 
 void ZeroEngine::after_forward(int gi) {
@@ -359,6 +373,7 @@ void ZeroEngine::before_backward(int gi) {
   be_.zero(w.grads);
   w.active = w.grads_active = true;
   bind_group(gi, w, true);
+  note_gathered();
 }
 
 void ZeroEngine::after_backward(int gi) {
@@ -378,22 +393,34 @@ void ZeroEngine::after_backward(int gi) {
 }
 
 MemoryUse ZeroEngine::memory() const {
+  // What this rank holds now, counted from the storage behind each tensor, not from the
+  // layout's formula: a whole buffer kept where ZeRO shards it shows up here.
+  StorageBytes held;
   MemoryUse m;
-  const int64_t es = static_cast<int64_t>(dtype_size(params_.dtype()));
-  const int64_t whole = params_.numel();
-  m.params = (zero_ == 3 ? shard_size_ : whole) * es;
-  m.grads = (zero_ >= 2 ? shard_size_ : whole) * es;
-  const int64_t state_es = master_weights() ? 4 : es;
-  const int64_t state_tensors = static_cast<int64_t>(state_.size()) + (master_weights() ? 1 : 0);
-  int64_t state = state_tensors * (zero_ == 0 ? whole : shard_size_) * state_es;
-  (offload_ ? m.optimizer_host : m.optimizer) = state;
-  int64_t widest = 0;
-  for (const auto& g : groups_) widest = std::max(widest, g.piece * dp_.size());
-  if (zero_ == 2) m.transient = whole * es;
-  // ZeRO-3 holds at most two gathered groups at once (the tied embedding and one block), each
-  // with its gradients during backward.
-  if (zero_ == 3) m.transient = 4 * widest * es;
+  m.params += held.add(params_.flat_values()) + held.add(shard_params_);
+  for (size_t i = 0; i < params_.size(); ++i) m.params += held.add(params_.value(i));
+  // The model's gradient buffer is backward's working buffer under zero 2 (reduce-scattered into
+  // the shard and zeroed after every group), the gradients themselves otherwise.
+  int64_t model_grads = held.add(params_.flat_grads());
+  for (size_t i = 0; i < params_.size(); ++i) model_grads += held.add(params_.grad(i));
+  (zero_ == 2 ? m.transient : m.grads) += model_grads;
+  m.grads += held.add(shard_grads_);
+  int64_t state = held.add(master_);
+  for (const Tensor& t : state_) state += held.add(t);
+  (offload_ ? m.optimizer_host : m.optimizer) += state;
+  m.transient += held.add(staging_) + held.add(staging_piece_);
+  // Gathered groups live only inside forward and backward: the most held at once so far.
+  int64_t gathered = 0;
+  for (const Work& w : work_) gathered += held.add(w.params) + held.add(w.grads);
+  m.transient += std::max(gathered, peak_gathered_bytes_);
   return m;
+}
+
+void ZeroEngine::note_gathered() {
+  StorageBytes held;
+  int64_t now = 0;
+  for (const Work& w : work_) now += held.add(w.params) + held.add(w.grads);
+  peak_gathered_bytes_ = std::max(peak_gathered_bytes_, now);
 }
 
 ZeroPieces ZeroEngine::pieces() const {

@@ -33,11 +33,14 @@
 
 namespace dl::parallel {
 
-// Bytes this rank holds: persistent model state, and transient working buffers.
+// Bytes this rank holds, counted from the storage behind the tensors it keeps (each storage
+// once, a view counts its whole storage): persistent model state, and working buffers.
 struct MemoryUse {
   int64_t params = 0, grads = 0, optimizer = 0;  // on the training device
   int64_t optimizer_host = 0;                    // offloaded optimizer state
-  int64_t transient = 0;  // full-size gradient buffer (zero 2), gathered groups (zero 3)
+  // Working buffers: the model's full-size gradient buffer (zero 2), the reduce-scatter and
+  // all-gather staging (zero >= 1), and the most bytes of gathered groups alive at once (zero 3).
+  int64_t transient = 0;
 };
 
 // Elements [lo, hi) of parameter `param`'s local (this rank's) tensor, in flat order.
@@ -153,6 +156,7 @@ class ZeroEngine final : public ParamGroupHooks {
   void gather_group(int g, Tensor& dst);
   void reduce_scatter_group(int g, const Tensor& grads_whole);
   void bind_group(int g, Work& w, bool grads);
+  void note_gathered();  // updates peak_gathered_bytes_
   void unbind_group(int g);
 
   ParamSet& params_;
@@ -170,6 +174,7 @@ class ZeroEngine final : public ParamGroupHooks {
   std::vector<Tensor> state_;          // optimizer state: whole (zero 0) or shard
   Tensor master_;                      // mixed precision: f32 master weights, cut like state_
   std::vector<Work> work_;             // zero 3, per group
+  int64_t peak_gathered_bytes_ = 0;    // zero 3: the most bytes of work_ alive at once so far
   Tensor staging_, staging_piece_;     // padded group buffers for reduce-scatter/all-gather
 };
 
