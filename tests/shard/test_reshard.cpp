@@ -59,7 +59,7 @@ bool has(const std::string& text, const std::string& what) { return text.find(wh
 struct Trained {
   int code = -1;
   std::string err;
-  std::map<int64_t, double> loss;
+  std::map<int64_t, double> loss, grad_norm;
 };
 
 Trained collect(const RunResult& r) {
@@ -69,7 +69,9 @@ Trained collect(const RunResult& r) {
   for (const auto& l : lines(r.out)) {
     if (l.empty() || l[0] != '{') continue;
     json j = json::parse(l);
-    if (j.contains("loss")) t.loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
+    if (!j.contains("loss")) continue;
+    t.loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
+    t.grad_norm[j["step"].get<int64_t>()] = j.at("grad_norm").get<double>();
   }
   return t;
 }
@@ -122,7 +124,7 @@ std::set<std::string> listing(const fs::path& dir) {
 struct Runs {
   TempDir dir{"reshard"};
   fs::path cfg, single, zero3, tppp, full;
-  std::map<int64_t, double> full_loss;
+  Trained full_run;
 };
 
 const Runs& runs() {
@@ -145,7 +147,7 @@ const Runs& runs() {
     Trained f = train(r.cfg, r.full, 1, {});
     REQUIRE_MESSAGE(f.code == 0, f.err);
     REQUIRE(f.loss.size() == 8);
-    r.full_loss = f.loss;
+    r.full_run = f;
     done = true;
   }
   return r;
@@ -263,7 +265,7 @@ TEST_CASE("merge: a dp=2 zero=3 run and a tp=2 x pp=2 run equal the single-proce
   }
 }
 
-TEST_CASE("dl-train resumes from split shards and continues the single-process losses") {
+TEST_CASE("dl-train resumes from split shards and continues the single-process losses and gradient norms") {
   const Runs& r = runs();
   // Single process -> dp=2 zero=3: the run directory's config.toml carries the layout and half
   // the batch per rank, so --resume OUT --nproc-per-node 2 is the whole command.
@@ -285,12 +287,18 @@ TEST_CASE("dl-train resumes from split shards and continues the single-process l
   Trained rb = resume(b, 1, {"train.steps=8"});
   INFO(rb.err);
   REQUIRE(rb.code == 0);
+  // The gradient norm too: a gradient scaled uniformly (summed instead of averaged over ranks)
+  // leaves AdamW's update, and so the losses, nearly as they were.
+  const Trained& full = r.full_run;
   for (const auto* t : {&ra, &rb}) {
     REQUIRE(t->loss.size() == 4);
+    REQUIRE(t->grad_norm.size() == 4);
     for (auto [step, loss] : t->loss) {
       CAPTURE(step);
-      REQUIRE(r.full_loss.count(step));
-      CHECK(std::fabs(loss - r.full_loss.at(step)) <= 1e-5 * std::fabs(r.full_loss.at(step)));
+      REQUIRE(full.loss.count(step));
+      CHECK(std::fabs(loss - full.loss.at(step)) <= 1e-5 * std::fabs(full.loss.at(step)));
+      const double norm = t->grad_norm.at(step), want = full.grad_norm.at(step);
+      CHECK(std::fabs(norm - want) <= 1e-5 * want);
     }
   }
 }

@@ -1,12 +1,15 @@
 #include "support/support.hpp"
 
 #include <boost/process.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <future>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -178,10 +181,14 @@ std::string torch_python() {
   return DL_TORCH_PYTHON;
 }
 
+// Throws naming the path when the file cannot be opened or read: two missing files must not
+// compare equal as two empty strings.
 std::string read_file(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
+  if (!f) throw std::runtime_error("read_file: cannot open " + p.string() + ": " + std::strerror(errno));
   std::ostringstream os;
-  os << f.rdbuf();
+  if (f.peek() != std::ifstream::traits_type::eof()) os << f.rdbuf();
+  if (f.bad() || !os) throw std::runtime_error("read_file: cannot read " + p.string());
   return os.str();
 }
 

@@ -1,12 +1,15 @@
 // Every parallel layout against the single-process run: the same seed and global batch give the
-// same loss at every step (fp32, 1e-5 relative). Plus per-rank memory against the ZeRO formulas,
-// sharded checkpoints resumed under the same and other layouts, and a rank killed mid-run.
+// same loss and gradient norm at every step (fp32, 1e-5 relative; the norm catches a gradient
+// scaled uniformly, which AdamW's update would hide from the loss), under AdamW and under SGD.
+// Plus per-rank memory against the ZeRO formulas, sharded checkpoints resumed under the same and
+// other layouts, and a rank killed mid-run.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <functional>
+#include <optional>
 
 #include <chrono>
 #include <cmath>
@@ -54,11 +57,46 @@ progress = "none"
 tensorboard = false
 )";
 
-struct Run {
+// Per-step training curves from --json stdout lines.
+struct Curves {
+  std::map<int64_t, double> loss, grad_norm;
+};
+
+Curves curves_of(const std::vector<std::string>& out_lines) {
+  Curves c;
+  for (const auto& l : out_lines) {
+    if (l.empty() || l[0] != '{') continue;
+    json j = json::parse(l);
+    if (!j.contains("loss")) continue;
+    const int64_t step = j["step"].get<int64_t>();
+    c.loss[step] = j["loss"].get<double>();
+    // Every step record carries the norm; a non-finite one is written as null.
+    REQUIRE_MESSAGE(j.contains("grad_norm"), l);
+    c.grad_norm[step] = j["grad_norm"].is_number() ? j["grad_norm"].get<double>() : NAN;
+  }
+  return c;
+}
+
+// A resumed run's curves after the first part's: the steps must follow on.
+void append(Curves& first, const Curves& rest) {
+  REQUIRE(!rest.loss.empty());
+  REQUIRE((first.loss.empty() || rest.loss.begin()->first == first.loss.rbegin()->first + 1));
+  first.loss.insert(rest.loss.begin(), rest.loss.end());
+  first.grad_norm.insert(rest.grad_norm.begin(), rest.grad_norm.end());
+}
+
+struct Run : Curves {
   int code = -1;
   std::string err;
-  std::map<int64_t, double> loss;
 };
+
+Run run_of(const RunResult& r) {
+  Run out;
+  static_cast<Curves&>(out) = curves_of(lines(r.out));
+  out.code = r.exit_code;
+  out.err = r.err;
+  return out;
+}
 
 Run train(const fs::path& cfg, const fs::path& run_dir, int nproc, std::vector<std::string> sets,
           std::vector<std::string> extra = {}) {
@@ -72,16 +110,7 @@ Run train(const fs::path& cfg, const fs::path& run_dir, int nproc, std::vector<s
     args.push_back(s);
   }
   args.insert(args.end(), extra.begin(), extra.end());
-  RunResult r = run(tool("dl-train"), args, "", {}, 300);
-  Run out;
-  out.code = r.exit_code;
-  out.err = r.err;
-  for (const auto& l : lines(r.out)) {
-    if (l.empty() || l[0] != '{') continue;
-    json j = json::parse(l);
-    if (j.contains("loss")) out.loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
-  return out;
+  return run_of(run(tool("dl-train"), args, "", {}, 300));
 }
 
 Run resume(const fs::path& run_dir, int nproc, std::vector<std::string> sets) {
@@ -94,45 +123,57 @@ Run resume(const fs::path& run_dir, int nproc, std::vector<std::string> sets) {
     args.push_back("--set");
     args.push_back(s);
   }
-  RunResult r = run(tool("dl-train"), args, "", {}, 300);
-  Run out;
-  out.code = r.exit_code;
-  out.err = r.err;
-  for (const auto& l : lines(r.out)) {
-    if (l.empty() || l[0] != '{') continue;
-    json j = json::parse(l);
-    if (j.contains("loss")) out.loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
-  return out;
+  return run_of(run(tool("dl-train"), args, "", {}, 300));
 }
 
+// Infinite unless both curves have the same steps and every difference is finite.
 double max_rel_diff(const std::map<int64_t, double>& a, const std::map<int64_t, double>& b) {
+  if (a.size() != b.size()) return INFINITY;
   double worst = 0;
   for (auto [s, v] : a) {
     auto it = b.find(s);
     if (it == b.end()) return INFINITY;
-    worst = std::max(worst, std::fabs(v - it->second) / std::fabs(it->second));
+    const double d = std::fabs(v - it->second) / std::fabs(it->second);
+    if (!std::isfinite(d)) return INFINITY;
+    worst = std::max(worst, d);
   }
   return worst;
 }
 
+// The same steps and bits; NaN (a non-finite value logged as null) matches NaN.
+bool identical(const std::map<int64_t, double>& a, const std::map<int64_t, double>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.first == y.first && (x.second == y.second || (std::isnan(x.second) && std::isnan(y.second)));
+  });
+}
+
+// Loss and gradient norm agree with `want` at every one of its steps, within `tol` relative
+// (`norm_tol` for the norm, if given).
+void check_curves(const std::string& name, const Curves& got, const Curves& want, double tol, double norm_tol = 0) {
+  const double dl = max_rel_diff(got.loss, want.loss), dg = max_rel_diff(got.grad_norm, want.grad_norm);
+  MESSAGE(name << ": over " << got.loss.size() << " steps, max relative difference: loss " << dl << ", grad_norm "
+               << dg);
+  CHECK(dl < tol);
+  CHECK(dg < (norm_tol > 0 ? norm_tol : tol));
+}
+
 // The single-process reference, computed once per test binary.
-const std::map<int64_t, double>& reference() {
-  static std::map<int64_t, double> ref;
+const Curves& reference() {
+  static Curves ref;
   static TempDir dir("layout-ref");
-  if (ref.empty()) {
+  if (ref.loss.empty()) {
     write_file(dir / "c.toml", kGpt);
     Run r = train(dir / "c.toml", dir / "run", 1, {});
     REQUIRE_MESSAGE(r.code == 0, r.err);
     REQUIRE(r.loss.size() == 20);
-    ref = r.loss;
+    ref = r;
   }
   return ref;
 }
 
 }  // namespace
 
-TEST_CASE("every parallel layout gives the single-process losses") {
+TEST_CASE("every parallel layout gives the single-process losses and gradient norms") {
   const auto& ref = reference();
   struct Layout {
     std::string name;
@@ -167,9 +208,35 @@ TEST_CASE("every parallel layout gives the single-process losses") {
     INFO(r.err);
     REQUIRE(r.code == 0);
     REQUIRE(r.loss.size() == 20);
-    double d = max_rel_diff(r.loss, ref);
-    MESSAGE(l.name << ": max relative loss difference over 20 steps " << d);
-    CHECK(d < 1e-5);
+    check_curves(l.name, r, ref, 1e-5);
+  }
+}
+
+TEST_CASE("SGD without clipping: dp=2 zero=2 and tp=2 give the single-process losses and gradient norms") {
+  // SGD moves the weights by the gradient as it is and clipping is off, so a gradient off by a
+  // uniform factor (e.g. summed instead of averaged over ranks) changes the losses too.
+  TempDir dir("layouts-sgd");
+  write_file(dir / "c.toml", kGpt);
+  const std::vector<std::string> sgd = {"optim.name=sgd", "optim.lr=0.1", "optim.grad_clip=0", "train.steps=6"};
+  auto with = [&](std::vector<std::string> sets) {
+    sets.insert(sets.end(), sgd.begin(), sgd.end());
+    return sets;
+  };
+  Run single = train(dir / "c.toml", dir / "single", 1, with({}));
+  INFO(single.err);
+  REQUIRE(single.code == 0);
+  REQUIRE(single.loss.size() == 6);
+  CHECK(single.loss.rbegin()->second < single.loss.begin()->second);  // the steps were taken
+  const std::vector<std::pair<std::string, std::vector<std::string>>> layouts = {
+      {"sgd dp=2 zero=2", {"parallel.dp=2", "train.batch_size=4", "parallel.zero=2"}}, {"sgd tp=2", {"parallel.tp=2"}}};
+  int i = 0;
+  for (const auto& [name, sets] : layouts) {
+    CAPTURE(name);
+    Run r = train(dir / "c.toml", dir / ("run" + std::to_string(i++)), 2, with(sets));
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    REQUIRE(r.loss.size() == 6);
+    check_curves(name, r, single, 1e-5);
   }
 }
 
@@ -208,7 +275,7 @@ TEST_CASE("per-rank memory agrees with the ZeRO formulas (fp32 Adam)") {
   }
 }
 
-TEST_CASE("sharded checkpoints: resume is bit for bit; other layouts continue the same losses") {
+TEST_CASE("sharded checkpoints: resume is bit for bit; other layouts continue the same losses and gradient norms") {
   const auto& ref = reference();
   TempDir dir("layout-ckpt");
   write_file(dir / "c.toml", kGpt);
@@ -222,11 +289,13 @@ TEST_CASE("sharded checkpoints: resume is bit for bit; other layouts continue th
   Run rest = resume(dir / "split", 2, {"train.steps=20"});
   INFO(rest.err);
   REQUIRE(rest.code == 0);
-  for (auto [s, v] : rest.loss) first.loss[s] = v;
+  append(first, rest);
   REQUIRE(first.loss.size() == 20);
+  REQUIRE(whole.loss.size() == 20);
   for (int64_t s = 1; s <= 20; ++s) {
     CAPTURE(s);
     CHECK(first.loss[s] == whole.loss[s]);
+    CHECK(first.grad_norm[s] == whole.grad_norm[s]);
   }
 
   // Saved with dp=2 zero=3, resumed with tp=2 (and the reverse): the losses go on as the
@@ -251,15 +320,41 @@ TEST_CASE("sharded checkpoints: resume is bit for bit; other layouts continue th
     Run b = resume(run_dir, 2, p.load);
     INFO(b.err);
     REQUIRE(b.code == 0);
-    for (auto [s, v] : b.loss) a.loss[s] = v;
+    append(a, b);
     REQUIRE(a.loss.size() == 20);
-    double d = max_rel_diff(a.loss, ref);
-    MESSAGE(p.name << ": max relative loss difference " << d);
-    CHECK(d < 1e-5);
+    check_curves(p.name, a, ref, 1e-5);
   }
 }
 
-TEST_CASE("a rank killed with SIGKILL stops the run within 15 s; the last checkpoint resumes") {
+namespace {
+
+// /proc/PID/FILE, or nothing when process PID has exited meanwhile (its folder is gone).
+std::optional<std::string> proc_file(const fs::path& pid_dir, const char* file) {
+  try {
+    return read_file(pid_dir / file);
+  } catch (const std::exception&) {
+    if (fs::exists(pid_dir)) throw;
+    return std::nullopt;
+  }
+}
+
+// Folders /proc/PID of the live processes whose parent is `ppid`.
+std::vector<fs::path> children_of(int ppid) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::optional<std::string> status = proc_file(e.path(), "status");
+    if (!status) continue;
+    auto at = status->find("PPid:\t");
+    if (at != std::string::npos && std::stoi(status->substr(at + 6)) == ppid) out.push_back(e.path());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("a rank killed with SIGKILL stops the run, not waiting for the collective timeout; the last checkpoint resumes") {
   TempDir dir("layout-kill");
   write_file(dir / "c.toml", kGpt);
   // Slow enough steps that the kill lands mid-run; a checkpoint every 5 steps.
@@ -271,35 +366,25 @@ TEST_CASE("a rank killed with SIGKILL stops the run within 15 s; the last checkp
   REQUIRE(p.wait_for_line([](const std::string& l) { return l.find("\"step\":12,") != std::string::npos; }, 120));
   // Find rank 1: the launcher's child whose environment says DL_RANK=1.
   int victim = -1;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string status = read_file(e.path() / "status");
-    auto at = status.find("PPid:\t");
-    if (at == std::string::npos || std::stoi(status.substr(at + 6)) != p.pid()) continue;
-    std::string env = read_file(e.path() / "environ");
-    if (env.find(std::string("DL_RANK=1") + '\0') != std::string::npos) victim = std::stoi(name);
+  for (const auto& child : children_of(p.pid())) {
+    std::optional<std::string> env = proc_file(child, "environ");
+    if (env && env->find(std::string("DL_RANK=1") + '\0') != std::string::npos)
+      victim = std::stoi(child.filename().string());
   }
   REQUIRE(victim > 0);
   auto t0 = std::chrono::steady_clock::now();
   ::kill(victim, SIGKILL);
+  // A limit that catches a hang, not a speed bar: rank 0 left waiting in a collective would give
+  // up only after dist.timeout_s (300 s); the launcher stops it at once (0.2 s here).
   int code = p.wait(60);
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(p.err());
+  MESSAGE("the run stopped " << took << " s after the kill");
   CHECK(code != 0);
   CHECK(code != -1);
-  CHECK(took < 15);
   CHECK(p.err().find("rank 1 exited with status 137") != std::string::npos);
   // No rank left behind: no process has the launcher as parent any more.
-  int left = 0;
-  for (const auto& e : fs::directory_iterator("/proc")) {
-    std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string status = read_file(e.path() / "status");
-    auto at = status.find("PPid:\t");
-    if (at != std::string::npos && std::stoi(status.substr(at + 6)) == p.pid()) ++left;
-  }
-  CHECK(left == 0);
+  CHECK(children_of(p.pid()).empty());
   // The newest complete checkpoint verifies and the run resumes from it to the end.
   RunResult r = run(tool("dl-train"), {"--resume", (dir / "run").string(), "--json", "--nproc-per-node", "2",
                                        "--set", "train.steps=20"},
@@ -342,21 +427,11 @@ int free_port() {
   return 20000 + (::getpid() * 7919 + static_cast<int>(std::chrono::steady_clock::now().time_since_epoch().count() % 1000)) % 20000;
 }
 
-std::map<int64_t, double> losses_from(const std::vector<std::string>& out_lines) {
-  std::map<int64_t, double> loss;
-  for (const auto& l : out_lines) {
-    if (l.empty() || l[0] != '{') continue;
-    json j = json::parse(l);
-    if (j.contains("loss")) loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
-  return loss;
-}
-
 // Starts `n` dl-train processes by hand with per-rank environments (as torchrun, srun or
-// mpirun would) and returns rank 0's losses.
-std::map<int64_t, double> run_by_hand(const fs::path& cfg, const fs::path& run_dir, int n,
-                                      const std::function<std::vector<std::string>(int)>& env_of,
-                                      const std::function<std::vector<std::string>(int)>& extra_args_of) {
+// mpirun would) and returns rank 0's curves.
+Curves run_by_hand(const fs::path& cfg, const fs::path& run_dir, int n,
+                   const std::function<std::vector<std::string>(int)>& env_of,
+                   const std::function<std::vector<std::string>(int)>& extra_args_of) {
   std::vector<std::unique_ptr<Process>> ps;
   for (int r = 0; r < n; ++r) {
     std::vector<std::string> args = {cfg.string(), "--run-dir", run_dir.string(), "--json"};
@@ -369,7 +444,7 @@ std::map<int64_t, double> run_by_hand(const fs::path& cfg, const fs::path& run_d
     INFO("rank " << r << ": " << ps[r]->err());
     REQUIRE(code == 0);
   }
-  return losses_from(ps[0]->out_lines());
+  return curves_of(ps[0]->out_lines());
 }
 }  // namespace
 
@@ -408,10 +483,10 @@ TEST_CASE("ranks started by torchrun-, Slurm- and Open MPI-style environments, a
   for (const auto& s : styles) {
     CAPTURE(s.name);
     int port = free_port() + i;
-    auto loss = run_by_hand(dir / "c.toml", dir / ("run-" + s.name), 2, [&](int r) { return s.env(r, port); },
-                            [&](int) { return dp2; });
-    REQUIRE(loss.size() == 20);
-    CHECK(max_rel_diff(loss, ref) < 1e-5);
+    Curves c = run_by_hand(dir / "c.toml", dir / ("run-" + s.name), 2, [&](int r) { return s.env(r, port); },
+                           [&](int) { return dp2; });
+    REQUIRE(c.loss.size() == 20);
+    check_curves(s.name, c, ref, 1e-5);
     ++i;
   }
   // Two "nodes" on one machine: a launcher per node with --nnodes 2 --node-rank k, meeting
@@ -419,23 +494,24 @@ TEST_CASE("ranks started by torchrun-, Slurm- and Open MPI-style environments, a
   for (std::string rdzv : {(dir / "rdzv").string(), "127.0.0.1:" + std::to_string(free_port() + 7)}) {
     CAPTURE(rdzv);
     fs::path run_dir = dir / ("nodes" + std::to_string(i++));
-    auto loss = run_by_hand(dir / "c.toml", run_dir, 2, [](int) { return std::vector<std::string>{}; },
-                            [&](int node) {
-                              std::vector<std::string> a = dp2;
-                              a.insert(a.end(), {"--nproc-per-node", "1", "--nnodes", "2", "--node-rank",
-                                                 std::to_string(node), "--rdzv", rdzv});
-                              return a;
-                            });
+    Curves c = run_by_hand(dir / "c.toml", run_dir, 2, [](int) { return std::vector<std::string>{}; },
+                           [&](int node) {
+                             std::vector<std::string> a = dp2;
+                             a.insert(a.end(), {"--nproc-per-node", "1", "--nnodes", "2", "--node-rank",
+                                                std::to_string(node), "--rdzv", rdzv});
+                             return a;
+                           });
     // Process 0 is node 0; its rank 0 prints the metrics.
-    REQUIRE(loss.size() == 20);
-    CHECK(max_rel_diff(loss, ref) < 1e-5);
+    REQUIRE(c.loss.size() == 20);
+    check_curves("two nodes via " + rdzv, c, ref, 1e-5);
   }
 }
 
 TEST_CASE("a missing or contradictory launch environment is an error, not a hang") {
   TempDir dir("layout-badenv");
   write_file(dir / "c.toml", kGpt);
-  auto t0 = std::chrono::steady_clock::now();
+  // Each run's 60 s limit catches a hang (exit code -1), not speed: the default dist.timeout_s is
+  // 300 s, so the last run only ends in time if it honours timeout_s = 2.
   RunResult r = run(tool("dl-train"), {(dir / "c.toml").string(), "--run-dir", (dir / "run").string()}, "",
                     {"RANK=3", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1"}, 60);
   CHECK(r.exit_code == 2);
@@ -458,7 +534,6 @@ TEST_CASE("a missing or contradictory launch environment is an error, not a hang
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("cannot reach the rendezvous store") != std::string::npos);
   CHECK(r.err.find("after 2 s") != std::string::npos);
-  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 30);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -474,7 +549,12 @@ std::vector<json> metric_records(const fs::path& run_dir) {
   return out;
 }
 
-double final_train_loss(const Run& r) { return r.loss.empty() ? INFINITY : r.loss.rbegin()->second; }
+// The loss at the last of `steps` steps, from a run logging step 1 and every 100th.
+double final_train_loss(const Run& r, int64_t steps) {
+  REQUIRE(r.loss.size() == static_cast<size_t>(steps / 100 + 1));
+  REQUIRE(r.loss.rbegin()->first == steps);
+  return r.loss.rbegin()->second;
+}
 
 }  // namespace
 
@@ -488,7 +568,8 @@ TEST_CASE("bf16 and fp16 follow the fp32 losses: within 2% over 20 steps and at 
     INFO(r.err);
     REQUIRE(r.code == 0);
     CHECK(r.err.find("emulated") != std::string::npos);
-    const double d = max_rel_diff(r.loss, ref);
+    REQUIRE(r.loss.size() == 20);
+    const double d = max_rel_diff(r.loss, ref.loss);
     MESSAGE(p << " vs fp32 over 20 steps: max relative loss difference " << d);
     CHECK(d < 0.02);
     CHECK(d > 0);  // 16-bit compute really ran: the numbers are not fp32's
@@ -500,9 +581,9 @@ TEST_CASE("bf16 and fp16 follow the fp32 losses: within 2% over 20 steps and at 
   Run b16 = train(dir / "c.toml", dir / "bf16-500", 1, bf16_long);
   REQUIRE(f32.code == 0);
   REQUIRE(b16.code == 0);
-  const double a = final_train_loss(f32), b = final_train_loss(b16);
+  const double a = final_train_loss(f32, 500), b = final_train_loss(b16, 500);
   MESSAGE("500 steps: fp32 loss " << a << ", bf16 loss " << b);
-  CHECK(a < ref.begin()->second * 0.5);  // it learned
+  CHECK(a < ref.loss.begin()->second * 0.5);  // it learned
   CHECK(std::fabs(b - a) / a < 0.02);
 }
 
@@ -515,7 +596,7 @@ TEST_CASE("bf16 with dp=2 and every ZeRO stage gives the single-rank bf16 losses
   const auto sb = dl::plan::state_bytes("bf16");  // the planner's mixed-precision Adam: 2 + 2 + 12
   CHECK(sb.params == 2);
   CHECK(sb.optimizer == 12);
-  std::map<int64_t, double> zero0;
+  Curves zero0;
   for (int zero = 0; zero <= 3; ++zero) {
     CAPTURE(zero);
     const fs::path run_dir = dir / ("z" + std::to_string(zero));
@@ -525,12 +606,12 @@ TEST_CASE("bf16 with dp=2 and every ZeRO stage gives the single-rank bf16 losses
     REQUIRE(r.code == 0);
     REQUIRE(r.loss.size() == 20);
     // Gradients are summed over ranks in f32 and rounded once, whatever the stage: the stages
-    // agree exactly; the single rank rounds a different partial sum.
-    if (zero == 0) zero0 = r.loss;
-    CHECK(r.loss == zero0);
-    const double d = max_rel_diff(r.loss, single.loss);
-    MESSAGE("bf16 dp=2 zero=" << zero << " vs one rank: max relative loss difference " << d);
-    CHECK(d < 1e-3);
+    // agree exactly (the norm up to the order of its partial sums); the single rank rounds a
+    // different partial sum (measured: loss 1.3e-4, grad_norm 6.7e-4).
+    if (zero == 0) zero0 = r;
+    CHECK(r.loss == zero0.loss);
+    CHECK(max_rel_diff(r.grad_norm, zero0.grad_norm) < 1e-12);
+    check_curves("bf16 dp=2 zero=" + std::to_string(zero) + " vs one rank", r, single, 1e-3, 3e-3);
     json mem = json::parse(read_file(run_dir / "memory.json"));
     CHECK(mem["dtype"] == "bf16");
     const double formula = dl::plan::zero_model_state_bytes(psi, 2, zero, sb);
@@ -570,6 +651,7 @@ TEST_CASE("mixed-precision checkpoints hold f32 master weights; resume is bit fo
   CHECK(recs.front()["skipped"] == true);
   CHECK(skipped >= 5);
   CHECK(applied >= 5);
+  REQUIRE(whole.loss.size() == 20);
   CHECK(whole.loss.rbegin()->second < whole.loss.begin()->second * 0.9);  // it learned after the skips
 
   Run first = train(dir / "c.toml", dir / "split", 2, fp16, {"--steps", "12"});
@@ -581,9 +663,10 @@ TEST_CASE("mixed-precision checkpoints hold f32 master weights; resume is bit fo
   Run rest = resume(dir / "split", 2, {"train.steps=20"});
   INFO(rest.err);
   REQUIRE(rest.code == 0);
-  for (auto [s, v] : rest.loss) first.loss[s] = v;
+  append(first, rest);
   REQUIRE(first.loss.size() == 20);
   CHECK(first.loss == whole.loss);
+  CHECK(identical(first.grad_norm, whole.grad_norm));  // overflowed steps' norms are NaN in both
 
   // A bf16 checkpoint resumed under another layout continues within bf16 tolerance.
   Run b = train(dir / "c.toml", dir / "b", 2, {"train.precision=bf16", "parallel.dp=2", "train.batch_size=4", "parallel.zero=3"}, {"--steps", "10"});
@@ -591,8 +674,10 @@ TEST_CASE("mixed-precision checkpoints hold f32 master weights; resume is bit fo
   Run b2 = resume(dir / "b", 1, {"train.steps=20", "parallel.dp=1", "train.batch_size=8", "parallel.zero=0"});
   INFO(b2.err);
   REQUIRE(b2.code == 0);
-  for (auto [s, v] : b2.loss) b.loss[s] = v;
+  append(b, b2);
+  REQUIRE(b.loss.size() == 20);
   Run bs = train(dir / "c.toml", dir / "bs", 1, {"train.precision=bf16"});
   REQUIRE(bs.code == 0);
-  CHECK(max_rel_diff(b.loss, bs.loss) < 1e-3);
+  REQUIRE(bs.loss.size() == 20);
+  check_curves("bf16 dp=2 zero=3 -> one rank", b, bs, 1e-3, 3e-3);
 }
