@@ -3,9 +3,12 @@
 
 #include <signal.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "dl/config/config.hpp"
+#include "dl/io/safetensors.hpp"
 #include "support/support.hpp"
 
 using namespace dl::test;
@@ -72,6 +75,44 @@ bool has_temp_files(const fs::path& dir) {
   for (const auto& f : tree(dir))
     if (f.find(".tmp") != std::string::npos) return true;
   return false;
+}
+
+// Steps of the checkpoints under RUN/checkpoints (folders step_NNNNNNNN), ascending.
+std::vector<int64_t> checkpoint_steps(const fs::path& run_dir) {
+  std::vector<int64_t> out;
+  for (const auto& e : fs::directory_iterator(run_dir / "checkpoints")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step_", 0) == 0) out.push_back(std::stoll(name.substr(5)));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string step_name(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step_%08lld", static_cast<long long>(step));
+  return name;
+}
+
+// The step a "diverged: ... at step N; ..." message names.
+int64_t diverged_at(const std::string& err) {
+  const auto msg = err.find("diverged: ");
+  REQUIRE_MESSAGE(msg != std::string::npos, err);
+  const auto at = err.find(" at step ", msg);
+  REQUIRE_MESSAGE(at != std::string::npos, err);
+  return std::stoll(err.substr(at + 9));
+}
+
+// Every value of every tensor in a safetensors file is finite.
+bool all_finite(const fs::path& file) {
+  dl::SafetensorsReader r(file);
+  for (const auto& name : r.names()) {
+    dl::Tensor t = r.read(name);
+    const float* x = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (!std::isfinite(x[i])) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -189,7 +230,7 @@ TEST_CASE("SIGINT writes a checkpoint, exits 130, and the run resumes to the sam
   TempDir d("sigint");
   write_file(d / "c.toml", kSmallGpt);
   // Steps of a few milliseconds and a long run, so the signal lands early; the schedule's
-  // horizon is fixed so a 30-step run follows the same learning rates as the 2000-step one.
+  // horizon is fixed so a short run follows the same learning rates as the 2000-step one.
   std::vector<std::string> slow = {"--set", "model.n_embd=128", "--set", "model.block_size=64", "--set",
                                    "train.batch_size=32", "--set", "schedule.decay_steps=2000", "--set",
                                    "train.checkpoint_every=0", "--json"};
@@ -197,9 +238,6 @@ TEST_CASE("SIGINT writes a checkpoint, exits 130, and the run resumes to the sam
     args.insert(args.end(), slow.begin(), slow.end());
     return args;
   };
-  RunResult full = train(with({(d / "c.toml").string(), "--run-dir", (d / "full").string(), "--steps", "30"}));
-  REQUIRE(full.exit_code == 0);
-
   Process p(tool("dl-train"), with({(d / "c.toml").string(), "--run-dir", (d / "int").string(), "--steps", "2000"}));
   bool reached = p.wait_for_line([](const std::string& l) { return l.find("\"step\":5,") != std::string::npos; }, 120);
   REQUIRE(reached);
@@ -212,37 +250,95 @@ TEST_CASE("SIGINT writes a checkpoint, exits 130, and the run resumes to the sam
   CHECK(summary["status"] == "interrupted");
   int64_t stopped = summary["steps"].get<int64_t>();
   CHECK(stopped >= 5);
-  REQUIRE(stopped < 30);
-  char name[32];
-  std::snprintf(name, sizeof name, "step_%08lld", static_cast<long long>(stopped));
-  CHECK(fs::exists(d / "int" / "checkpoints" / name / "trainer_state.json"));
+  CHECK(fs::exists(d / "int" / "checkpoints" / step_name(stopped) / "trainer_state.json"));
 
-  RunResult rest = train(with({"--resume", (d / "int").string(), "--steps", "30"}));
+  // However many steps the signal took to land on a busy machine (no speed bar here), the
+  // resumed run goes 5 steps past the stop, at least to step 30, and equals an uninterrupted one.
+  const int64_t until = std::max<int64_t>(30, stopped + 5);
+  RunResult rest = train(with({"--resume", (d / "int").string(), "--steps", std::to_string(until)}));
   INFO(rest.err);
   REQUIRE(rest.exit_code == 0);
+  RunResult full = train(with({(d / "c.toml").string(), "--run-dir", (d / "full").string(), "--steps",
+                               std::to_string(until)}));
+  REQUIRE(full.exit_code == 0);
   auto a = losses_of(full.out);
   auto b = losses_of(read_file(d / "int" / "metrics.jsonl"));
-  REQUIRE(a.size() == 30);
-  REQUIRE(b.size() == 30);
-  for (int64_t s = 1; s <= 30; ++s) {
+  REQUIRE(a.size() == static_cast<size_t>(until));
+  REQUIRE(b.size() == static_cast<size_t>(until));
+  for (int64_t s = 1; s <= until; ++s) {
     CAPTURE(s);
     CHECK(a[s] == b[s]);
   }
 }
 
-TEST_CASE("divergence exits 3 naming the step and keeps the last good checkpoint") {
+TEST_CASE("divergence exits 3 naming the step and keeps the last good checkpoint, which resumes") {
   TempDir d("nan");
   write_file(d / "c.toml", kSmallGpt);
-  RunResult r = train({(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--set", "optim.name=sgd",
-                       "--set", "optim.lr=1e30", "--set", "optim.grad_clip=0", "--set", "schedule.warmup_steps=0"});
+  // SGD at a learning rate warming up to 1000 and no clipping: finite losses that grow about
+  // 100-fold per step, then NaN (step 7 here). A checkpoint after every step.
+  const std::vector<std::string> blow_up = {"--set", "optim.name=sgd", "--set", "optim.lr=1e3", "--set",
+                                            "optim.grad_clip=0", "--set", "schedule.warmup_steps=10", "--set",
+                                            "train.checkpoint_every=1", "--json"};
+  auto with = [](std::vector<std::string> args, const std::vector<std::string>& more) {
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  };
+  RunResult r = train(with({(d / "c.toml").string(), "--run-dir", (d / "run").string()}, blow_up));
+  INFO(r.err);
   CHECK(r.exit_code == 3);
-  CHECK(r.err.find("at step") != std::string::npos);
   CHECK(r.err.find("NaN") + r.err.find("Inf") != 2 * std::string::npos);
-  // Whatever was saved verifies: no partial checkpoint.
+  const int64_t bad = diverged_at(r.err);
+  auto loss = losses_of(r.out);
+  REQUIRE(bad >= 3);  // it blew up later, not at once
+  REQUIRE(loss.size() == static_cast<size_t>(bad - 1));
+  CHECK(loss.rbegin()->first == bad - 1);
+  for (auto [s, v] : loss) CHECK(std::isfinite(v));
+  // The newest checkpoint is the step before the failed one (the weights it started from),
+  // nothing of the failed step was saved, and the older ones are kept as keep_checkpoints says.
+  const std::string good = step_name(bad - 1);
+  CHECK(r.err.find("the last good checkpoint is " + (d / "run" / "checkpoints" / good).string()) != std::string::npos);
+  const std::vector<int64_t> steps = checkpoint_steps(d / "run");
+  REQUIRE(!steps.empty());
+  CHECK(steps.back() == bad - 1);
+  CHECK(steps.size() == static_cast<size_t>(std::min<int64_t>(5, bad - 1)));
+  for (int64_t s : steps) CHECK(fs::exists(d / "run" / "checkpoints" / step_name(s) / "trainer_state.json"));
   CHECK(!has_temp_files(d / "run"));
-  for (const auto& e : fs::directory_iterator(d / "run" / "checkpoints")) {
-    CHECK(fs::exists(e.path() / "trainer_state.json"));
-  }
+  CHECK(all_finite(d / "run" / "checkpoints" / good / "model.safetensors"));
+  // Resumed as it is, the run repeats the failed step from the same weights and fails the same
+  // way; the good checkpoint survives the second failure too.
+  RunResult again = train({"--resume", (d / "run").string(), "--json"});
+  INFO(again.err);
+  CHECK(again.exit_code == 3);
+  CHECK(again.err.find("resumed from " + (d / "run" / "checkpoints" / good).string()) != std::string::npos);
+  CHECK(diverged_at(again.err) == bad);
+  CHECK(checkpoint_steps(d / "run") == steps);
+
+  // fp16 from loss scale 1 at the same learning rates: step 3 overflows fp16's range, every
+  // later step is skipped while the scale halves below 2^-24, then the run stops. Its last good
+  // checkpoint (f32 master weights) resumes in fp32 at a learning rate that trains on.
+  RunResult h = train(with({(d / "c.toml").string(), "--run-dir", (d / "fp16").string(), "--set",
+                            "train.precision=fp16", "--set", "train.loss_scale=1", "--set", "train.steps=60"},
+                           blow_up));
+  INFO(h.err);
+  CHECK(h.exit_code == 3);
+  CHECK(h.err.find("fp16 loss scale down to") != std::string::npos);
+  const int64_t bad16 = diverged_at(h.err);
+  REQUIRE(bad16 > 3);
+  const std::vector<int64_t> steps16 = checkpoint_steps(d / "fp16");
+  REQUIRE(!steps16.empty());
+  CHECK(steps16.back() == bad16 - 1);
+  CHECK(all_finite(d / "fp16" / "checkpoints" / step_name(bad16 - 1) / "model.safetensors"));
+  RunResult on = train({"--resume", (d / "fp16").string(), "--json", "--steps", std::to_string(bad16 + 1), "--set",
+                        "train.precision=fp32", "--set", "optim.lr=1e-3"});
+  INFO(on.err);
+  REQUIRE(on.exit_code == 0);
+  CHECK(on.err.find("resumed from " + (d / "fp16" / "checkpoints" / step_name(bad16 - 1)).string()) !=
+        std::string::npos);
+  auto resumed = losses_of(on.out);
+  REQUIRE(resumed.size() == 2);
+  CHECK(resumed.begin()->first == bad16);
+  for (auto [s, v] : resumed) CHECK(std::isfinite(v));
+  CHECK(checkpoint_steps(d / "fp16").back() == bad16 + 1);
 }
 
 TEST_CASE("bad input: clear errors, exit 2, no run directory") {
