@@ -321,25 +321,40 @@ TEST_CASE("adamw_step follows torch.optim.AdamW's update") {
   CHECK(max_abs_diff(v, v_ref) < 1e-14);
 }
 
-TEST_CASE("sgd_step with momentum follows torch.optim.SGD") {
+TEST_CASE("sgd_step with momentum, dampening and Nesterov follows torch.optim.SGD") {
   const int64_t n = 5;
-  Tensor p = random_tensor({n}, F64, 81), g = random_tensor({n}, F64, 82), buf = Tensor::zeros({n}, F64);
-  Tensor p_ref = p.clone(), b_ref = buf.clone();
-  SgdParams sp;
-  sp.lr = 0.1;
-  sp.momentum = 0.9;
-  sp.weight_decay = 0.01;
-  for (int step = 0; step < 3; ++step) {
-    sp.first_step = step == 0;
-    be().sgd_step(p, g, buf, sp);
-    for (int64_t i = 0; i < n; ++i) {
-      double d = get(g, i) + sp.weight_decay * get(p_ref, i);
-      double b = step == 0 ? d : sp.momentum * get(b_ref, i) + d;
-      set(b_ref, i, b);
-      set(p_ref, i, get(p_ref, i) - sp.lr * b);
+  struct Case {
+    double dampening;
+    bool nesterov;
+  };
+  for (Case c : {Case{0.0, false}, Case{0.3, false}, Case{0.0, true}}) {
+    CAPTURE(c.dampening);
+    CAPTURE(c.nesterov);
+    Tensor p = random_tensor({n}, F64, 81), g = random_tensor({n}, F64, 82), buf = Tensor::zeros({n}, F64);
+    Tensor p_ref = p.clone(), b_ref = buf.clone();
+    SgdParams sp;
+    sp.lr = 0.1;
+    sp.momentum = 0.9;
+    sp.dampening = c.dampening;
+    sp.nesterov = c.nesterov;
+    sp.weight_decay = 0.01;
+    for (int step = 0; step < 3; ++step) {
+      sp.first_step = step == 0;
+      be().sgd_step(p, g, buf, sp);
+      // torch.optim.SGD's _single_tensor_sgd: d_p = grad + wd * p; buf = d_p on the first step,
+      // else momentum * buf + (1 - dampening) * d_p; d_p = d_p + momentum * buf if nesterov,
+      // else buf; p -= lr * d_p.
+      for (int64_t i = 0; i < n; ++i) {
+        double d = get(g, i) + sp.weight_decay * get(p_ref, i);
+        double b = step == 0 ? d : sp.momentum * get(b_ref, i) + (1 - sp.dampening) * d;
+        set(b_ref, i, b);
+        d = sp.nesterov ? d + sp.momentum * b : b;
+        set(p_ref, i, get(p_ref, i) - sp.lr * d);
+      }
     }
+    CHECK(max_abs_diff(p, p_ref) < 1e-14);
+    CHECK(max_abs_diff(buf, b_ref) < 1e-14);
   }
-  CHECK(max_abs_diff(p, p_ref) < 1e-14);
 }
 
 TEST_CASE("sum and sum_squares are deterministic and propagate NaN") {

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <iomanip>
 #include <set>
+#include <sstream>
 
 #include "dl/config/config.hpp"
 #include "dl/config/schema.hpp"
@@ -259,30 +261,70 @@ TEST_CASE("range and choice errors") {
 
 TEST_CASE("every declared range and choice is enforced") {
   // Walk the one list: for each constrained key, a value just outside its constraint fails
-  // naming that key, and a value inside passes.
+  // naming that key, and a value on (or next to) its bound that is not the default parses and is
+  // stored in that key's field.
+  TempDir dir("ranges");
+  write_file(dir / "t.txt", "text");
+  const std::string text_file = "text:" + fs::absolute(dir / "t.txt").lexically_normal().string();
   Config defaults;
   int checked = 0;
   config_schema::visit_config(defaults, [&](std::string_view s, std::string_view k, auto& field, const config_schema::Spec& spec) {
     using T = std::decay_t<decltype(field)>;
     std::string key = std::string(s) + "." + std::string(k);
     CAPTURE(key);
-    std::string bad;
+    std::string bad, good;
+    T inside{};
     if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
       if (std::isfinite(spec.lo)) bad = std::to_string(static_cast<int64_t>(spec.lo) - (spec.lo_open ? 0 : 1));
       else if (std::isfinite(spec.hi)) bad = std::to_string(static_cast<int64_t>(spec.hi) + 1);
       if (spec.auto_int && bad == "-1") bad = "-2";
+      auto allowed = [&](double x) {
+        return (spec.lo_open ? x > spec.lo : x >= spec.lo) && (spec.hi_open ? x < spec.hi : x <= spec.hi);
+      };
+      for (double x : {spec.lo, spec.hi, spec.lo + 1, spec.hi - 1, (spec.lo + spec.hi) / 2})
+        if (std::isfinite(x) && allowed(x) && static_cast<T>(x) != field) {
+          inside = static_cast<T>(x);
+          std::ostringstream os;
+          os << std::setprecision(17) << inside;
+          good = os.str();
+          break;
+        }
     } else if constexpr (std::is_same_v<T, std::string>) {
       if (!spec.choices.empty()) bad = "\"no-such-choice\"";
       if (spec.source) bad = "\"nowhere:x\"";
+      for (std::string_view c : spec.choices)
+        if (c != field) {
+          inside = std::string(c);
+          break;
+        }
+      if (spec.source) inside = field == text_file ? "synthetic:addition" : text_file;
+      good = "\"" + inside + "\"";
     } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
       bad = "[0]";
+      good = "[1, 2]";
+      inside = {1, 2};
     }
     if (bad.empty()) return;
     ++checked;
     std::string e = set_error(key + "=" + bad);
     CHECK(e.rfind("--set " + key + "=" + bad + ": " + key, 0) == 0);
+    REQUIRE(!good.empty());
+    // n_head = 1 first, so that any model.n_embd passes the divisibility check.
+    Config c;
+    try {
+      c = parse("", {"model.n_head=1", key + "=" + good});
+    } catch (const Error& ex) {
+      FAIL_CHECK(key, "=", good, " was refused: ", std::string(ex.what()));
+      return;
+    }
+    int stored = 0;
+    config_schema::visit_config(c, [&](std::string_view s2, std::string_view k2, auto& f2, const config_schema::Spec&) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(f2)>, T>)
+        if (s2 == s && k2 == k) stored += f2 == inside;
+    });
+    CHECK_MESSAGE(stored == 1, key, "=", good, " was not stored");
   });
-  CHECK(checked >= 40);
+  CHECK(checked == 50);  // the constrained keys of schema.hpp
 }
 
 TEST_CASE("cross-field checks name the first named key that was set") {
@@ -291,6 +333,16 @@ TEST_CASE("cross-field checks name the first named key that was set") {
   CHECK(parse_error("[model]\nn_head = 5\n") ==
         "x.toml:2: model.n_embd (128) must be divisible by model.n_head (5) for a gpt model");
   CHECK(parse("[model]\ntype = \"mlp\"\nn_head = 5\n").model.n_head == 5);  // only gpt needs it
+  // Nesterov momentum needs momentum and no dampening, as torch.optim.SGD says; only sgd reads them.
+  CHECK(parse_error("[optim]\nname = \"sgd\"\nnesterov = true\ndampening = 0.1\n") ==
+        "x.toml:3: optim.nesterov needs optim.momentum > 0 and optim.dampening = 0 (as torch.optim.SGD), got momentum "
+        "0.9 and dampening 0.1");
+  CHECK(parse("[optim]\nname = \"sgd\"\nmomentum = 0\n").optim.momentum == 0.0);  // plain SGD is fine
+  CHECK(parse_error("[optim]\nname = \"sgd\"\nmomentum = 0\n", {"optim.nesterov=true"}) ==
+        "--set optim.nesterov=true: optim.nesterov needs optim.momentum > 0 and optim.dampening = 0 (as "
+        "torch.optim.SGD), got momentum 0 and dampening 0");
+  CHECK(parse("[optim]\nname = \"sgd\"\ndampening = 0.25\n").optim.dampening == 0.25);
+  CHECK(parse("[optim]\nnesterov = true\ndampening = 0.25\n").optim.dampening == 0.25);  // adamw ignores both
   // A warm-up longer than the run is legitimate (a short smoke test of a long config).
   CHECK(parse("", {"train.steps=10", "schedule.warmup_steps=20"}).schedule.warmup_steps == 20);
   CHECK(parse("[schedule]\nwarmup_steps = 2000\ndecay_steps = 5000\n").schedule.warmup_steps == 2000);
@@ -502,7 +554,7 @@ TEST_CASE("config_to_toml lists every section and key in declaration order") {
 
 TEST_CASE("config_key_docs has one entry per key with type, default and help") {
   auto docs = config_key_docs();
-  CHECK(docs.size() == 55);
+  CHECK(docs.size() == 56);
   std::set<std::string> names;
   for (const auto& d : docs) {
     CAPTURE(d.key);
@@ -528,6 +580,8 @@ TEST_CASE("config_key_docs has one entry per key with type, default and help") {
   CHECK(find("optim.lr").allowed == "> 0");
   CHECK(find("optim.nesterov").type == "bool");
   CHECK(find("optim.nesterov").default_value == "false");
+  CHECK(find("optim.dampening").default_value == "0.0");
+  CHECK(find("optim.dampening").allowed == "in [0, 1]");
   CHECK(find("train.device").type == "string");
   CHECK(find("train.device").default_value == "\"cpu\"");
   CHECK(find("train.device").allowed == "one of cpu, cuda, auto");

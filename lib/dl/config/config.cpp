@@ -479,6 +479,11 @@ struct Checker {
     if (m.type == "gpt" && m.n_embd % m.n_head != 0)
       fail({&m.n_embd, &m.n_head}, key_of(&m.n_embd), " (", m.n_embd, ") must be divisible by ", key_of(&m.n_head),
            " (", m.n_head, ") for a gpt model");
+    // torch.optim.SGD refuses the same: Nesterov's look-ahead is defined for undamped momentum.
+    const auto& o = cfg.optim;
+    if (o.name == "sgd" && o.nesterov && (o.momentum == 0.0 || o.dampening != 0.0))
+      fail({&o.nesterov, &o.momentum, &o.dampening}, key_of(&o.nesterov), " needs ", key_of(&o.momentum), " > 0 and ",
+           key_of(&o.dampening), " = 0 (as torch.optim.SGD), got momentum ", o.momentum, " and dampening ", o.dampening);
   }
 };
 

@@ -47,8 +47,9 @@ struct OptimConfig {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
-  double momentum = 0.9;  // sgd
-  bool nesterov = false;  // sgd
+  double momentum = 0.9;   // sgd
+  double dampening = 0.0;  // sgd: the new gradient enters the momentum buffer times 1 - dampening
+  bool nesterov = false;   // sgd; needs momentum > 0 and dampening 0, as in torch.optim.SGD
   double grad_clip = 1.0;  // global gradient-norm clipping; 0 disables
 
   bool operator==(const OptimConfig&) const = default;

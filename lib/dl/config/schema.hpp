@@ -80,7 +80,8 @@ void visit_config(C& c, V&& v) {
   v("optim", "beta2", c.optim.beta2, help("adamw: second-moment decay").min(0).below(1));
   v("optim", "eps", c.optim.eps, help("adamw: denominator epsilon").above(0));
   v("optim", "momentum", c.optim.momentum, help("sgd: momentum (0 disables)").min(0).below(1));
-  v("optim", "nesterov", c.optim.nesterov, help("sgd: Nesterov momentum"));
+  v("optim", "dampening", c.optim.dampening, help("sgd: momentum dampening (torch.optim.SGD's: buffer = momentum * buffer + (1 - dampening) * gradient)").min(0).max(1));
+  v("optim", "nesterov", c.optim.nesterov, help("sgd: Nesterov momentum (needs momentum > 0 and dampening 0)"));
   v("optim", "grad_clip", c.optim.grad_clip, help("clip the global gradient norm to this value; 0 disables").min(0));
   // [schedule]
   v("schedule", "decay", c.schedule.decay, help("learning-rate decay after warm-up").one_of({"cosine", "linear", "constant"}));

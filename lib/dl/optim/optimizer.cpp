@@ -34,6 +34,7 @@ void Optimizer::update(Backend& be, Tensor& param, const Tensor& grad, const std
     SgdParams sp;
     sp.lr = lr;
     sp.momentum = cfg_.momentum;
+    sp.dampening = cfg_.dampening;
     sp.weight_decay = wd;
     sp.nesterov = cfg_.nesterov;
     sp.first_step = steps_ == 1;

@@ -13,7 +13,8 @@ namespace dl {
 
 class Optimizer {
  public:
-  // AdamW (decoupled weight decay, Loshchilov & Hutter 2019) or SGD with momentum.
+  // AdamW (decoupled weight decay, Loshchilov & Hutter 2019) or SGD with momentum, dampening and
+  // Nesterov momentum, each following torch.optim's update.
   explicit Optimizer(const OptimConfig& config);
 
   const std::string& name() const { return cfg_.name; }
