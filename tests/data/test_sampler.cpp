@@ -68,8 +68,9 @@ TEST_CASE("huge datasets: positions far out are computed directly and stay in ra
     CHECK(x < n);
     seen.push_back(x);
   }
-  CHECK(seen[0] != seen[1]);
-  CHECK(s.example_at(3 * n + 12345) == s.example_at(3 * n + 12345));
+  // Captured from this implementation when the permutation test below passed: the data order of
+  // a seed must not change between versions (a resumed run relies on it).
+  CHECK(seen == std::vector<int64_t>{757712755287, 563426304436, 1018578952551, 907626166762, 492983626812});
   // A million positions: O(1) each (a handful of Philox blocks), so this is quick.
   Sampler t(1000003, 9);
   int64_t sum = 0;
