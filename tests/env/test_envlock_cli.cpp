@@ -65,6 +65,9 @@ std::string set_table_version(std::string text, const std::string& table, const 
   return text;
 }
 
+// A comparison this machine cannot make is said, not silently left out (ctest -V shows it).
+void skipped(const std::string& what, const std::string& why) { MESSAGE("not checked here: ", what, ": ", why); }
+
 bool driver_absent_here() {
   return find_program("nvidia-smi").empty() && !fs::exists("/proc/driver/nvidia/version") && !fs::exists("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1");
 }
@@ -104,6 +107,8 @@ TEST_CASE("snapshot twice gives identical files apart from the date; the lock ho
     CHECK(l.find("cuda.runtime")->version == std::to_string(cudart / 1000) + "." + std::to_string(cudart % 1000 / 10));
     CHECK(l.find("cuda.runtime")->field_text("code") == std::to_string(cudart));
     CHECK(l.probe("cudart") == "ok");
+  } else {
+    skipped("cuda.runtime against CUDART_VERSION", "no " + (inc / "cuda_runtime_api.h").string());
   }
   if (fs::exists(inc / "cudnn_version.h")) {
     long ma = header_define(inc / "cudnn_version.h", "CUDNN_MAJOR"), mi = header_define(inc / "cudnn_version.h", "CUDNN_MINOR"),
@@ -111,33 +116,44 @@ TEST_CASE("snapshot twice gives identical files apart from the date; the lock ho
     CHECK(l.find("cuda.cudnn")->version == std::to_string(ma) + "." + std::to_string(mi) + "." + std::to_string(pa));
     long code = ma >= 9 ? ma * 10000 + mi * 100 + pa : ma * 1000 + mi * 100 + pa;
     CHECK(l.find("cuda.cudnn")->field_text("code") == std::to_string(code));
+  } else {
+    skipped("cuda.cudnn against CUDNN_MAJOR/MINOR/PATCHLEVEL", "no " + (inc / "cudnn_version.h").string());
   }
   if (fs::exists(inc / "nccl.h")) {
     long ma = header_define(inc / "nccl.h", "NCCL_MAJOR"), mi = header_define(inc / "nccl.h", "NCCL_MINOR"),
          pa = header_define(inc / "nccl.h", "NCCL_PATCH");
     CHECK(l.find("cuda.nccl")->version == std::to_string(ma) + "." + std::to_string(mi) + "." + std::to_string(pa));
     CHECK(l.find("cuda.nccl")->field_text("code") == std::to_string(header_define(inc / "nccl.h", "NCCL_VERSION_CODE")));
+  } else {
+    skipped("cuda.nccl against NCCL_MAJOR/MINOR/PATCH", "no " + (inc / "nccl.h").string());
   }
   if (fs::exists(inc / "cublas_api.h")) {
     long ma = header_define(inc / "cublas_api.h", "CUBLAS_VER_MAJOR"), mi = header_define(inc / "cublas_api.h", "CUBLAS_VER_MINOR"),
          pa = header_define(inc / "cublas_api.h", "CUBLAS_VER_PATCH");
     CHECK(l.find("cuda.cublas")->version == std::to_string(ma) + "." + std::to_string(mi) + "." + std::to_string(pa));
     CHECK(l.find("cuda.cublas")->field_text("code") == std::to_string(ma * 10000 + mi * 100 + pa));
+  } else {
+    skipped("cuda.cublas against CUBLAS_VER_*", "no " + (inc / "cublas_api.h").string());
   }
   if (fs::exists("/usr/local/cuda/bin/nvcc")) {
     auto nvcc = run_process({"/usr/local/cuda/bin/nvcc", "--version"});
     std::smatch m;
     REQUIRE(std::regex_search(nvcc.out, m, std::regex(R"(V([0-9.]+))")));
     CHECK(l.find("cuda.toolkit")->version == m[1].str());
+  } else {
+    skipped("cuda.toolkit against nvcc --version", "no /usr/local/cuda/bin/nvcc");
   }
   if (driver_absent_here()) {
     CHECK(l.find("driver")->version == "none");
     CHECK(l.find("gpu.count")->version == "0");
     CHECK(l.probe("driver").rfind("not found", 0) == 0);
+  } else {
+    skipped("driver recorded as none", "this machine has an NVIDIA driver (its version is not known to the test)");
   }
   // Debian package asked for, against dpkg-query.
   auto dq = run_process({"dpkg-query", "-W", "-f=${Version}", "libopenblas-dev"});
   if (dq.ok()) CHECK(l.find("deb.libopenblas-dev")->version == dq.out);
+  else skipped("deb.libopenblas-dev against dpkg-query", "dpkg-query -W libopenblas-dev: " + dq.describe());
   // The sha256 of a library the process loaded, against sha256sum.
   if (const Component* rt = l.find("cuda.runtime"); rt && rt->version != "none") {
     std::string lib = rt->field_text("library");
@@ -146,12 +162,16 @@ TEST_CASE("snapshot twice gives identical files apart from the date; the lock ho
     auto sum = run_process({"sha256sum", lib});
     REQUIRE(sum.ok());
     CHECK(h->version == "sha256:" + sum.out.substr(0, 64));
+  } else {
+    skipped("the sha256 of the loaded CUDA runtime against sha256sum", "no CUDA runtime was loaded");
   }
   if (fs::exists("/usr/bin/python3")) {
     const Component* py = l.find_path({"python", "/usr/bin/python3"});
     REQUIRE(py != nullptr);
     CHECK(py->version != "unknown");
     CHECK(l.probe("python:/usr/bin/python3") == "ok");
+  } else {
+    skipped("the python component", "no /usr/bin/python3");
   }
 
   auto check = envlock({"check", (dir / "a.lock").string()});
@@ -182,7 +202,11 @@ TEST_CASE("a lock with one version edited: check exits 1 and names the component
       CHECK_FALSE(z->field_text("package").empty());
       CHECK(owner.out.rfind(z->field_text("package") + ": ", 0) == 0);
       CHECK_FALSE(z->field_text("package-version").empty());
+    } else {
+      skipped("libz's Debian package against dpkg-query -S", "dpkg-query -S " + lib + ": " + owner.describe());
     }
+  } else {
+    skipped("the file and package of libz.so.1", "the loader found no libz.so.1");
   }
   std::string table = l.find("cuda.cudnn") && l.find("cuda.cudnn")->version != "none" ? "cuda.cudnn" : "system.cmake";
   std::string edited = set_table_version(test::read_file(dir / "env.lock"), table, "1.0.0");
@@ -219,8 +243,10 @@ TEST_CASE("a hanging nvidia-smi is killed at the probe timeout and recorded as f
   auto r = envlock({"snapshot", "--probe-timeout", "1", "--no-hashes", "-o", (dir / "env.lock").string()}, {path_with(dir / "bin")});
   double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(r.exit_code == 0);
-  CHECK(took >= 1.0);
-  CHECK(took < 1.0 + 8.0);  // the probe timeout plus a margin for the other probes on a busy machine
+  CHECK(took >= 1.0);  // the probe was given its timeout
+  // Not a speed check (the other probes' time varies with the machine's load): a probe that was
+  // not killed would wait for the script's 60 s sleep.
+  CHECK(took < 30.0);
   CHECK(has(r.err, "probe driver failed: nvidia-smi timed out after 1 s (killed)"));
   Lock l = read_lock(dir / "env.lock").lock;
   CHECK(l.find("driver")->version == "unknown");
