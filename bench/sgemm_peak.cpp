@@ -1,6 +1,7 @@
 // The machine's OpenBLAS sgemm peak: the best GFLOP/s over square sizes, median of repeats,
-// with the thread count given (the training benchmark compares against this).
-// Usage: bench_sgemm_peak [THREADS]   -> one JSON line on stdout
+// with the thread count given (the training benchmark compares against this); with a size N, that
+// size alone (the plain reference dl-bench gemm is compared with).
+// Usage: bench_sgemm_peak [THREADS [N]]   -> one JSON line on stdout
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,9 +13,11 @@
 int main(int argc, char** argv) {
   int threads = argc > 1 ? std::atoi(argv[1]) : 0;
   if (threads > 0) openblas_set_num_threads(threads);
-  double best = 0;
+  const int only = argc > 2 ? std::atoi(argv[2]) : 0;
+  const std::vector<int> sizes = only > 0 ? std::vector<int>{only} : std::vector<int>{512, 1024, 2048, 3072};
+  double best = 0, best_time = 0;
   int best_n = 0;
-  for (int n : {512, 1024, 2048, 3072}) {
+  for (int n : sizes) {
     std::vector<float> a(size_t(n) * n), b(size_t(n) * n), c(size_t(n) * n);
     for (size_t i = 0; i < a.size(); ++i) {
       a[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
@@ -34,8 +37,10 @@ int main(int argc, char** argv) {
     if (gflops > best) {
       best = gflops;
       best_n = n;
+      best_time = t[t.size() / 2];
     }
   }
-  std::printf("{\"sgemm_gflops\": %.2f, \"n\": %d, \"threads\": %d}\n", best, best_n, openblas_get_num_threads());
+  std::printf("{\"sgemm_gflops\": %.2f, \"n\": %d, \"time_s\": %.9f, \"threads\": %d}\n", best, best_n, best_time,
+              openblas_get_num_threads());
   return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench: dl-train's CPU training throughput against PyTorch on the same GPT shape
 # (configs/bench-cpu.toml), measured in one run, each at its best thread count, plus the
-# machine's OpenBLAS sgemm peak. Prints a table and writes BUILD/bench/cpu-train.json.
+# machine's OpenBLAS sgemm peak, and dl-bench gemm's own rate against a plain timed cblas_sgemm
+# (1024^3, 1 thread; fails outside 0.8-1.2). Prints a table and writes BUILD/bench/cpu-train.json.
 #   REPEATS=3 (runs per implementation and thread count; the median counts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,15 @@ raw="$out/cpu-train-raw.jsonl"
 echo "bench: OpenBLAS sgemm peak" >&2
 for t in $threads; do
   "$BUILD/bin/bench_sgemm_peak" "$t" | sed 's/^{/{"impl": "sgemm", /' >> "$raw"
+done
+
+# dl-bench gemm's overhead: its 1024^3 rate against a plain cblas_sgemm of the same size on one
+# thread, in alternating rounds so that a change in the machine's load affects both alike.
+echo "bench: dl-bench gemm against a plain cblas_sgemm, 1024^3, 1 thread" >&2
+for r in $(seq 1 7); do
+  "$BUILD/bin/dl-bench" gemm --sizes 1024 --threads 1 --repeat 3 --warmup 1 --format jsonl --quiet \
+    | sed 's/^{/{"impl": "dl-bench-gemm", /' >> "$raw"
+  "$BUILD/bin/bench_sgemm_peak" 1 1024 | sed 's/^{/{"impl": "plain-sgemm", /' >> "$raw"
 done
 
 for r in $(seq 1 "$REPEATS"); do
@@ -40,6 +50,8 @@ $PY - "$raw" "$out/cpu-train.json" <<'PYEOF'
 import json, statistics, sys, platform
 rows = [json.loads(l) for l in open(sys.argv[1])]
 sgemm = max(r["sgemm_gflops"] for r in rows if r["impl"] == "sgemm")
+gemm_t = {impl: statistics.median(r["time_s"] for r in rows if r["impl"] == impl) for impl in ("dl-bench-gemm", "plain-sgemm")}
+gemm_ratio = gemm_t["plain-sgemm"] / gemm_t["dl-bench-gemm"]  # dl-bench FLOP/s over plain FLOP/s
 L, D, H, T, V = 4, 128, 4, 128, 256
 N = V * D + T * D + L * (12 * D * D + 13 * D) + 2 * D    # GPT-2 parameter count, tied head
 flops_palm = 6 * N + 12 * L * D * T                        # PaLM appendix B (H * Q = D)
@@ -57,7 +69,9 @@ gflops = best["dl-train"]["tokens_per_sec"] * flops_palm / 1e9
 result = {"machine": platform.processor() or platform.machine(), "params": N, "flops_per_token": flops_palm,
           "flop_formula": "6N+12LHQT (PaLM)", "sgemm_peak_gflops": sgemm, "dl_train": best["dl-train"],
           "pytorch": best["pytorch"], "ratio": ratio, "dl_train_gflops": gflops,
-          "pct_of_sgemm_peak": 100 * gflops / sgemm}
+          "pct_of_sgemm_peak": 100 * gflops / sgemm,
+          "gemm_1024_1thread": {"dl_bench_time_s": gemm_t["dl-bench-gemm"], "plain_sgemm_time_s": gemm_t["plain-sgemm"],
+                                "ratio": gemm_ratio}}
 json.dump(result, open(sys.argv[2], "w"), indent=2)
 print(f"GPT L={L} D={D} H={H} T={T} batch 16 V={V}, fp32 AdamW, {N} params, {flops_palm/1e6:.2f} MFLOP/token (PaLM)")
 print(f"OpenBLAS sgemm peak            {sgemm:8.1f} GFLOP/s")
@@ -67,4 +81,10 @@ for impl in ("dl-train", "pytorch"):
     print(f"{impl:10s} best {b['tokens_per_sec']:9.0f} tokens/s at {b['threads']} thread(s)  (medians: {per_t})")
 print(f"ratio dl-train / pytorch        {ratio:8.2f}x")
 print(f"dl-train achieved               {gflops:8.1f} GFLOP/s = {100 * gflops / sgemm:.0f}% of the sgemm peak")
+gf = {k: 2 * 1024**3 / v / 1e9 for k, v in gemm_t.items()}
+ok = 0.8 < gemm_ratio < 1.2
+print(f"dl-bench gemm 1024^3, 1 thread  {gf['dl-bench-gemm']:8.1f} GFLOP/s vs plain cblas_sgemm {gf['plain-sgemm']:.1f}: "
+      f"ratio {gemm_ratio:.3f} ({'within' if ok else 'OUTSIDE'} 0.8-1.2)")
+if not ok:
+    sys.exit("bench: dl-bench gemm's rate is not within 20% of a plain cblas_sgemm: its timing adds or hides work")
 PYEOF

@@ -1,18 +1,14 @@
-// dl-bench gemm: size parsing, the error bound, the checked result, and the benchmark's sgemm
-// rate against a plain timed cblas_sgemm of the same size and thread count.
+// dl-bench gemm: size parsing, the error bound and the checked result. Its rate against a plain
+// timed cblas_sgemm is measured by make bench (scripts/bench.sh), not here: a speed ratio under
+// ctest -j on shared cores says more about the neighbours than about the benchmark.
 #include <doctest/doctest.h>
 
-#include <cblas.h>
-
-#include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <vector>
 
 #include "dl/bench/gemm.hpp"
 #include "dl/bench/peaks.hpp"
 #include "dl/core/error.hpp"
-#include "dl/core/parallel.hpp"
 
 using namespace dl::bench;
 
@@ -98,58 +94,4 @@ TEST_CASE("GPU peaks come from the datasheet table; the CPU's from its measured 
   cpu.device_type = "cpu";
   CHECK(compute_peak(cpu, "fp32").source.find("measured") == 0);
   CHECK_FALSE(compute_peak(cpu, "bf16").value);
-}
-
-namespace {
-
-// Median seconds of a plain cblas_sgemm of n^3 on fixed operands (no rotation).
-double plain_sgemm_median(int n, int runs) {
-  std::vector<float> a(size_t(n) * n), b(size_t(n) * n), c(size_t(n) * n);
-  for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = float((i * 7919) % 1000) / 1000.0f - 0.5f;
-    b[i] = float((i * 104729) % 1000) / 1000.0f - 0.5f;
-  }
-  std::vector<double> t;
-  for (int r = 0; r < runs + 1; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    auto t1 = std::chrono::steady_clock::now();
-    if (r) t.push_back(std::chrono::duration<double>(t1 - t0).count());  // the first run warms up
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
-
-TEST_CASE("the CPU sgemm benchmark is within 20% of a plain timed cblas_sgemm of the same size") {
-  // One thread for both, so the comparison is of the same work on the same core count; short
-  // rounds alternate the two so a change in the machine's load (CI shares its cores) affects
-  // both alike, and the median round of each is compared.
-  CommonOptions c;
-  c.repeat = 3;
-  c.warmup = 1;
-  c.threads = 1;
-  apply_common(c);
-  REQUIRE(dl::num_threads() == 1);
-  const int n = 1024;
-  GemmOptions o;
-  o.sizes = {{n, n, n}};
-  std::vector<double> bench, plain;
-  for (int round = 0; round < 7; ++round) {
-    Report r = run_gemm(o, c);
-    REQUIRE(r.rows.size() == 1);
-    bench.push_back(r.rows[0]["time_s"].get<double>());
-    plain.push_back(plain_sgemm_median(n, 3));
-  }
-  const double ratio = median_of(plain) / median_of(bench);  // bench FLOP/s over plain FLOP/s
-  MESSAGE("sgemm 1024^3, 1 thread: dl-bench ", 2.0 * n * n * n / median_of(bench) / 1e9, " GFLOP/s, plain cblas ",
-          2.0 * n * n * n / median_of(plain) / 1e9, " GFLOP/s, ratio ", ratio);
-  CHECK(ratio > 0.8);
-  CHECK(ratio < 1.2);
 }

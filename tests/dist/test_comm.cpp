@@ -99,8 +99,11 @@ TEST_CASE("a collective that a peer never joins fails within the timeout, naming
   int code = rs.procs[0]->wait(60);
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(code == 1);
-  CHECK(s < 6);
+  // Gloo's own timeout (2 s) ended the wait, not rank 1's exit at 6 s ("Connection closed by
+  // peer"); the time is only a hang catch, as ranks start slowly on a loaded machine.
+  CHECK(s < 30);
   std::string err = rs.procs[0]->err();
+  CHECK(err.find("Timed out waiting 2000ms") != std::string::npos);
   CHECK(err.find("allreduce") != std::string::npos);
   CHECK(err.find("world ranks 0,1") != std::string::npos);
   CHECK(err.find("timeout_s") != std::string::npos);

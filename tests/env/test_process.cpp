@@ -73,7 +73,9 @@ TEST_CASE("run_process: a timeout kills the whole process group and returns in t
   CHECK(r.out == "started\n");
   CHECK(r.describe() == "timed out after 0.5 s (killed)");
   CHECK(took >= 0.45);
-  CHECK(took < 3.0);
+  // A hang catch, not a speed check: a kill that missed the grandchild leaves the pipe open for
+  // its 30 s sleep.
+  CHECK(took < 15.0);
   int pid = std::stoi(test::read_file(pidfile));
   bool gone = false;
   for (int i = 0; i < 100 && !gone; ++i) {
@@ -86,7 +88,7 @@ TEST_CASE("run_process: a timeout kills the whole process group and returns in t
   t0 = std::chrono::steady_clock::now();
   r = run_process({"sh", "-c", "exec >/dev/null 2>&1; sleep 30"}, o);
   CHECK(r.timed_out);
-  CHECK(seconds_since(t0) < 3.0);
+  CHECK(seconds_since(t0) < 15.0);  // not the 30 s sleep
 }
 
 TEST_CASE("shell_quote_command quotes only what needs it") {
