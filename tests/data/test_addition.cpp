@@ -1,6 +1,7 @@
 // synthetic:addition: exact examples, answer-only targets, exact-match scoring, rendering.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <regex>
 
 #include "dl/data/dataset.hpp"
@@ -169,7 +170,21 @@ TEST_CASE("prompts are validation problems, render un-reverses the answer") {
 TEST_CASE("addition: digits and block_size limits are usage errors naming the key") {
   CHECK_THROWS_WITH_AS(open_datasets(addition(3), 11, 1), doctest::Contains("model.block_size"), Error);
   CHECK_THROWS_WITH_AS(open_datasets(addition(3), 11, 1), doctest::Contains("at least 12"), Error);
-  CHECK_NOTHROW(open_datasets(addition(3), 12, 1));
+  {
+    // block_size 12, the least: a window of 13 tokens holds exactly one problem, no padding.
+    auto least = open_datasets(addition(3), 12, 1);
+    Batch b = least.train->make_batch({0, 1});
+    REQUIRE(b.inputs.shape() == Shape{2, 12});
+    for (int64_t r = 0; r < 2; ++r) {
+      const std::string t = text_of(b, r);
+      CAPTURE(t);
+      std::smatch m;
+      REQUIRE(std::regex_match(t, m, std::regex("([0-9]{3})\\+([0-9]{3})=([0-9]{4});")));
+      std::string rev = m[3].str();
+      std::reverse(rev.begin(), rev.end());
+      CHECK(std::stoi(rev) == std::stoi(m[1].str()) + std::stoi(m[2].str()));
+    }
+  }
   CHECK_THROWS_WITH_AS(open_datasets(addition(0), 64, 1), doctest::Contains("data.digits"), Error);
   CHECK_THROWS_WITH_AS(open_datasets(addition(10), 64, 1), doctest::Contains("data.digits"), Error);
   // digits = 9 still fits int64 arithmetic.

@@ -78,7 +78,15 @@ TEST_CASE("text: too little data and missing files are usage errors naming the f
                        doctest::Contains((path + ": the validation split holds 10 bytes (100-byte file").c_str()), Error);
   CHECK_THROWS_WITH_AS(open_datasets(text_source(dir / "small.txt", 0.0), 128, 1),
                        doctest::Contains("holds 100 bytes, fewer than model.block_size + 1 = 129"), Error);
-  CHECK_NOTHROW(open_datasets(text_source(dir / "small.txt", 0.0), 99, 1));
+  // block_size 99, the most 100 bytes allow: one window, the whole file.
+  auto one = open_datasets(text_source(dir / "small.txt", 0.0), 99, 1);
+  REQUIRE(one.train->size() == 1);
+  Batch b = one.train->make_batch({0});
+  const std::string bytes = corpus(100);
+  for (int64_t t = 0; t < 99; ++t) {
+    CHECK(at(b.inputs, 0, t) == static_cast<unsigned char>(bytes[static_cast<size_t>(t)]));
+    CHECK(at(b.targets, 0, t) == static_cast<unsigned char>(bytes[static_cast<size_t>(t + 1)]));
+  }
   CHECK_THROWS_WITH_AS(open_datasets(text_source(dir / "nope.txt"), 16, 1),
                        doctest::Contains((dir / "nope.txt").c_str()), Error);
   write_file(dir / "empty.txt", "");
