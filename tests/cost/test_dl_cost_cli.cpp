@@ -272,6 +272,20 @@ TEST_CASE("bad input: clear errors and exit 2") {
   CHECK(unknown.exit_code == 2);
 }
 
+TEST_CASE("--params 124M with GPT-2's hints plans its exact 124,439,808; 5.5% short is exit 2") {
+  dl::test::TempDir dir("cost-cli-params");
+  const std::string cat = write_catalog(dir);
+  const std::vector<std::string> gpt2 = {"--layers", "12", "--hidden", "768", "--heads", "12", "--seq", "1024",
+                                         "--vocab", "50257", "--tokens", "1e9", "--catalog", cat};
+  auto ok = run(kCost, with({"estimate", "--params", "124M"}, gpt2));
+  CHECK_MESSAGE(ok.exit_code == 0, ok.err);
+  CHECK(has(ok.out, "--params 1.24e8 taken as 124,439,808"));
+  CHECK(has(ok.out, "# model: 124,439,808 parameters"));
+  auto bad = run(kCost, with({"estimate", "--params", "118M"}, gpt2));
+  CHECK(bad.exit_code == 2);
+  CHECK(has(bad.err, "fewer than the architecture hints alone need"));
+}
+
 TEST_CASE("exit 1 when nothing meets the deadline; the call-out says so") {
   dl::test::TempDir dir("cost-cli-deadline");
   const std::string cat = write_catalog(dir);

@@ -171,6 +171,31 @@ TEST_CASE("model_from_params: hints and their consistency") {
   }
 }
 
+TEST_CASE("model_from_params: a rounded count within 5% of the hints is their exact count") {
+  // GPT-2 small's hints: 12 x (12 x 768^2 + 13 x 768) + 50257 x 768 + 1024 x 768 + 2 x 768.
+  const double exact = 124439808;
+  for (double typed : {124e6, 124.44e6, 125e6, 120e6, exact}) {
+    CAPTURE(typed);
+    ModelShape m = model_from_params(typed, 12, 768, 12, 1024, 50257);
+    CHECK(m.params == exact);
+    CHECK((typed == exact) == m.note.empty());
+    if (typed != exact) CHECK(m.note.find("124,439,808") != std::string::npos);
+  }
+  // 118M is 5.5% short of 124,439,808: the hints or the count are wrong.
+  try {
+    model_from_params(118e6, 12, 768, 12, 1024, 50257);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+    CHECK(std::string(e.what()).find("fewer than the architecture") != std::string::npos);
+  }
+  // Without --vocab/--seq the hints are a lower bound: a larger count stays as given, a count
+  // up to 5% below the blocks' 84,953,088 becomes that.
+  CHECK(model_from_params(124e6, 12, 768).params == 124e6);
+  CHECK(model_from_params(82e6, 12, 768).params == 12 * (12 * 768.0 * 768 + 13 * 768));
+  CHECK_THROWS_AS(model_from_params(80e6, 12, 768), Error);
+}
+
 TEST_CASE("FLOPs per token: both formulas by hand") {
   ModelShape m = model_from_config(gpt_config(50257));
   // PaLM: 6N + 12 L H Q T = 6 x 124,439,808 + 12 x 12 x 768 x 1024

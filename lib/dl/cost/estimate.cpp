@@ -281,7 +281,10 @@ Experiment make_experiment(const EstimateInputs& in) {
   } else {
     e.precision = in.precision.value_or("bf16");
     e.micro_batch = in.micro_batch.value_or(1);
-    if (in.params) e.model = plan::model_from_params(*in.params, in.layers, in.hidden, in.heads, in.seq, in.vocab);
+    if (in.params) {
+      e.model = plan::model_from_params(*in.params, in.layers, in.hidden, in.heads, in.seq, in.vocab);
+      if (!e.model->note.empty()) e.notes.push_back(e.model->note);
+    }
     e.tokens = in.tokens;
     if (in.flops) {
       e.flops = *in.flops;
@@ -535,7 +538,7 @@ CostReport make_estimate(const EstimateInputs& in) {
   std::vector<std::string> head;
   head.push_back("# experiment: " + ex.description);
   if (ex.model)
-    head.push_back(str("# model: ", format_count(ex.model->params), " parameters",
+    head.push_back(str("# model: ", plan::group_digits(ex.model->params), " parameters",
                        ex.model->is_transformer()
                            ? str(" (L=", ex.model->n_layer, " D=", ex.model->hidden, " heads=", ex.model->heads, " T=", ex.model->seq, ")")
                            : std::string()));

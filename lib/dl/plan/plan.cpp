@@ -104,13 +104,40 @@ ModelShape model_from_params(double params, int64_t n_layer, int64_t hidden, int
     double need = static_cast<double>(n_layer) * layer_params(static_cast<double>(hidden));
     if (vocab > 0) need += static_cast<double>(vocab) * static_cast<double>(hidden);
     if (seq > 0) need += static_cast<double>(seq) * static_cast<double>(hidden);
-    if (need > params * 1.0000001)
-      throw_usage("--params ", params, " is fewer than the architecture hints alone need (", need,
+    // With the embeddings known the hints give the exact count (+ the final LayerNorm's 2D).
+    const bool exact = vocab > 0 && seq > 0;
+    if (exact) need += 2 * static_cast<double>(hidden);
+    const double off = need / params - 1;
+    if (off > kParamsRounding)
+      throw_usage("--params ", num, " is fewer than the architecture hints alone need (", group_digits(need),
                   " for ", n_layer, " layers of width ", hidden,
-                  vocab > 0 ? " and the embeddings" : "", "): check --params, --layers and --hidden");
+                  vocab > 0 ? " and the embeddings" : "", "; more than ", kParamsRounding * 100,
+                  "% off): check --params, --layers and --hidden");
+    // A rounded count ("124M" for GPT-2 small's 124,439,808) is what users type: within
+    // kParamsRounding of what the hints need, the planner uses the hints' count and says so.
+    if (off > 1e-7 || (exact && std::fabs(off) > 1e-7 && std::fabs(off) <= kParamsRounding)) {
+      m.params = need;
+      m.note = str("--params ", num, " taken as ", group_digits(need), ", the count of ", n_layer,
+                   " layers of width ", hidden, exact ? " with the embeddings" : " (a lower bound: no --vocab/--seq)",
+                   " (", format_fixed(std::fabs(off) * 100, 2), "% off; more than ", kParamsRounding * 100,
+                   "% off is an error)");
+    }
   }
   return m;
 }
+
+std::string group_digits(double v) {
+  std::string digits = std::to_string(static_cast<long long>(std::llround(v)));
+  std::string out;
+  int n = 0;
+  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+    if (n && n % 3 == 0 && *it != '-') out.insert(out.begin(), ',');
+    out.insert(out.begin(), *it);
+    ++n;
+  }
+  return out;
+}
+
 
 std::string flop_formula_name(FlopFormula f) {
   return f == FlopFormula::palm ? "6N+12LHQT (PaLM)" : "6N+6LDT (llm.c)";

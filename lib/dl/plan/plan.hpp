@@ -31,8 +31,13 @@ struct ModelShape {
 // the data, so the training data is opened (dl::open_datasets) to read them; its errors (missing
 // file, bad CSV) are usage errors naming the file.
 ModelShape model_from_config(const Config& config, const std::string& name = "");
+// How far a rounded --params may be from what the architecture hints need: within it the
+// hints' count is used (and ModelShape::note says so), beyond it the hints or the count are wrong.
+inline constexpr double kParamsRounding = 0.05;
 // From --params with optional architecture hints (0 = unknown). Throws a usage error when the
-// hints alone need more parameters than `params` (L x 12 D^2 > params).
+// hints alone need more than `params` x (1 + kParamsRounding) (L x (12 D^2 + 13 D) + embeddings).
+// Within that, and with complete hints (--vocab and --seq) also above, the count is the hints'
+// exact one: "124M" with GPT-2 small's hints plans its 124,439,808 parameters.
 ModelShape model_from_params(double params, int64_t n_layer = 0, int64_t hidden = 0, int64_t heads = 0,
                              int64_t seq = 0, int64_t vocab = 0);
 
@@ -40,7 +45,9 @@ enum class FlopFormula {
   palm,  // 6N + 12 L H Q T (PaLM, Chowdhery et al. 2022, appendix B)
   llmc,  // 6N + 6 L D T (llm.c: causal attention counted at half)
 };
-std::string flop_formula_name(FlopFormula f);  // "6N+12LHQT (PaLM)" / "6N+6LDT (llm.c)"
+std::string flop_formula_name(FlopFormula f);
+// 124439808 -> "124,439,808".
+std::string group_digits(double v);  // "6N+12LHQT (PaLM)" / "6N+6LDT (llm.c)"
 FlopFormula parse_flop_formula(const std::string& s);  // "palm" | "llmc"; usage error otherwise
 // Training FLOPs per token (forward + backward). Without an architecture: 6N.
 double flops_per_token(const ModelShape& m, FlopFormula f = FlopFormula::palm);

@@ -13,18 +13,6 @@ namespace dl::plan {
 
 namespace {
 
-std::string group_digits(double v) {
-  std::string digits = std::to_string(static_cast<long long>(std::llround(v)));
-  std::string out;
-  int n = 0;
-  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
-    if (n && n % 3 == 0 && *it != '-') out.insert(out.begin(), ',');
-    out.insert(out.begin(), *it);
-    ++n;
-  }
-  return out;
-}
-
 std::string known_gpus() {
   std::string s;
   for (const auto& g : gpu_table()) s += (s.empty() ? "" : ", ") + g.model;
