@@ -2,10 +2,14 @@
 // operation, algbw, the size sweep, and a sweep on a group of one (every value checked).
 #include <doctest/doctest.h>
 
+#include <sstream>
+
 #include "dl/bench/collective.hpp"
+#include "dl/bench/common.hpp"
 #include "dl/bench/output.hpp"
 #include "dl/core/error.hpp"
 #include "dl/dist/comm.hpp"
+#include "support/support.hpp"
 
 using namespace dl::bench;
 
@@ -94,6 +98,57 @@ TEST_CASE("operation, type and backend names") {
   o.redop = "sum";
   o.backend = "mpi";
   CHECK_THROWS_WITH_AS(validate_collective(o, 2), doctest::Contains("--backend mpi: unknown"), dl::Error);
+}
+
+TEST_CASE("local ranks: one per core, more with --oversubscribe and a warning that times include scheduling") {
+  CHECK(check_local_ranks(1, 2, false).empty());
+  CHECK(check_local_ranks(2, 2, false).empty());
+  CHECK(check_local_ranks(2, 2, true).empty());
+  CHECK_THROWS_WITH_AS(check_local_ranks(4, 2, false), doctest::Contains("--oversubscribe allows more"), dl::Error);
+  CHECK_THROWS_WITH_AS(check_local_ranks(0, 2, true), doctest::Contains("--nproc 0"), dl::Error);
+  CHECK(check_local_ranks(4, 2, true) ==
+        "--oversubscribe: 4 ranks on 2 CPU cores: the times include the scheduler switching between ranks, not "
+        "only the transport");
+  CHECK_FALSE(check_local_ranks(16, 2, true).empty());
+  CHECK_THROWS_WITH_AS(check_local_ranks(17, 2, true), doctest::Contains("8 per CPU core"), dl::Error);
+}
+
+TEST_CASE("the help's --nproc 4 example runs here with --oversubscribe (a smaller sweep), and not without it") {
+  const std::string bench = dl::test::tool("dl-bench");
+  auto help = dl::test::run(bench, {"collective", "--help"});
+  REQUIRE(help.exit_code == 0);
+  // The example line, as the help prints it: "dl-bench collective broadcast --nproc 4 --oversubscribe ...".
+  std::istringstream lines(help.out);
+  std::string line;
+  std::vector<std::string> args;
+  while (std::getline(lines, line)) {
+    if (line.find("--nproc 4") == std::string::npos) continue;
+    std::istringstream words(line.substr(0, line.find('#')));
+    for (std::string w; words >> w;) args.push_back(w);
+  }
+  REQUIRE(args.size() > 2);
+  CHECK(args[0] == "dl-bench");
+  CHECK(std::find(args.begin(), args.end(), "--oversubscribe") != args.end());
+  args.erase(args.begin());
+  // The example's sweep to 64M takes ~25 s on 2 cores: the same command up to 64K, 3 iterations.
+  auto e = std::find(args.begin(), args.end(), "-e");
+  REQUIRE(e != args.end());
+  REQUIRE(e + 1 != args.end());
+  e[1] = "64K";
+  args.insert(args.end(), {"-n", "3", "-w", "1"});
+  auto r = dl::test::run(bench, args);
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find(",broadcast,gloo,4,65536,") != std::string::npos);  // csv: op, backend, nproc, size
+  const bool over = max_local_ranks() < 4;
+  CHECK((r.err.find("the times include the scheduler") != std::string::npos) == over);
+  if (over) {
+    args.erase(std::find(args.begin(), args.end(), "--oversubscribe"));
+    auto refused = dl::test::run(bench, args);
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.err.find("--nproc 4: this machine runs 1 to") != std::string::npos);
+    CHECK(refused.out.empty());
+  }
 }
 
 TEST_CASE("the default backend follows --device: cpu is Gloo, cuda is NCCL or a usage error naming why") {

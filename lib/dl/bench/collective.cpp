@@ -446,6 +446,18 @@ void validate_collective(const CollectiveOptions& o, int nranks) {
   }
 }
 
+std::string check_local_ranks(int nranks, int cores, bool oversubscribe) {
+  const int limit = oversubscribe ? kOversubscribePerCore * cores : cores;
+  if (nranks < 1 || nranks > limit)
+    throw_usage("--nproc ", nranks, ": this machine runs 1 to ", limit, " ranks",
+                oversubscribe ? str(" (", kOversubscribePerCore, " per CPU core with --oversubscribe)")
+                              : std::string(" (one per CPU core; more would time the scheduler, not the transport; "
+                                            "--oversubscribe allows more)"));
+  if (nranks <= cores) return "";
+  return str("--oversubscribe: ", nranks, " ranks on ", cores, " CPU cores: the times include the scheduler switching "
+             "between ranks, not only the transport");
+}
+
 std::string default_collective_backend(const std::string& device_flag, int nranks) {
   if (device_flag == "cpu") return "gloo";
   if (select_device(device_flag) == DeviceKind::cpu) return "gloo";  // auto without a GPU (it says so)

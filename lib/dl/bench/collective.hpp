@@ -64,6 +64,14 @@ struct CollectiveOptions {
 // against nranks; for nccl, a usable GPU per rank of this node.
 void validate_collective(const CollectiveOptions& options, int nranks);
 
+// How many local Gloo ranks (processes of this machine) may start: 1 to `cores`, one per core,
+// since more would time the scheduler switching ranks as much as the transport. With
+// `oversubscribe` (mpirun's spelling) up to kOversubscribePerCore x cores may start, and the
+// returned warning says the times then include scheduling ("" when nranks <= cores). Outside
+// the limits: a usage error naming --nproc and what to do.
+inline constexpr int kOversubscribePerCore = 8;
+std::string check_local_ranks(int nranks, int cores, bool oversubscribe);
+
 // The backend when --backend is not given: gloo for --device cpu, nccl for cuda (a usage error
 // without a GPU), and for auto nccl when this node has a GPU per rank, else gloo (logged).
 std::string default_collective_backend(const std::string& device_flag, int nranks);
