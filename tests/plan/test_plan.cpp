@@ -590,3 +590,28 @@ TEST_CASE("enumerate_layouts: 7.5B on 8 x 80 GB") {
     CHECK(e.layout.tp == 2);
   }
 }
+
+TEST_CASE("recommend's rule: the simplest fitting layout within 5% of the fastest, the others say why not") {
+  auto row = [](double step, int64_t zero, bool offload, int64_t tp, Recompute rc, bool fits = true) {
+    Estimate e;
+    e.layout.zero = zero;
+    e.layout.offload_cpu = offload;
+    e.layout.tp = tp;
+    e.layout.recompute = rc;
+    e.step_seconds = step;
+    e.fits = fits;
+    return e;
+  };
+  std::vector<Estimate> rows = {row(10.0, 1, true, 1, Recompute::none),        // fastest, offload
+                                row(10.2, 0, false, 2, Recompute::none),       // tp=2
+                                row(10.4, 0, false, 1, Recompute::selective),  // the simplest within 5%
+                                row(11.0, 0, false, 1, Recompute::none),       // simpler, but 10% slower
+                                row(1.0, 0, false, 1, Recompute::none, false)};  // does not fit
+  prefer_simplest(rows);
+  CHECK(rows[0].step_seconds == 10.4);
+  CHECK(rows[0].passed_over.empty());
+  CHECK(rows[1].passed_over == "passed over: needs CPU offload; 3.8% faster (within 5% of the fastest)");
+  CHECK(rows[2].passed_over == "passed over: needs tp=2 where tp=1 fits; 1.9% faster (within 5% of the fastest)");
+  CHECK(rows[3].passed_over == "passed over: 10.0% slower than the fastest");
+  CHECK(rows[4].passed_over.empty());
+}

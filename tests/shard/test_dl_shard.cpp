@@ -243,14 +243,18 @@ TEST_CASE("recommend: 7.5e9 parameters on 8 x 80 GB") {
   CHECK(rows[0]["rank"] == 1);
   CHECK(rows[0]["total_bytes"].get<double>() <= 80e9);
   size_t nonfit = 0;
-  double prev = 0;
+  double prev = 0, fastest = rows[0]["step_s"].get<double>();
   bool in_fit = true;
   for (const auto& row : rows) {
     CHECK(row["dp"].get<int64_t>() * row["tp"].get<int64_t>() * row["pp"].get<int64_t>() == 8);
     if (row["fits"]) {
-      CHECK(in_fit);  // fitting layouts come first ...
-      CHECK(row["step_s"].get<double>() >= prev * 0.999);  // ... fastest first
-      prev = row["step_s"].get<double>();
+      CHECK(in_fit);  // fitting layouts come first: the recommended one, then the others fastest first
+      if (row["rank"] != 1) {
+        CHECK(row["step_s"].get<double>() >= prev * 0.999);
+        prev = row["step_s"].get<double>();
+        CHECK(has(row["passed_over"].get<std::string>(), "passed over: "));
+      }
+      fastest = std::min(fastest, row["step_s"].get<double>());
     } else {
       in_fit = false;
       ++nonfit;
@@ -259,6 +263,11 @@ TEST_CASE("recommend: 7.5e9 parameters on 8 x 80 GB") {
     }
   }
   CHECK(nonfit > 0);
+  // The recommended layout is within 5% of the fastest, and the simplest there: no offload,
+  // ZeRO-0 (tp=2 halves the 120 GB of model states).
+  CHECK(rows[0]["step_s"].get<double>() <= fastest * 1.05);
+  CHECK(rows[0]["offload"] == false);
+  CHECK(rows[0]["zero"] == 0);
   // Plain DP (zero 0) never fits: 120 GB of model state.
   for (const auto& row : rows)
     if (row["dp"] == 8 && row["zero"] == 0) CHECK(row["fits"] == false);
@@ -272,6 +281,38 @@ TEST_CASE("recommend: 7.5e9 parameters on 8 x 80 GB") {
   CHECK(tight.exit_code == 1);
   CHECK(has(tight.out, "no layout fits in 16.0 GB per GPU"));
   CHECK(has(tight.err, "no layout of 8 GPUs fits"));
+}
+
+TEST_CASE("recommend: GPT-2 124M on 8 x 24 GB is plain data parallel, ZeRO-0, no offload") {
+  auto r = run(kShard, {"recommend", dl::test::source_path("configs/gpt2-124m.toml").string(), "--gpus", "8", "--gpu-mem",
+                        "24GB", "--format", "json", "--top", "0"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  json rows = json::parse(r.out);
+  REQUIRE(rows.size() > 1);
+  const json& best = rows[0];
+  CHECK(best["recommended"] == true);
+  CHECK(best["dp"] == 8);
+  CHECK(best["tp"] == 1);
+  CHECK(best["pp"] == 1);
+  CHECK(best["zero"] == 0);
+  CHECK(best["offload"] == false);
+  CHECK(best["recompute"] == "none");
+  CHECK(best["passed_over"].is_null());
+  // ZeRO-1 with offload ties it (15.0 s): passed over for needing offload, as every other row says why.
+  size_t offload_rows = 0;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (!rows[i]["fits"]) continue;
+    CHECK(has(rows[i]["passed_over"].get<std::string>(), "passed over: "));
+    if (rows[i]["offload"] == true && rows[i]["zero"] == 1 && rows[i]["dp"] == 8 && rows[i]["recompute"] == "none") {
+      ++offload_rows;
+      CHECK(has(rows[i]["passed_over"].get<std::string>(), "needs CPU offload"));
+    }
+  }
+  CHECK(offload_rows == 1);
+  auto table = run(kShard, {"recommend", dl::test::source_path("configs/gpt2-124m.toml").string(), "--gpus", "8",
+                            "--gpu-mem", "24GB"});
+  REQUIRE(table.exit_code == 0);
+  CHECK(table.out.rfind("recommended: dp=8 tp=1 pp=1 zero=0 offload=none recompute=none", 0) == 0);
 }
 
 TEST_CASE("--bench: measured FLOP/s and bandwidth replace datasheet values") {

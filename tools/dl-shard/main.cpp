@@ -1,4 +1,4 @@
-// dl-shard: plan memory per GPU for a model and a parallel layout, recommend the fastest layout
+// dl-shard: plan memory per GPU for a model and a parallel layout, recommend the simplest layout
 // that fits, inspect checkpoints, merge a sharded checkpoint into one file and split one into
 // the shards another layout loads. The arithmetic lives in lib/dl/plan, the file work in
 // lib/dl/shard.
@@ -115,13 +115,15 @@ int main(int argc, char** argv) {
       "                --gpus 16 --gpu H100-SXM --tp 2 --pp 2 --zero 1 --recompute selective\n"
       "  dl-shard plan --params 1.5B --gpus 8 --gpu-mem 40GB --zero 3 --offload cpu --format json");
 
-  auto* rec = app.add_subcommand("recommend", "The fastest layout that fits, and why the others do not");
+  auto* rec = app.add_subcommand("recommend", "The simplest layout that fits within 5% of the fastest, and why not the others");
   add_plan_flags(rec, rf);
   int64_t top = 10;
   rec->add_option("--top", top, "Rows shown of the fitting and of the other layouts (0: all; default 10)");
   rec->footer(
       "Searches tp, pp, zero, offload and recompute (those not fixed by flags) with dp = gpus / (tp x pp),\n"
-      "ranks layouts that fit by estimated step time. With --bench, measured GEMM or training FLOP/s and\n"
+      "ranks layouts that fit by estimated step time and recommends the simplest within 5% of the fastest\n"
+      "(no offload, then the lowest ZeRO stage, no pipeline, the least tp, no recompute); the other rows\n"
+      "say why they were passed over. With --bench, measured GEMM or training FLOP/s and\n"
       "collective bandwidth replace datasheet values.\n"
       "Examples:\n"
       "  dl-shard recommend --params 7.5e9 --layers 32 --hidden 4096 --heads 32 --seq 2048 --gpus 8 --gpu-mem 80GB\n"

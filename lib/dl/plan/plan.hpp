@@ -195,6 +195,7 @@ struct Estimate {
   double model_flops = 0;        // per step, flops_per_token x tokens (MFU's numerator)
   double hardware_flops = 0;     // per step including recompute
   std::string why_not;           // when it does not fit or the layout is impossible
+  std::string passed_over;       // recommend: why a fitting layout is not the recommended one
 };
 
 // Why a layout is impossible for the model and global batch ("" when it is possible):

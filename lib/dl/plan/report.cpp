@@ -1,6 +1,9 @@
 #include "dl/plan/report.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <sstream>
 
@@ -191,7 +194,7 @@ std::vector<Column> machine_columns(bool ranked) {
         "params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes", "activation_bytes",
         "comm_buffer_bytes", "overhead_bytes", "total_bytes", "gpu_mem_bytes", "headroom_bytes", "host_offload_bytes",
         "valid", "fits", "comm_dp_bytes", "comm_tp_bytes", "comm_pp_bytes", "comm_bytes", "bubble", "compute_s",
-        "comm_s", "comm_total_s", "offload_s", "step_s", "tokens_per_s", "mfu", "why_not"})
+        "comm_s", "comm_total_s", "offload_s", "step_s", "tokens_per_s", "mfu", "why_not", "passed_over"})
     cols.push_back({k, k, false});
   return cols;
 }
@@ -254,6 +257,7 @@ std::vector<Cell> machine_row(const PlanReport& r, const Estimate& e, std::optio
   const double peak = static_cast<double>(l.gpus) * r.hardware.peak_flops;
   row.push_back(ok && e.step_seconds > 0 && peak > 0 ? num(e.model_flops / (e.step_seconds * peak)) : Cell::null());
   row.push_back(e.why_not.empty() ? Cell::null("") : Cell::str(e.why_not));
+  row.push_back(e.passed_over.empty() ? Cell::null("") : Cell::str(e.passed_over));
   return row;
 }
 
@@ -261,7 +265,47 @@ bool machine(OutputFormat f) { return f == OutputFormat::json || f == OutputForm
 
 std::string pct(double x) { return format_fixed(100 * x, 1) + "%"; }
 
+// What makes a layout harder to run, most important first: CPU offload, the ZeRO stage,
+// pipeline stages, tensor parallelism, recompute. Lexicographic: smaller is simpler.
+std::array<int64_t, 5> complexity(const Layout& l) {
+  return {l.offload_cpu ? 1 : 0, l.zero, l.pp, l.tp, static_cast<int64_t>(l.recompute)};
+}
+
+// Why `e` is not `chosen` (chosen is simpler, or e is slower than the band allows).
+std::string passed_over_because(const Estimate& e, const Estimate& chosen, double fastest) {
+  const double vs_fastest = e.step_seconds / fastest - 1;
+  if (vs_fastest > kSimplerWithin)
+    return str("passed over: ", pct(vs_fastest), " slower than the fastest");
+  const Layout &a = e.layout, &b = chosen.layout;
+  std::string more;
+  if (a.offload_cpu != b.offload_cpu) more = "CPU offload";
+  else if (a.zero != b.zero) more = str("ZeRO-", a.zero, " where ZeRO-", b.zero, " fits");
+  else if (a.pp != b.pp) more = str(a.pp, " pipeline stages where ", b.pp, " fit");
+  else if (a.tp != b.tp) more = str("tp=", a.tp, " where tp=", b.tp, " fits");
+  else more = str(recompute_name(a.recompute), " recompute where ", recompute_name(b.recompute), " fits");
+  const double vs_chosen = e.step_seconds / chosen.step_seconds - 1;
+  return str("passed over: needs ", more, "; ",
+             std::fabs(vs_chosen) < 5e-4 ? std::string("the same step")
+                                         : pct(std::fabs(vs_chosen)) + (vs_chosen < 0 ? " faster" : " slower"),
+             " (within ", format_fixed(kSimplerWithin * 100, 0), "% of the fastest)");
+}
+
 }  // namespace
+
+void prefer_simplest(std::vector<Estimate>& rows) {
+  double fastest = std::numeric_limits<double>::infinity();
+  for (const auto& e : rows)
+    if (e.valid && e.fits) fastest = std::min(fastest, e.step_seconds);
+  if (!std::isfinite(fastest)) return;
+  auto chosen = rows.end();
+  for (auto it = rows.begin(); it != rows.end(); ++it) {
+    if (!it->valid || !it->fits || it->step_seconds > fastest * (1 + kSimplerWithin)) continue;
+    if (chosen == rows.end() || complexity(it->layout) < complexity(chosen->layout)) chosen = it;
+  }
+  std::rotate(rows.begin(), chosen, chosen + 1);  // the rest keep their order (fastest first)
+  for (auto it = rows.begin() + 1; it != rows.end(); ++it)
+    if (it->valid && it->fits) it->passed_over = passed_over_because(*it, rows.front(), fastest);
+}
 
 const Estimate* PlanReport::best() const {
   for (const auto& e : rows)
@@ -332,6 +376,10 @@ PlanReport make_recommendation(const PlanInputs& in) {
     for (const auto& e : r.rows) why += (why.empty() ? "" : "; ") + e.why_not;
     throw_usage("no possible layout for ", in.gpus, " GPUs: ", why.empty() ? "nothing to search" : why);
   }
+  prefer_simplest(r.rows);
+  r.notes.push_back(str("# recommended: the simplest fitting layout (no offload, the lowest ZeRO stage, no pipeline, the "
+                        "least tensor parallelism, no recompute) within ", format_fixed(kSimplerWithin * 100, 0),
+                        "% of the fastest estimated step; the others say why they were passed over"));
   return r;
 }
 
@@ -404,7 +452,7 @@ std::string render_recommendation(const PlanReport& r, OutputFormat f, int64_t t
     t.add_row({rk ? Cell::integer(rk) : Cell::null(), Cell::str(short_layout(e->layout)), bytes_cell(e->memory.total()),
                bytes_cell(e->headroom), e->memory.host_offload > 0 ? bytes_cell(e->memory.host_offload) : Cell::null(),
                bytes_cell(e->comm.total()), Cell::num(e->bubble, pct(e->bubble)), seconds_cell(e->step_seconds),
-               Cell::str(e->fits ? "" : e->why_not)});
+               Cell::str(e->fits ? e->passed_over : e->why_not)});
   }
   t.add_note(str("# showing ", shown_fit, " of ", fitting, " fitting and ", shown_other, " of ", other,
                  " non-fitting layouts", top > 0 && (shown_fit < fitting || shown_other < other) ? " (--top 0 shows all)" : ""));

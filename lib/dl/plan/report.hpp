@@ -57,9 +57,16 @@ struct PlanReport {
 // error naming the violated constraint when none of them is possible (tp does not divide the
 // heads, pp does not divide the layers, dp x tp x pp != gpus, ...).
 PlanReport make_plan(const PlanInputs& in);
-// Every layout the fixed choices allow, ranked (enumerate_layouts). Throws a usage error naming
-// the constraints when none is possible.
+// Every layout the fixed choices allow, ranked (enumerate_layouts), then the recommended one
+// moved first: the simplest fitting layout (no offload, the lowest ZeRO stage, no pipeline, the
+// least tensor parallelism, no recompute — in that order) whose step is within kSimplerWithin of
+// the fastest fitting one; each other fitting layout says in Estimate::passed_over why it is not
+// recommended. Throws a usage error naming the constraints when none is possible.
+inline constexpr double kSimplerWithin = 0.05;
 PlanReport make_recommendation(const PlanInputs& in);
+// The recommendation rule on ranked rows (fitting first, fastest first): moves the simplest
+// fitting row within kSimplerWithin of the fastest to the front and fills passed_over.
+void prefer_simplest(std::vector<Estimate>& rows);
 
 std::string render_plan(const PlanReport& r, OutputFormat f);
 // top: rows shown of each group (fitting, not fitting); 0 = all.
