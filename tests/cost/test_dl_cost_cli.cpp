@@ -84,7 +84,9 @@ TEST_CASE("dl-bench json through a pipe: --bench -") {
 TEST_CASE("the most expensive GPU per hour is the cheapest per experiment, and the table says so") {
   dl::test::TempDir dir("cost-cli-lesson");
   const std::string cat = write_catalog(dir);
-  auto r = run(kCost, {"estimate", "--tokens", "1B", "--params", "124M", "--catalog", cat, "--speed", "analytic"});
+  // The fixed-MFU arithmetic (--mfu 0.4, --eff-nvlink 0.97): the numbers below are by hand.
+  auto r = run(kCost, {"estimate", "--tokens", "1B", "--params", "124M", "--catalog", cat, "--speed", "analytic",
+                       "--mfu", "0.4", "--eff-nvlink", "0.97"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   auto lines = dl::test::lines(r.out);
   REQUIRE(lines.size() > 4);
@@ -99,7 +101,8 @@ TEST_CASE("the most expensive GPU per hour is the cheapest per experiment, and t
   CHECK(has(r.out, "# work: 744 PFLOP"));
   CHECK(has(r.out, "analytic"));
   // md renders the same notes.
-  auto md = run(kCost, {"estimate", "--tokens", "1B", "--params", "124M", "--catalog", cat, "--speed", "analytic", "--format", "md"});
+  auto md = run(kCost, {"estimate", "--tokens", "1B", "--params", "124M", "--catalog", cat, "--speed", "analytic", "--mfu",
+                        "0.4", "--eff-nvlink", "0.97", "--format", "md"});
   CHECK(md.exit_code == 0);
   CHECK(has(md.out, "| # | offer |"));
   CHECK(has(md.out, "is not the cheapest per experiment"));
@@ -109,7 +112,8 @@ TEST_CASE("json and csv output parse, with the call-outs as fields") {
   dl::test::TempDir dir("cost-cli-fmt");
   const std::string cat = write_catalog(dir);
   const std::vector<std::string> args = {"estimate", "--tokens", "1e9", "--params", "124M", "--catalog", cat,
-                                         "--speed", "analytic", "--gpus", "1,8", "--spot"};
+                                         "--speed", "analytic", "--gpus", "1,8", "--spot", "--mfu", "0.4",
+                                         "--eff-nvlink", "0.97"};
   auto j = run(kCost, with(args, {"--format", "json"}));
   REQUIRE_MESSAGE(j.exit_code == 0, j.err);
   json rows = json::parse(j.out);
@@ -293,8 +297,9 @@ TEST_CASE("exit 1 when nothing meets the deadline; the call-out says so") {
                        "--deadline", "1m"});
   CHECK(r.exit_code == 1);
   CHECK(has(r.out, "# nothing meets the deadline 0.02 h"));
+  // The fixed arithmetic (--mfu 0.4, 0.97 per doubling): 8 H100s cost more than one, so one is best.
   auto ok = run(kCost, {"estimate", "--tokens", "1e9", "--params", "124M", "--catalog", cat, "--speed", "analytic",
-                        "--deadline", "1h", "--format", "json"});
+                        "--deadline", "1h", "--mfu", "0.4", "--eff-nvlink", "0.97", "--format", "json"});
   CHECK(ok.exit_code == 0);
   json rows = json::parse(ok.out);
   CHECK(row_of(rows, "pricey/h100")["best"] == true);
@@ -305,7 +310,8 @@ TEST_CASE("onprem through the binary") {
   dl::test::TempDir dir("cost-cli-onprem");
   const std::string cat = write_catalog(dir);
   auto r = run(kCost, {"onprem", "--price", "$30k", "--watts", "1000", "--kwh-price", "0.15", "--utilization", "0.5",
-                       "--years", "3", "--gpu", "H100-SXM", "--catalog", cat, "--speed", "analytic", "--format", "json"});
+                       "--years", "3", "--gpu", "H100-SXM", "--catalog", cat, "--speed", "analytic", "--mfu", "0.4",
+                       "--format", "json"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   json rows = json::parse(r.out);
   REQUIRE(rows.size() == 3);
@@ -316,7 +322,7 @@ TEST_CASE("onprem through the binary") {
   CHECK(rows[0]["onprem_power_usd_per_month"].get<double>() == doctest::Approx(54.75));
   CHECK(has(r.err, "break-even after 35.0 months against pricey/h100"));
   auto human = run(kCost, {"onprem", "--price", "30000", "--watts", "1000", "--kwh-price", "0.15", "--utilization", "0.5",
-                           "--years", "3", "--vs", "pricey/h100", "--catalog", cat, "--speed", "analytic"});
+                           "--years", "3", "--vs", "pricey/h100", "--catalog", cat, "--speed", "analytic", "--mfu", "0.4"});
   CHECK(human.exit_code == 0);
   CHECK(has(human.out, "35.0 months"));
   CHECK(has(human.out, "# power/month = W/1000 x 730 h x utilization x PUE x $/kWh"));
@@ -344,7 +350,7 @@ TEST_CASE("--throughput reads Lambda CSVs at run time") {
   const std::string cat = write_catalog(dir);
   auto r = run(kCost, {"estimate", "--flops", "1e18", "--catalog", cat, "--precision", "fp32", "--speed", "relative",
                        "--throughput", dl::test::shared_path("data/lambda_pytorch-train-throughput-fp32.csv").string(),
-                       "--format", "json"});
+                       "--mfu", "0.4", "--format", "json"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   json rows = json::parse(r.out);
   // fp32: the reference A100-SXM-80GB at 19.5 TFLOP/s x 0.4, scaled by the derived ratios.

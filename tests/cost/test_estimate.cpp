@@ -33,6 +33,10 @@ EstimateInputs base(const std::string& catalog) {
   in.params = kParams;
   in.catalogs = {catalog};
   in.speed_sources = {"analytic"};
+  // The fixed-MFU, per-doubling arithmetic (--mfu 0.4 and --eff-*); the calibrated model has
+  // its own cases in test_speed.cpp.
+  in.mfu = 0.4;
+  in.scaling.fixed = true;
   return in;
 }
 
@@ -263,6 +267,8 @@ TEST_CASE("--hours H --on OFFER: the reference run's time scaled by relative spe
   EstimateInputs in;
   in.catalogs = {write_catalog(dir)};
   in.speed_sources = {"analytic"};
+  in.mfu = 0.4;
+  in.scaling.fixed = true;
   in.hours = 10.0;
   in.on_offer = "pricey/h100";
   CostReport r = make_estimate(in);
@@ -336,6 +342,7 @@ TEST_CASE("onprem: break-even months with power, against the best offer or --vs"
   OnpremInputs in;
   in.catalogs = {write_catalog(dir)};
   in.speed_sources = {"analytic"};
+  in.mfu = 0.4;
   in.price = 30000;
   in.watts = 1000;
   in.kwh_price = 0.15;

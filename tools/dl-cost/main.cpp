@@ -23,7 +23,7 @@ struct SpeedFlags {
   std::vector<std::string> catalogs, bench, throughput;
   bool strict = false;
   std::string provider, speed = "auto", reference = "A100-SXM-80GB", precision, format = "table";
-  double mfu = 0.4;
+  double mfu = 0;  // 0: the calibrated MFU
   dl::cost::ScalingModel scaling;
   int64_t top = -1;
   bool spot = false;
@@ -40,11 +40,20 @@ void add_speed_flags(CLI::App* c, SpeedFlags& f) {
                 "Relative-throughput table: a dlkit .toml or Lambda benchmark CSVs (repeatable; default: shipped table)");
   c->add_option("--reference-gpu", f.reference, "Reference GPU when deriving ratios from --throughput CSVs (default A100-SXM-80GB)");
   c->add_option("--speed", f.speed, "Speed sources in order of preference: auto (= bench,relative,analytic) or a list");
-  c->add_option("--mfu", f.mfu, "Fraction of peak FLOP/s that training reaches, for analytic and GEMM-based speeds (default 0.4)");
-  c->add_option("--eff-nvlink", f.scaling.nvlink, "Scaling efficiency per doubling of GPUs on NVLink boards (default 0.97)");
-  c->add_option("--eff-pcie", f.scaling.pcie, "... on PCIe datacenter/workstation cards (default 0.90)");
-  c->add_option("--eff-consumer", f.scaling.consumer, "... on GeForce cards (default 0.85)");
-  c->add_option("--eff-internode", f.scaling.internode, "... per doubling of instances (default 0.90)");
+  c->add_option("--mfu", f.mfu,
+                "A fixed fraction of peak FLOP/s for analytic and GEMM-based speeds (default: the calibrated MFU of each "
+                "GPU at the model's size, docs/COST.md)");
+  // Any --eff-* flag replaces the communication model with the per-doubling constants.
+  c->add_option("--eff-nvlink", f.scaling.nvlink,
+                "Fixed scaling efficiency per doubling of GPUs on NVLink boards (0.97 when another --eff-* is given; "
+                "default: from communication)")
+      ->each([&f](const std::string&) { f.scaling.fixed = true; });
+  c->add_option("--eff-pcie", f.scaling.pcie, "... on PCIe datacenter/workstation cards (0.90)")
+      ->each([&f](const std::string&) { f.scaling.fixed = true; });
+  c->add_option("--eff-consumer", f.scaling.consumer, "... on GeForce cards (0.85)")
+      ->each([&f](const std::string&) { f.scaling.fixed = true; });
+  c->add_option("--eff-internode", f.scaling.internode, "... per doubling of instances (0.90)")
+      ->each([&f](const std::string&) { f.scaling.fixed = true; });
   c->add_flag("--spot", f.spot, "Also price spot capacity (offers with a spot price)");
   c->add_option("--top", f.top, "Rows shown (0: all; default 20 in table/md, all in json/jsonl/csv)");
   c->add_option("--format", f.format, "table | json | jsonl | csv | md");
@@ -75,6 +84,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> sets;
   std::vector<int64_t> gpus;
   int64_t on_gpus = 0, layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0, micro_batch = 0;
+  std::string batch_tokens;
   double preempt = 0.05;
   auto* est = app.add_subcommand("estimate", "Hours and dollars of one experiment on every offer, cheapest first");
   est->add_option("config", config, "dl-train config: tokens = steps x batch x accumulation x dp x block_size");
@@ -92,6 +102,8 @@ int main(int argc, char** argv) {
   est->add_option("--on-gpus", on_gpus, "GPUs of the reference run (default: the --on offer's instance)");
   est->add_option("--precision", ef.precision, "bf16 | fp16 | fp32 (default: the config's, else bf16)");
   est->add_option("--micro-batch", micro_batch, "Sequences per GPU per micro-batch for the memory check (default: config's)");
+  est->add_option("--batch-tokens", batch_tokens,
+                  "Tokens per optimizer step, for the communication model (default: the config's, else 524288)");
   est->add_option("--flop-formula", formula, "FLOPs per token: palm (6N+12LHQT, default) | llmc (6N+6LDT)");
   est->add_option("--gpu", gpu_filter, "Only offers with this GPU: H100 (any H100), H100-SXM (exactly), 4090");
   est->add_option("--gpus", gpus, "GPU counts to price, e.g. 1,8 (default: each offer's own GPU count)")->delimiter(',');
@@ -102,8 +114,10 @@ int main(int argc, char** argv) {
   est->add_option("--deadline", deadline, "Best = the cheapest run finishing within this time (48h, 3d)");
   add_speed_flags(est, ef);
   est->footer(
-      "Speed per GPU: measured (--bench rows of that GPU model) > relative throughput (Lambda benchmarks,\n"
-      "scaled from a measured GPU or the reference GPU's peak x MFU) > peak x MFU. The table says which.\n"
+      "Speed per GPU: one calibrated model (datasheet peak x an MFU fitted on published training runs, by\n"
+      "GPU and model size) for every offer, adjusted by measurements where there are some: --bench rows of\n"
+      "that GPU model, else the relative-throughput table. Scaling comes from the model's gradient and\n"
+      "parameter traffic over the interconnect. Each row has a low/high range. The table says which.\n"
       "Examples:\n"
       "  dl-cost estimate configs/gpt2-124m.toml --precision bf16\n"
       "  dl-cost estimate --tokens 10B --params 124M --gpus 1,8 --deadline 24h\n"
@@ -154,6 +168,18 @@ int main(int argc, char** argv) {
       "  dl-cost onprem --price 2500 --watts 450 --kwh-price 0.30 --utilization 0.5 --years 3 --gpu RTX-4090 --vs runpod/1x-rtx-4090\n"
       "  dl-cost onprem --price 30000 --watts 1000 --kwh-price 0.12 --utilization 0.8 --years 3 --vs lambda/gpu_1x_h100_sxm5 --format json");
 
+  // validate
+  std::string validate_format = "table";
+  auto* val = app.add_subcommand("validate", "The default estimate of each published run the speed model is calibrated on");
+  val->add_option("--format", validate_format, "table | json | jsonl | csv | md");
+  val->footer(
+      "Prices every published run (llm.c's GPT-2 124M, llm-foundry's MPT rows) as `dl-cost estimate` would by default\n"
+      "and prints the error against the measured time (or the time the published MFU implies); docs/COST.md's\n"
+      "validation table is this output, and the tests keep every row within 25%.\n"
+      "Examples:\n"
+      "  dl-cost validate\n"
+      "  dl-cost validate --format md");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -170,6 +196,11 @@ int main(int argc, char** argv) {
         dl::throw_usage("no offer matches", offer_gpu.empty() ? "" : " --gpu " + offer_gpu,
                         offer_provider.empty() ? "" : " --provider " + offer_provider);
       std::cout << dl::cost::render_offers(cat, list, fmt);
+      return dl::kExitOk;
+    }
+    if (*val) {
+      auto fmt = dl::parse_output_format(validate_format);
+      std::cout << dl::cost::render_validation(dl::cost::validate_published_runs(), fmt);
       return dl::kExitOk;
     }
     if (*onp) {
@@ -205,6 +236,7 @@ int main(int argc, char** argv) {
     in.layers = layers, in.hidden = hidden, in.heads = heads, in.seq = seq, in.vocab = vocab;
     if (!ef.precision.empty()) in.precision = ef.precision;
     if (micro_batch) in.micro_batch = micro_batch;
+    if (!batch_tokens.empty()) in.batch_tokens = dl::parse_count(batch_tokens, "--batch-tokens");
     in.formula = dl::plan::parse_flop_formula(formula);
     in.catalogs = ef.catalogs, in.strict = ef.strict, in.gpu_filter = gpu_filter, in.provider_filter = ef.provider;
     in.bench = ef.bench, in.throughput = ef.throughput, in.reference_gpu = ef.reference;

@@ -11,6 +11,7 @@
 #include "dl/cost/format.hpp"
 #include "dl/plan/bench_input.hpp"
 #include "dl/plan/gpus.hpp"
+#include "dl/plan/speed.hpp"
 
 namespace dl::cost {
 
@@ -19,6 +20,10 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The fraction of its datasheet peak a large bf16 GEMM reaches: 8192^3 through PyTorch on an
+// H100 SXM, 769-798 of 989 TFLOP/s (REFERENCE.md), the middle: 0.79.
+constexpr double kGemmOfPeak = 0.79;
 
 void check_fraction(double v, const char* what) {
   if (!(v > 0 && v <= 1)) throw_usage(what, ": a fraction in (0, 1], got ", v);
@@ -84,32 +89,61 @@ std::vector<std::string> parse_speed_sources(const std::string& s) {
 
 namespace {
 
-// Datasheet peak at the precision (falling back as the planner does) x MFU.
-std::optional<GpuSpeed> analytic_speed(const std::string& model, const std::string& precision, double mfu) {
+// Datasheet peak at the precision (falling back as the planner does) x MFU: the calibrated MFU
+// for the GPU and the model's size (mfu 0), or the fixed --mfu.
+std::optional<GpuSpeed> analytic_speed(const std::string& model, const std::string& precision, double mfu,
+                                       double params) {
   auto spec = plan::gpu_spec(model);
   if (!spec) return std::nullopt;
   std::string fallback;
   plan::Hardware hw = plan::hardware_for_gpu(*spec, precision, &fallback);
   GpuSpeed s;
-  s.flops = hw.peak_flops * mfu;
   s.source = "analytic";
-  s.detail = str(format_si(hw.peak_flops, "FLOP/s"), " ", precision, " peak x MFU ", format_fixed(mfu, 2));
+  if (mfu > 0) {
+    s.flops = hw.peak_flops * mfu;
+    s.detail = str(format_si(hw.peak_flops, "FLOP/s"), " ", precision, " peak x MFU ", format_fixed(mfu, 2));
+  } else {
+    s.flops = hw.peak_flops * plan::calibrated_mfu(*spec, params);
+    s.detail = str(format_si(hw.peak_flops, "FLOP/s"), " ", precision, " peak x ", plan::describe_mfu(*spec, params));
+    s.measured = plan::has_published_runs(model);
+  }
+  s.model_flops = s.flops;
   if (!fallback.empty()) s.detail += " (" + fallback + ")";
   return s;
+}
+
+// A measured speed against the model's: "; x1.45 the model's 83.9 TFLOP/s".
+void show_adjustment(GpuSpeed& s, const std::optional<GpuSpeed>& model) {
+  s.measured = true;
+  if (!model || !(model->flops > 0)) return;
+  s.model_flops = model->flops;
+  s.detail += str("; x", format_fixed(s.flops / model->flops, 3), " the model's ", format_si(model->flops, "FLOP/s"));
 }
 
 }  // namespace
 
 std::optional<GpuSpeed> SpeedModel::speed(const std::string& model, std::string* why) const {
   std::vector<std::string> reasons;
+  const bool calibrated = !(mfu > 0);
+  const auto model_speed = analytic_speed(model, precision, mfu, params);
   for (const auto& src : sources) {
     if (src == "bench") {
       auto it = measured.find(model);
-      if (it != measured.end()) return it->second;
+      if (it != measured.end()) {
+        GpuSpeed s = it->second;
+        show_adjustment(s, model_speed);
+        return s;
+      }
       reasons.push_back(measured.empty() ? "no --bench" : "no bench rows for " + model);
     } else if (src == "relative") {
       if (!relative) {
         reasons.push_back("no relative-throughput table");
+        continue;
+      }
+      // Published LLM training runs of this GPU calibrate the model directly; Lambda's small
+      // benchmarks understate large-transformer speed-ups (docs/COST.md), so they do not adjust it.
+      if (calibrated && plan::has_published_runs(model)) {
+        reasons.push_back(model + " has published training runs: the calibrated model, not the relative table");
         continue;
       }
       const RelativeEntry* e = relative->find(model, precision);
@@ -133,8 +167,17 @@ std::optional<GpuSpeed> SpeedModel::speed(const std::string& model, std::string*
       if (anchor_speed) {
         base = *anchor_speed;
       } else {
+        // Calibrated: the table's GPU with published runs of the same architecture anchors (the
+        // H100-SXM for Hopper), else the reference GPU.
         anchor = relative->reference;
-        auto a = analytic_speed(anchor, precision, mfu);
+        if (calibrated)
+          if (auto spec = plan::gpu_spec(model))
+            for (const auto& g : plan::gpu_table())
+              if (g.arch == spec->arch && plan::has_published_runs(g.model) && relative->find(g.model, precision)) {
+                anchor = g.model;
+                break;
+              }
+        auto a = analytic_speed(anchor, precision, mfu, params);
         if (!a) {
           reasons.push_back("the reference GPU " + anchor + " has no datasheet entry");
           continue;
@@ -148,9 +191,10 @@ std::optional<GpuSpeed> SpeedModel::speed(const std::string& model, std::string*
       s.source = "relative";
       s.detail = str("x", format_fixed(e->ratio / ra, 3), " vs ", anchor, " (", base.source, ": ", base.detail, "); ",
                      throughput_precision(precision), " ratio from ", e->file.empty() ? relative->path : e->file);
+      show_adjustment(s, model_speed);
       return s;
     } else if (src == "analytic") {
-      if (auto s = analytic_speed(model, precision, mfu)) return s;
+      if (model_speed) return model_speed;
       reasons.push_back("no datasheet entry for " + model);
     }
   }
@@ -164,12 +208,13 @@ std::optional<GpuSpeed> SpeedModel::speed(const std::string& model, std::string*
 
 SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::vector<std::string>& throughput,
                             const std::string& reference_gpu, const std::vector<std::string>& sources,
-                            const std::string& precision, double mfu) {
+                            const std::string& precision, double mfu, double params) {
   SpeedModel sm;
   sm.precision = precision;
   sm.mfu = mfu;
+  sm.params = params;
   sm.sources = sources.empty() ? parse_speed_sources("auto") : sources;
-  check_fraction(mfu, "--mfu");
+  if (mfu != 0) check_fraction(mfu, "--mfu");
   auto uses = [&](const char* s) { return std::find(sm.sources.begin(), sm.sources.end(), s) != sm.sources.end(); };
   if (std::count(bench.begin(), bench.end(), "-") > 1) throw_usage("--bench -: stdin can be read once");
   // Measured: every file's rows, grouped by canonical GPU model.
@@ -201,10 +246,19 @@ SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::ve
       s.flops = *b.train_flops;
       s.detail = str("train: ", format_si(*b.train_flops, "FLOP/s"), " per GPU achieved (",
                      b.train_config.empty() ? std::string("train row") : b.train_config, ", ", files, ")");
-    } else if (b.gemm_flops) {
+    } else if (b.gemm_flops && mfu > 0) {
       s.flops = *b.gemm_flops * mfu;
       s.detail = str("gemm: ", format_si(*b.gemm_flops, "FLOP/s"), " ", b.gemm_dtype, " measured x MFU ",
                      format_fixed(mfu, 2), " (", files, ")");
+    } else if (b.gemm_flops) {
+      // Calibrated: the calibrated MFU counts datasheet peaks, and a large GEMM reaches about
+      // kGemmOfPeak of one; a GEMM above or below that moves training speed with it.
+      auto spec = plan::gpu_spec(model);
+      const double f = spec ? plan::calibrated_mfu(*spec, params) : plan::size_mfu(params);
+      s.flops = *b.gemm_flops * f / kGemmOfPeak;
+      s.detail = str("gemm: ", format_si(*b.gemm_flops, "FLOP/s"), " ", b.gemm_dtype, " measured x calibrated MFU ",
+                     format_fixed(f, 3), " / ", format_fixed(kGemmOfPeak, 2), " (a large GEMM's usual fraction of peak) (",
+                     files, ")");
     } else {
       sm.notes.push_back("bench: rows for " + model + " have no gemm or train results: not used for speed");
       continue;
@@ -257,6 +311,7 @@ Experiment make_experiment(const EstimateInputs& in) {
     e.model = plan::model_from_config(c, name);
     e.precision = in.precision.value_or(c.train.precision);
     e.micro_batch = in.micro_batch.value_or(c.train.batch_size);
+    e.micro_batch_given = true;
     e.optimizer = c.optim.name == "sgd" ? (c.optim.momentum != 0 ? "sgd-momentum" : "sgd") : "adamw";
     e.steps = c.train.steps;
     e.checkpoint_every = c.train.checkpoint_every;
@@ -281,6 +336,7 @@ Experiment make_experiment(const EstimateInputs& in) {
   } else {
     e.precision = in.precision.value_or("bf16");
     e.micro_batch = in.micro_batch.value_or(1);
+    e.micro_batch_given = in.micro_batch.has_value();
     if (in.params) {
       e.model = plan::model_from_params(*in.params, in.layers, in.hidden, in.heads, in.seq, in.vocab);
       if (!e.model->note.empty()) e.notes.push_back(e.model->note);
@@ -307,6 +363,16 @@ Experiment make_experiment(const EstimateInputs& in) {
       e.notes.push_back("memory: model states only (give --layers --hidden --heads --seq for activations)");
   }
   plan::activation_value_bytes(e.precision);  // validates the precision
+  if (in.batch_tokens && !(*in.batch_tokens >= 1)) throw_usage("--batch-tokens: need at least 1 token per step");
+  if (in.batch_tokens) {
+    e.batch_tokens = *in.batch_tokens;
+  } else if (config && e.tokens && e.steps > 0) {
+    e.batch_tokens = *e.tokens / static_cast<double>(e.steps);
+  } else {
+    e.batch_tokens = kDefaultBatchTokens;
+    if (e.model) e.notes.push_back(str("communication: ", format_count(kDefaultBatchTokens),
+                                       " tokens per optimizer step assumed (--batch-tokens to change)"));
+  }
   return e;
 }
 
@@ -337,6 +403,8 @@ FitResult check_fit(const Experiment& e, int64_t gpus, double gpu_mem_bytes) {
         r.fits = true;
         r.layout = name;
         r.mem_per_gpu = total;
+        r.zero = z;
+        r.recompute_full = rc == plan::Recompute::full;
         // Full recompute repeats the forward pass: 1/3 more work than the 6N-style count.
         r.recompute_factor = rc == plan::Recompute::full ? 0.75 : 1.0;
         return r;
@@ -351,6 +419,37 @@ FitResult check_fit(const Experiment& e, int64_t gpus, double gpu_mem_bytes) {
   return r;
 }
 
+double comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops) {
+  if (!e.model || gpus <= 1 || !(per_gpu_flops > 0)) return 1.0;
+  const plan::ModelShape& m = *e.model;
+  plan::Layout l;
+  l.gpus = gpus;
+  l.gpus_per_node = std::max<int64_t>(1, std::min(gpus, o.gpu_count));
+  l.dp = gpus;
+  l.zero = fit.zero;
+  l.recompute = fit.recompute_full ? plan::Recompute::full : plan::Recompute::none;
+  // The global batch in sequences (a bare parameter count: tokens), a multiple of dp x micro-batch
+  // as a step needs. Without a micro-batch from the config or --micro-batch, a step is one
+  // micro-batch per GPU (no accumulation): ZeRO-2/3 traffic per micro-batch is then counted once.
+  const double per_seq = static_cast<double>(std::max<int64_t>(m.seq, 1));
+  const double per_gpu = std::max(1.0, std::round(e.batch_tokens / per_seq / static_cast<double>(gpus)));
+  l.micro_batch = e.micro_batch_given && m.seq > 0 ? e.micro_batch : static_cast<int64_t>(per_gpu);
+  l.precision = e.precision;
+  l.optimizer = e.optimizer;
+  plan::Hardware hw;
+  hw.peak_flops = per_gpu_flops;
+  hw.achievable_fraction = 1.0;
+  hw.gpu_mem_bytes = std::numeric_limits<double>::max();
+  if (auto spec = plan::gpu_spec(o.gpu_model)) hw.intra_node_bw = spec->intra_node_busbw;
+  // Between instances: HGX-class (NVLink) instances carry an InfiniBand/EFA NIC per GPU
+  // (plan::Hardware's 50 GB/s per GPU); other instances are assumed to share 100 Gb Ethernet.
+  if (o.interconnect != Interconnect::nvlink) hw.inter_node_bw = 12.5e9 / static_cast<double>(std::max<int64_t>(o.gpu_count, 1));
+  const double rounds = std::max(1.0, std::round(per_gpu / static_cast<double>(l.micro_batch)));
+  const plan::Estimate est = plan::estimate(m, l, hw, static_cast<int64_t>(rounds) * gpus * l.micro_batch);
+  if (!est.valid || !(est.step_seconds > 0)) return 1.0;
+  return est.compute_seconds / est.step_seconds;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Estimate
 
@@ -358,7 +457,7 @@ CostReport make_estimate(const EstimateInputs& in) {
   CostReport rep;
   rep.experiment = make_experiment(in);
   Experiment& ex = rep.experiment;
-  check_fraction(in.mfu, "--mfu");
+  if (in.mfu != 0) check_fraction(in.mfu, "--mfu");
   for (auto [v, what] : {std::pair{in.scaling.nvlink, "--eff-nvlink"}, std::pair{in.scaling.pcie, "--eff-pcie"},
                          std::pair{in.scaling.consumer, "--eff-consumer"}, std::pair{in.scaling.internode, "--eff-internode"}})
     check_fraction(v, what);
@@ -376,8 +475,12 @@ CostReport make_estimate(const EstimateInputs& in) {
   if (offers.empty())
     throw_usage("no offer matches", in.gpu_filter.empty() ? "" : " --gpu " + in.gpu_filter,
                 in.provider_filter.empty() ? "" : " --provider " + in.provider_filter, " (see `dl-cost offers`)");
-  SpeedModel sm = make_speed_model(in.bench, in.throughput, in.reference_gpu, in.speed_sources, ex.precision, in.mfu);
+  SpeedModel sm = make_speed_model(in.bench, in.throughput, in.reference_gpu, in.speed_sources, ex.precision, in.mfu,
+                                   ex.model ? ex.model->params : 0.0);
   for (const auto& n : sm.notes) rep.notes.push_back("# " + n);
+  auto efficiency = [&](const Offer& o, int64_t n, const FitResult& fit, double per_gpu) {
+    return in.scaling.fixed ? in.scaling.efficiency(o.interconnect, n, o.gpu_count) : comm_efficiency(ex, o, n, fit, per_gpu);
+  };
 
   // --hours H --on X: the work is what X's GPUs do in H hours at their modelled speed.
   if (in.hours) {
@@ -387,8 +490,9 @@ CostReport make_estimate(const EstimateInputs& in) {
     auto s = sm.speed(ref.gpu_model, &why);
     if (!s) throw_usage("--on ", ref.id, ": ", why);
     const int64_t n = in.on_gpus.value_or(ref.gpu_count);
-    const double eff = in.scaling.efficiency(ref.interconnect, n, ref.gpu_count);
-    ex.flops = *in.hours * 3600.0 * static_cast<double>(n) * s->flops * eff;
+    const FitResult fit = check_fit(ex, n, ref.gpu_mem_bytes);
+    const double eff = efficiency(ref, n, fit, s->flops);
+    ex.flops = *in.hours * 3600.0 * static_cast<double>(n) * s->flops * eff * fit.recompute_factor;
     if (ex.tokens) ex.flops_per_token = ex.flops / *ex.tokens;
     ex.description = str(format_fixed(*in.hours, 2), " h on ", ref.id, " (", n, " x ", ref.gpu_model, ", ", s->source,
                          " speed, scaling ", format_fixed(eff, 3), ") = ", format_flop(ex.flops));
@@ -428,8 +532,8 @@ CostReport make_estimate(const EstimateInputs& in) {
         row.usd_per_hour = price * static_cast<double>(row.instances);
         row.usd_per_gpu_hour = price / static_cast<double>(o->gpu_count);
         row.speed = *speed;
-        row.efficiency = in.scaling.efficiency(o->interconnect, n, o->gpu_count);
         FitResult fit = check_fit(ex, n, o->gpu_mem_bytes);
+        row.efficiency = efficiency(*o, n, fit, speed->flops);
         row.fits = fit.fits;
         row.layout = fit.layout;
         row.mem_per_gpu = fit.mem_per_gpu;
@@ -455,6 +559,12 @@ CostReport make_estimate(const EstimateInputs& in) {
                               " h restart) >= 1");
         }
         row.total_usd = row.hours * row.usd_per_hour;
+        // The range: the calibration's own spread of measured / modelled speed.
+        const plan::SpeedCalibration& cal = plan::speed_calibration();
+        row.hours_low = row.hours / cal.high;
+        row.hours_high = row.hours / cal.low;
+        row.usd_low = row.hours_low * row.usd_per_hour;
+        row.usd_high = row.hours_high * row.usd_per_hour;
         if (ex.tokens && std::isfinite(row.total_usd)) row.usd_per_1b_tokens = row.total_usd / *ex.tokens * 1e9;
         rep.rows.push_back(std::move(row));
       }
@@ -532,6 +642,21 @@ CostReport make_estimate(const EstimateInputs& in) {
                                  format_usd(cheapest->total_usd)));
   }
   if (!cheapest) rep.callouts.push_back("no offer fits: every row is marked with why not");
+  if (cheapest) {
+    // Rows whose range reaches below the cheapest's top: the order among them is within the error.
+    std::vector<std::string> overlap;
+    for (const auto& r : rep.rows)
+      if (&r != cheapest && r.eligible() && r.usd_low <= cheapest->usd_high)
+        overlap.push_back(str(label(r), " ", format_usd(r.usd_low), "-", format_usd(r.usd_high)));
+    if (!overlap.empty()) {
+      std::string list;
+      for (size_t i = 0; i < overlap.size() && i < 4; ++i) list += (i ? ", " : "") + overlap[i];
+      if (overlap.size() > 4) list += str(", ... (", overlap.size() - 4, " more)");
+      rep.callouts.push_back(str("ranges overlap: the cheapest's ", format_usd(cheapest->usd_low), "-",
+                                 format_usd(cheapest->usd_high), " overlaps ", overlap.size(), " other row",
+                                 overlap.size() == 1 ? "" : "s", " (", list, "): their order is within the model's error"));
+    }
+  }
 
   // Notes: what the numbers assume.
   auto& notes = rep.notes;
@@ -547,22 +672,39 @@ CostReport make_estimate(const EstimateInputs& in) {
   for (const auto& n : ex.notes) head.push_back("# " + n);
   std::string order;
   for (const auto& s : sm.sources) order += (order.empty() ? "" : " > ") + s;
-  head.push_back(str("# speed per GPU, preferred source first: ", order, "; precision ", ex.precision, ", MFU ",
-                     format_fixed(in.mfu, 2), " (analytic and gemm-based speeds)"));
+  const plan::SpeedCalibration& cal = plan::speed_calibration();
+  if (in.mfu > 0)
+    head.push_back(str("# speed per GPU, preferred source first: ", order, "; precision ", ex.precision, ", MFU ",
+                       format_fixed(in.mfu, 2), " (--mfu: analytic and gemm-based speeds)"));
+  else
+    head.push_back(str("# speed per GPU, preferred source first: ", order, "; precision ", ex.precision,
+                       "; analytic = datasheet peak x the calibrated MFU (size and GPU, fitted on ",
+                       plan::published_runs().size(), " published runs: docs/COST.md), which bench rows and the relative "
+                       "table adjust (x shown per GPU)"));
+  head.push_back(str("# range: hours x ", format_fixed(1 / cal.high, 2), " .. x ", format_fixed(1 / cal.low, 2),
+                     " (the calibration's spread of measured / modelled speed), in hours_low/high and usd_low/high"));
   if (ex.precision == "fp32")
     head.push_back("# fp32: FP32 datasheet peaks (no TF32), as dl-train computes; GPU runs usually train in bf16 "
                    "(--precision bf16)");
   std::set<std::string> used;
   for (const auto& row : rep.rows) used.insert(row.speed.source);
-  if (used.size() > 1)
+  if (used.size() > 1 && in.mfu > 0)
     head.push_back("# rows use different speed sources (column 'speed from'), which compare imperfectly; "
                    "--speed analytic (or relative) ranks all on one basis");
   if (sm.relative)
     head.push_back(str("# relative throughput: ", sm.relative->path, " (", sm.relative->source, "), reference ",
                        sm.relative->reference, ", ", throughput_precision(ex.precision), " table"));
-  head.push_back(str("# scaling: efficiency = e^log2(GPUs in an instance) x ", format_fixed(in.scaling.internode, 2),
-                     "^log2(instances); e = ", format_fixed(in.scaling.nvlink, 2), " nvlink, ", format_fixed(in.scaling.pcie, 2),
-                     " pcie, ", format_fixed(in.scaling.consumer, 2), " consumer; cost = hours x instance $/h x instances"));
+  if (in.scaling.fixed)
+    head.push_back(str("# scaling: efficiency = e^log2(GPUs in an instance) x ", format_fixed(in.scaling.internode, 2),
+                       "^log2(instances); e = ", format_fixed(in.scaling.nvlink, 2), " nvlink, ", format_fixed(in.scaling.pcie, 2),
+                       " pcie, ", format_fixed(in.scaling.consumer, 2), " consumer; cost = hours x instance $/h x instances"));
+  else
+    head.push_back(str("# scaling: efficiency = compute / (compute + exposed communication) of data parallelism (plan::estimate): ",
+                       ex.model ? str(format_count(ex.batch_tokens), " tokens per step; gradient and parameter traffic over the "
+                                      "GPU's intra-instance busbw, between instances 50 GB/s per GPU (NVLink-class) or "
+                                      "12.5 GB/s per instance")
+                                : std::string("no model, so no communication counted (efficiency 1)"),
+                       "; cost = hours x instance $/h x instances"));
   head.push_back(str("# memory: plan::memory_per_rank (ZeRO states, activations, 2 GB overhead), micro-batch ", ex.micro_batch,
                      "; the first of zero=0..3, then with full recompute (x0.75 speed), that fits; a row that does not fit "
                      "is never cheapest, fastest or best"));

@@ -24,13 +24,19 @@
 #include "dl/cost/catalog.hpp"
 #include "dl/cost/throughput.hpp"
 #include "dl/plan/plan.hpp"
+#include "dl/plan/speed.hpp"
 
 namespace dl::cost {
 
 // Multi-GPU scaling efficiency: the fraction of n x one GPU's speed that n GPUs reach.
-// Within one instance: e^log2(n) with e per interconnect class; across instances each further
-// doubling also costs `internode`. eff(1) = 1.
+// By default (fixed = false) estimate computes it from communication: plan::estimate's step for
+// data parallelism at the row's ZeRO stage, the model's gradient and parameter traffic over the
+// GPU's intra-instance busbw and the bandwidth between instances (see comm_efficiency). With
+// fixed = true (any --eff-* flag, and onprem) the constants below: within one instance e^log2(n)
+// with e per interconnect class; across instances each further doubling also costs `internode`.
+// eff(1) = 1.
 struct ScalingModel {
+  bool fixed = false;      // true: the per-doubling constants instead of the communication model
   double nvlink = 0.97;    // per doubling, NVLink/NVSwitch boards
   double pcie = 0.90;      // per doubling, datacenter/workstation cards over PCIe
   double consumer = 0.85;  // per doubling, GeForce cards (no peer-to-peer)
@@ -68,8 +74,10 @@ struct Experiment {
   std::string precision = "bf16";
   std::string optimizer = "adamw";
   int64_t micro_batch = 1;
+  bool micro_batch_given = false;          // from the config or --micro-batch (else 1 for the memory check)
   int64_t steps = 0;                       // optimizer steps (config), 0 when unknown
   int64_t checkpoint_every = -1;           // steps (config); -1 unknown, 0 only at the end
+  double batch_tokens = 0;                 // tokens per optimizer step (the communication model)
   std::vector<std::string> notes;
 };
 
@@ -92,7 +100,8 @@ struct EstimateInputs {
   std::vector<std::string> throughput;   // relative-throughput TOML or Lambda CSVs; empty: shipped
   std::string reference_gpu = "A100-SXM-80GB";  // for --throughput CSVs
   std::vector<std::string> speed_sources = {"bench", "relative", "analytic"};
-  double mfu = 0.4;
+  double mfu = 0;                        // 0: the calibrated MFU (plan/speed.hpp); else a fixed fraction of peak
+  std::optional<double> batch_tokens;    // tokens per optimizer step (communication); default: the config's, else 524288
   std::vector<int64_t> gpus;             // GPU counts; empty: each offer's own instance size
   ScalingModel scaling;
   bool spot = false;                     // also price spot capacity
@@ -106,6 +115,8 @@ struct GpuSpeed {
   double flops = 0;          // achieved model FLOP/s per GPU
   std::string source;        // "bench" | "relative" | "analytic"
   std::string detail;        // "train row of bench.json", "x1.79 vs A100-SXM-80GB analytic", ...
+  double model_flops = 0;    // what the calibrated model alone gives this GPU (flops / model_flops: the adjustment)
+  bool measured = false;     // a measurement of this GPU: bench rows, the relative table or published runs
 };
 
 struct CostRow {
@@ -122,7 +133,9 @@ struct CostRow {
   double flops_per_s = 0;    // whole job: gpus x per-GPU x efficiency x recompute factor
   double compute_hours = 0;  // work / speed
   double hours = 0;          // wall hours (spot: expected, with lost work and restarts)
+  double hours_low = 0, hours_high = 0;  // the range: the calibration's spread of measured / modelled speed
   double total_usd = 0;
+  double usd_low = 0, usd_high = 0;
   std::optional<double> usd_per_1b_tokens;
   std::optional<double> tokens_per_s;
   std::optional<bool> fits;  // nullopt: no model to check
@@ -149,7 +162,8 @@ struct CostReport {
 // Everything the estimate needs besides the experiment, loaded once (onprem reuses it).
 struct SpeedModel {
   std::string precision = "bf16";
-  double mfu = 0.4;
+  double mfu = 0;        // 0: calibrated (plan::calibrated_mfu at `params`); else a fixed fraction of peak
+  double params = 0;     // the model's size for the calibrated MFU (0: unknown)
   std::vector<std::string> sources = {"bench", "relative", "analytic"};
   std::map<std::string, GpuSpeed> measured;   // bench: per GPU model
   std::optional<RelativeThroughput> relative;
@@ -160,7 +174,7 @@ struct SpeedModel {
 // bench: rows of all files, grouped by gpu_model (CPU rows ignored with a note).
 SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::vector<std::string>& throughput,
                             const std::string& reference_gpu, const std::vector<std::string>& sources,
-                            const std::string& precision, double mfu);
+                            const std::string& precision, double mfu, double params = 0);
 // "auto" | a comma list of bench, relative, analytic; usage error otherwise.
 std::vector<std::string> parse_speed_sources(const std::string& s);
 
@@ -176,9 +190,19 @@ struct FitResult {
   std::string layout;
   double mem_per_gpu = 0;
   double recompute_factor = 1;
+  int64_t zero = 0;
+  bool recompute_full = false;
   std::string why_not;
 };
 FitResult check_fit(const Experiment& e, int64_t gpus, double gpu_mem_bytes);
+
+// Scaling efficiency of `gpus` GPUs of offer `o` at `per_gpu_flops` each, from communication:
+// compute / (compute + exposed communication) of plan::estimate for data parallelism at the fit's
+// ZeRO stage and recompute, the offer's instance as a node (the GPU's intra-node busbw), between
+// instances 50 GB/s per GPU on NVLink-class offers (InfiniBand, as plan::Hardware), else
+// 12.5 GB/s (100 Gb Ethernet) per instance shared by its GPUs. 1 without a model.
+double comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops);
+inline constexpr double kDefaultBatchTokens = 524288;  // GPT-3 125M's and llm.c's 0.5M tokens per step
 
 CostReport make_estimate(const EstimateInputs& in);
 // top: rows shown (0: all).
@@ -204,7 +228,7 @@ struct OnpremInputs {
   std::string reference_gpu = "A100-SXM-80GB";
   std::vector<std::string> speed_sources = {"bench", "relative", "analytic"};
   std::string precision = "bf16";
-  double mfu = 0.4;
+  double mfu = 0;  // 0: calibrated (for an unknown model size)
   ScalingModel scaling;
   bool spot = false;
 };
@@ -235,5 +259,21 @@ OnpremReport make_onprem(const OnpremInputs& in);
 std::string render_onprem(const OnpremReport& r, OutputFormat f, int64_t top);
 
 inline constexpr double kHoursPerMonth = 730.0;  // 365 x 24 / 12
+
+// dl-cost's default estimate of every published run the speed model is calibrated on
+// (plan::published_runs), against what the run measured: docs/COST.md's validation table.
+// Wall-clock runs compare hours; MFU-only rows compare the time the MFU implies for the same
+// work (error = estimated / measured - 1 either way). Each run is priced on the shipped
+// catalog's 8-GPU instances of its GPU, with its GPU count, in bf16, with the default inputs.
+struct ValidationRow {
+  plan::PublishedRun run;
+  double measured_hours = 0, estimated_hours = 0;
+  double measured_mfu = 0, estimated_mfu = 0;
+  double error = 0;   // estimated / measured hours - 1
+  double limit = 0;   // 0.25, or 0.30 (GPU-hours) for runs on 100 or more GPUs
+  std::string offer;  // the offer priced
+};
+std::vector<ValidationRow> validate_published_runs();
+std::string render_validation(const std::vector<ValidationRow>& rows, OutputFormat f);
 
 }  // namespace dl::cost

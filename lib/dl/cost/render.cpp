@@ -30,6 +30,23 @@ std::string gpus_text(const CostRow& r) {
   return std::to_string(r.gpus);
 }
 
+// "1.58-2.12 h", "$22.50-$30.26": the low and high of a range.
+Cell range(double lo, double hi, std::string (*fmt)(double)) {
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return Cell::null("-");
+  std::string a = fmt(lo), b = fmt(hi);
+  const std::string unit = " h";
+  if (a.size() > unit.size() && a.compare(a.size() - unit.size(), unit.size(), unit) == 0 && b.find(" (") == std::string::npos)
+    a.resize(a.size() - unit.size());
+  return Cell::num(lo, a + "-" + b);
+}
+
+// "relative x1.45" (a measurement adjusting the model), "analytic (runs)" (the model, calibrated
+// on published runs of this GPU), "analytic" (the model alone: no measurement of this GPU).
+std::string speed_from(const GpuSpeed& s) {
+  if (s.source != "analytic" && s.model_flops > 0) return str(s.source, " x", format_fixed(s.flops / s.model_flops, 2));
+  return s.source == "analytic" && s.measured ? "analytic (runs)" : s.source;
+}
+
 std::string marks(const CostRow& r) {
   std::vector<std::string> m;
   if (r.best) m.push_back("best");
@@ -50,6 +67,7 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
           "instances", "billed_gpus", "pricing", "usd_per_hour", "usd_per_gpu_hour", "interconnect", "speed_source",
           "speed_detail", "per_gpu_flops", "scaling_efficiency", "recompute_factor", "flops_per_s", "tokens_per_s",
           "work_flops", "tokens", "compute_hours", "hours", "total_usd", "usd_per_1b_tokens", "fits", "layout",
+          "hours_low", "hours_high", "usd_low", "usd_high", "model_per_gpu_flops", "speed_adjustment", "speed_measured",
           "mem_per_gpu_bytes", "gpu_mem_bytes", "checkpoint_hours", "preemptions", "spot_overhead_hours", "why_not",
           "cheapest", "fastest", "best", "cheapest_per_gpu_hour", "price_source", "price_as_of", "catalog"})
       cols.push_back({k, k, false});
@@ -64,7 +82,10 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
                  Cell::str(interconnect_name(o.interconnect)), Cell::str(x.speed.source), Cell::str(x.speed.detail),
                  num(x.speed.flops), num(x.efficiency), num(x.recompute_factor), num(x.flops_per_s), opt_num(x.tokens_per_s),
                  num(r.experiment.flops), opt_num(r.experiment.tokens), num(x.compute_hours), num(x.hours), usd(x.total_usd),
-                 opt_usd(x.usd_per_1b_tokens), opt_bool(x.fits), Cell::str(x.layout), num(x.mem_per_gpu),
+                 opt_usd(x.usd_per_1b_tokens), opt_bool(x.fits), Cell::str(x.layout), num(x.hours_low), num(x.hours_high),
+                 usd(x.usd_low), usd(x.usd_high), num(x.speed.model_flops),
+                 x.speed.model_flops > 0 ? num(x.speed.flops / x.speed.model_flops) : Cell::null(),
+                 Cell::boolean(x.speed.measured), num(x.mem_per_gpu),
                  num(o.gpu_mem_bytes), x.spot ? num(x.checkpoint_hours) : Cell::null(),
                  x.spot ? num(x.spot_outcome.preemptions) : Cell::null(),
                  x.spot ? num(x.spot_outcome.overhead_hours) : Cell::null(),
@@ -84,7 +105,9 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
            {"usd_per_gpu_hour", "$/GPU-h", true},
            {"flops_per_s", "speed", true},
            {"hours", "hours", true},
+           {"hours_range", "range", true},
            {"total_usd", "total", true},
+           {"usd_range", "range", true},
            {"usd_per_1b_tokens", "$/1B tok", true},
            {"fits", "fits", false},
            {"speed_source", "speed from", false},
@@ -94,8 +117,9 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
     t.add_row({Cell::integer(static_cast<int64_t>(i + 1)), Cell::str(x.offer.id), Cell::str(x.offer.gpu_model),
                Cell::str(gpus_text(x)), Cell::str(x.spot ? "spot" : "on-demand"), usd(x.usd_per_hour),
                usd(x.usd_per_gpu_hour), Cell::num(x.flops_per_s, format_si(x.flops_per_s, "FLOP/s")),
-               Cell::num(x.hours, format_hours(x.hours)), usd(x.total_usd), opt_usd(x.usd_per_1b_tokens),
-               x.fits ? Cell::boolean(*x.fits) : Cell::null("?"), Cell::str(x.speed.source), Cell::str(marks(x))});
+               Cell::num(x.hours, format_hours(x.hours)), range(x.hours_low, x.hours_high, format_hours), usd(x.total_usd),
+               range(x.usd_low, x.usd_high, format_usd), opt_usd(x.usd_per_1b_tokens),
+               x.fits ? Cell::boolean(*x.fits) : Cell::null("?"), Cell::str(speed_from(x.speed)), Cell::str(marks(x))});
   }
   if (shown < r.rows.size())
     t.add_note(str("# showing ", shown, " of ", r.rows.size(), " rows (--top 0 shows all)"));
