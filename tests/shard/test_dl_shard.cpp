@@ -337,8 +337,9 @@ TEST_CASE("--bench: measured FLOP/s and bandwidth replace datasheet values") {
   json d = json::parse(datasheet.out)[0], m = json::parse(measured.out)[0];
   // The bench rows name the GPU: its memory (80 GB) applies without --gpu-mem.
   CHECK(m["gpu_mem_bytes"].get<double>() == 80e9);
-  // Half the datasheet peak -> twice the compute time (same achievable fraction).
-  CHECK(m["compute_s"].get<double>() == doctest::Approx(2 * d["compute_s"].get<double>()));
+  // A GEMM at half the datasheet peak, where one usually reaches kGemmOfPeak = 0.79 of it (the
+  // calibrated MFU counts datasheet peaks): 2 x 0.79 the compute time.
+  CHECK(m["compute_s"].get<double>() == doctest::Approx(2 * 0.79 * d["compute_s"].get<double>()));
   // 90 GB/s instead of 450 GB/s: five times the communication time.
   CHECK(m["comm_total_s"].get<double>() == doctest::Approx(5 * d["comm_total_s"].get<double>()));
   auto table = run(kShard, cat({"plan"}, cat(arch75(), {"--gpus", "8", "--zero", "1", "--bench", (dir / "bench.json").string()})));

@@ -54,7 +54,7 @@ void add_plan_flags(CLI::App* c, PlanFlags& f) {
                 "dl-train's CPU backend). Default: the config's train.device (cpu: materialized; cuda, auto: "
                 "flash); without a config flash");
   c->add_option("--bench", f.bench, "dl-bench --format json/jsonl results: measured FLOP/s and bandwidth ('-': stdin)");
-  c->add_option("--mfu", f.mfu, "Fraction of peak FLOP/s training reaches (default 0.45)");
+  c->add_option("--mfu", f.mfu, "Fraction of peak FLOP/s training reaches (default: the calibrated MFU of the GPU at the model's size, as dl-cost)");
   c->add_option("--flops", f.formula, "FLOPs per token formula: palm (6N+12LHQT) | llmc (6N+6LDT)");
   c->add_option("--format", f.format, "table | json | jsonl | csv | md");
 }

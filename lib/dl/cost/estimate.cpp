@@ -21,10 +21,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The fraction of its datasheet peak a large bf16 GEMM reaches: 8192^3 through PyTorch on an
-// H100 SXM, 769-798 of 989 TFLOP/s (REFERENCE.md), the middle: 0.79.
-constexpr double kGemmOfPeak = 0.79;
-
 void check_fraction(double v, const char* what) {
   if (!(v > 0 && v <= 1)) throw_usage(what, ": a fraction in (0, 1], got ", v);
 }
@@ -252,12 +248,12 @@ SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::ve
                      format_fixed(mfu, 2), " (", files, ")");
     } else if (b.gemm_flops) {
       // Calibrated: the calibrated MFU counts datasheet peaks, and a large GEMM reaches about
-      // kGemmOfPeak of one; a GEMM above or below that moves training speed with it.
+      // plan::kGemmOfPeak of one; a GEMM above or below that moves training speed with it.
       auto spec = plan::gpu_spec(model);
       const double f = spec ? plan::calibrated_mfu(*spec, params) : plan::size_mfu(params);
-      s.flops = *b.gemm_flops * f / kGemmOfPeak;
+      s.flops = *b.gemm_flops * f / plan::kGemmOfPeak;
       s.detail = str("gemm: ", format_si(*b.gemm_flops, "FLOP/s"), " ", b.gemm_dtype, " measured x calibrated MFU ",
-                     format_fixed(f, 3), " / ", format_fixed(kGemmOfPeak, 2), " (a large GEMM's usual fraction of peak) (",
+                     format_fixed(f, 3), " / ", format_fixed(plan::kGemmOfPeak, 2), " (a large GEMM's usual fraction of peak) (",
                      files, ")");
     } else {
       sm.notes.push_back("bench: rows for " + model + " have no gemm or train results: not used for speed");
@@ -419,21 +415,19 @@ FitResult check_fit(const Experiment& e, int64_t gpus, double gpu_mem_bytes) {
   return r;
 }
 
-double comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops) {
-  if (!e.model || gpus <= 1 || !(per_gpu_flops > 0)) return 1.0;
+CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops) {
+  CommScaling best;
+  if (!e.model || gpus <= 1 || !(per_gpu_flops > 0)) return best;
   const plan::ModelShape& m = *e.model;
   plan::Layout l;
   l.gpus = gpus;
   l.gpus_per_node = std::max<int64_t>(1, std::min(gpus, o.gpu_count));
-  l.dp = gpus;
-  l.zero = fit.zero;
   l.recompute = fit.recompute_full ? plan::Recompute::full : plan::Recompute::none;
   // The global batch in sequences (a bare parameter count: tokens), a multiple of dp x micro-batch
   // as a step needs. Without a micro-batch from the config or --micro-batch, a step is one
   // micro-batch per GPU (no accumulation): ZeRO-2/3 traffic per micro-batch is then counted once.
   const double per_seq = static_cast<double>(std::max<int64_t>(m.seq, 1));
   const double per_gpu = std::max(1.0, std::round(e.batch_tokens / per_seq / static_cast<double>(gpus)));
-  l.micro_batch = e.micro_batch_given && m.seq > 0 ? e.micro_batch : static_cast<int64_t>(per_gpu);
   l.precision = e.precision;
   l.optimizer = e.optimizer;
   plan::Hardware hw;
@@ -444,10 +438,32 @@ double comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const 
   // Between instances: HGX-class (NVLink) instances carry an InfiniBand/EFA NIC per GPU
   // (plan::Hardware's 50 GB/s per GPU); other instances are assumed to share 100 Gb Ethernet.
   if (o.interconnect != Interconnect::nvlink) hw.inter_node_bw = 12.5e9 / static_cast<double>(std::max<int64_t>(o.gpu_count, 1));
-  const double rounds = std::max(1.0, std::round(per_gpu / static_cast<double>(l.micro_batch)));
-  const plan::Estimate est = plan::estimate(m, l, hw, static_cast<int64_t>(rounds) * gpus * l.micro_batch);
-  if (!est.valid || !(est.step_seconds > 0)) return 1.0;
-  return est.compute_seconds / est.step_seconds;
+  double best_eff = -1;
+  // The layouts a large run would use: data parallelism at the fit's ZeRO stage or a higher one,
+  // and for a transformer tensor parallelism inside an instance (tp 2, 4, 8), which shrinks the
+  // data-parallel traffic; the one with the least exposed communication whose model states fit.
+  for (int64_t tp : {1, 2, 4, 8}) {
+    if (tp > 1 && (!m.is_transformer() || tp > l.gpus_per_node || gpus % tp != 0)) continue;
+    for (int64_t z = fit.zero; z <= 3; ++z) {
+      l.tp = tp;
+      l.dp = gpus / tp;
+      l.zero = z;
+      const double seqs = std::max(1.0, std::round(per_gpu * static_cast<double>(tp)));  // per data-parallel rank
+      l.micro_batch = e.micro_batch_given && m.seq > 0 ? e.micro_batch : static_cast<int64_t>(seqs);
+      const double rounds = std::max(1.0, std::round(seqs / static_cast<double>(l.micro_batch)));
+      const plan::Estimate est = plan::estimate(m, l, hw, static_cast<int64_t>(rounds) * l.dp * l.micro_batch);
+      if (!est.valid || !(est.step_seconds > 0)) continue;
+      const bool as_fitted = tp == 1 && z == fit.zero;
+      if (!as_fitted && est.memory.model_states() + plan::kOverheadBytes > o.gpu_mem_bytes) continue;
+      const double eff = est.compute_seconds / est.step_seconds;
+      if (eff > best_eff * (1 + 1e-9)) {  // ties keep the earlier, simpler layout
+        best_eff = eff;
+        best.layout = as_fitted ? "" : str(tp > 1 ? str("tp=", tp, " ") : "", "zero=", z);
+      }
+    }
+  }
+  if (best_eff > 0) best.efficiency = best_eff;
+  return best;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -479,7 +495,8 @@ CostReport make_estimate(const EstimateInputs& in) {
                                    ex.model ? ex.model->params : 0.0);
   for (const auto& n : sm.notes) rep.notes.push_back("# " + n);
   auto efficiency = [&](const Offer& o, int64_t n, const FitResult& fit, double per_gpu) {
-    return in.scaling.fixed ? in.scaling.efficiency(o.interconnect, n, o.gpu_count) : comm_efficiency(ex, o, n, fit, per_gpu);
+    if (in.scaling.fixed) return CommScaling{in.scaling.efficiency(o.interconnect, n, o.gpu_count), ""};
+    return comm_efficiency(ex, o, n, fit, per_gpu);
   };
 
   // --hours H --on X: the work is what X's GPUs do in H hours at their modelled speed.
@@ -491,7 +508,7 @@ CostReport make_estimate(const EstimateInputs& in) {
     if (!s) throw_usage("--on ", ref.id, ": ", why);
     const int64_t n = in.on_gpus.value_or(ref.gpu_count);
     const FitResult fit = check_fit(ex, n, ref.gpu_mem_bytes);
-    const double eff = efficiency(ref, n, fit, s->flops);
+    const double eff = efficiency(ref, n, fit, s->flops).efficiency;
     ex.flops = *in.hours * 3600.0 * static_cast<double>(n) * s->flops * eff * fit.recompute_factor;
     if (ex.tokens) ex.flops_per_token = ex.flops / *ex.tokens;
     ex.description = str(format_fixed(*in.hours, 2), " h on ", ref.id, " (", n, " x ", ref.gpu_model, ", ", s->source,
@@ -533,9 +550,12 @@ CostReport make_estimate(const EstimateInputs& in) {
         row.usd_per_gpu_hour = price / static_cast<double>(o->gpu_count);
         row.speed = *speed;
         FitResult fit = check_fit(ex, n, o->gpu_mem_bytes);
-        row.efficiency = efficiency(*o, n, fit, speed->flops);
+        const CommScaling scaling = efficiency(*o, n, fit, speed->flops);
+        row.efficiency = scaling.efficiency;
         row.fits = fit.fits;
         row.layout = fit.layout;
+        if (!scaling.layout.empty() && fit.fits.value_or(false))
+          row.layout = scaling.layout + (fit.recompute_full ? " recompute=full" : "");
         row.mem_per_gpu = fit.mem_per_gpu;
         row.why_not = fit.why_not;
         row.recompute_factor = fit.recompute_factor;

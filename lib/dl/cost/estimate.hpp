@@ -198,10 +198,16 @@ FitResult check_fit(const Experiment& e, int64_t gpus, double gpu_mem_bytes);
 
 // Scaling efficiency of `gpus` GPUs of offer `o` at `per_gpu_flops` each, from communication:
 // compute / (compute + exposed communication) of plan::estimate for data parallelism at the fit's
-// ZeRO stage and recompute, the offer's instance as a node (the GPU's intra-node busbw), between
-// instances 50 GB/s per GPU on NVLink-class offers (InfiniBand, as plan::Hardware), else
-// 12.5 GB/s (100 Gb Ethernet) per instance shared by its GPUs. 1 without a model.
-double comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops);
+// ZeRO stage or a higher one, or (a transformer) tensor parallelism 2/4/8 inside an instance with
+// data parallelism across — the best whose model states fit; the offer's instance as a node (the
+// GPU's intra-node busbw), between instances 50 GB/s per GPU on NVLink-class offers (InfiniBand,
+// as plan::Hardware), else 12.5 GB/s (100 Gb Ethernet) per instance shared by its GPUs.
+// Efficiency 1 without a model. `layout` names the layout when it is not the fit's.
+struct CommScaling {
+  double efficiency = 1;
+  std::string layout;
+};
+CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops);
 inline constexpr double kDefaultBatchTokens = 524288;  // GPT-3 125M's and llm.c's 0.5M tokens per step
 
 CostReport make_estimate(const EstimateInputs& in);

@@ -172,7 +172,7 @@ struct Hardware {
   std::string gpu_model;          // "H100-SXM", ...
   double gpu_mem_bytes = 80e9;
   double peak_flops = 989e12;     // dense, at the training precision
-  double achievable_fraction = 0.45;  // MFU assumed for compute time
+  double achievable_fraction = 0.45;  // MFU assumed for compute time (dl-shard: plan::calibrated_mfu)
   double intra_node_bw = 450e9;   // bytes/s per GPU (NVLink busbw)
   double inter_node_bw = 50e9;    // bytes/s per GPU (InfiniBand/Ethernet)
   double host_bw = 25e9;          // bytes/s per GPU to host memory (offload)

@@ -11,6 +11,7 @@
 #include "dl/core/error.hpp"
 #include "dl/plan/bench_input.hpp"
 #include "dl/plan/gpus.hpp"
+#include "dl/plan/speed.hpp"
 
 namespace dl::plan {
 
@@ -106,6 +107,14 @@ Setup setup(const PlanInputs& in) {
   if (in.mfu) {
     if (!(*in.mfu > 0 && *in.mfu <= 1)) throw_usage("--mfu: a fraction in (0, 1], got ", *in.mfu);
     hw.achievable_fraction = *in.mfu;
+  } else {
+    // The calibrated MFU of this GPU at this model's size, as dl-cost uses (plan/speed.hpp).
+    const GpuSpec g = spec ? *spec : *gpu_spec("H100-SXM");
+    hw.achievable_fraction = calibrated_mfu(g, r.model.params);
+    hw_notes.push_back("achievable fraction: the calibrated " + describe_mfu(g, r.model.params) + " (--mfu to fix it)");
+    // A measured GEMM replaces the peak; the calibrated MFU counts datasheet peaks, which a large
+    // GEMM reaches kGemmOfPeak of.
+    if (bench && !bench->train_flops && bench->gemm_flops) hw.achievable_fraction /= kGemmOfPeak;
   }
   if (bench) {
     hw = apply_bench(hw, *bench, &hw_notes);

@@ -52,6 +52,10 @@ struct SpeedCalibration {
 const SpeedCalibration& speed_calibration();
 
 inline constexpr double kMinMfu = 0.05;
+// The fraction of its datasheet peak a large bf16 GEMM reaches: 8192^3 through PyTorch on an
+// H100 SXM, 769-798 of 989 TFLOP/s (REFERENCE.md), the middle: 0.79. A measured GEMM (dl-bench)
+// replaces the peak in the calibrated MFU as peak = GEMM / kGemmOfPeak.
+inline constexpr double kGemmOfPeak = 0.79;
 // (I_ref / I_gpu)^beta. I from the bf16 peak (fp16 where the GPU has no bf16, fp32 where neither).
 double gpu_mfu_factor(const GpuSpec& gpu);
 // MFU on the reference GPU for a model of `params` parameters (params <= 0: unknown size, the
