@@ -62,12 +62,12 @@ SpeedCalibration fit() {
   SpeedCalibration c;
   const auto& runs = published_runs();
   const double i_ref = intensity(spec_of(c.reference_gpu));
-  // beta: the reference GPU (A100) against the H100 at equal model size (within 10%).
+  // beta: the reference GPU (A100) against the H100 in the same run (same code, same model).
   double log_ratio = 0;
   int pairs = 0;
   for (const auto& a : runs)
     for (const auto& h : runs)
-      if (a.gpu == c.reference_gpu && h.gpu == "H100-SXM" && std::fabs(std::log(a.params / h.params)) < 0.1) {
+      if (a.gpu == c.reference_gpu && h.gpu == "H100-SXM" && a.name == h.name) {
         log_ratio += std::log(run_mfu(h) / run_mfu(a));
         ++pairs;
       }

@@ -8,7 +8,7 @@
 //   size_mfu       = log-linear interpolation in N between knots (the runs of one size, each
 //                    divided by its GPU's factor, geometric mean); flat above the largest knot,
 //                    the first segment's slope below the smallest (floored at kMinMfu)
-//   beta           = ln(geomean of H100/A100 MFU ratios at equal size) / ln(I_A100 / I_H100)
+//   beta           = ln(geomean of H100/A100 MFU ratios of the same run) / ln(I_A100 / I_H100)
 //
 // The runs, their sources and the fit's errors: docs/COST.md "The speed model".
 #pragma once

@@ -1,0 +1,129 @@
+// dl-cost's default estimates against published runs (docs/COST.md "Validation"), the issue-21
+// commands through the binary, the FSDL worked example, and one scale for every offer: the
+// GPT-2 config's offers rank by price, not by which source their speed came from.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "dl/cost/estimate.hpp"
+#include "support/support.hpp"
+
+using nlohmann::json;
+using dl::test::run;
+using dl::test::tool;
+
+namespace {
+
+const std::string kCost = tool("dl-cost");
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("every published run within 25% of dl-cost's default estimate, and docs/COST.md shows this table") {
+  const auto rows = dl::cost::validate_published_runs();
+  REQUIRE(rows.size() == dl::plan::published_runs().size());
+  for (const auto& v : rows) {
+    CAPTURE(v.run.name);
+    CAPTURE(v.run.gpu);
+    CHECK(v.limit == (v.run.gpus >= 100 ? 0.30 : 0.25));
+    CHECK(std::fabs(v.error) <= v.limit);
+    CHECK(v.error == doctest::Approx(v.estimated_hours / v.measured_hours - 1));
+  }
+  // The llm.c rows: 94.3 and 45 minutes measured.
+  CHECK(rows[0].measured_hours * 60 == doctest::Approx(94.3));
+  CHECK(rows[1].measured_hours * 60 == doctest::Approx(45.0));
+  CHECK(std::fabs(rows[0].estimated_hours * 60 / 94.3 - 1) <= 0.25);
+  CHECK(std::fabs(rows[1].estimated_hours * 60 / 45.0 - 1) <= 0.25);
+  // The table in the docs is what `dl-cost validate --format md` prints now.
+  const std::string doc = dl::test::read_file(dl::test::source_path("docs/COST.md"));
+  const std::string begin = "<!-- validation:begin -->\n", end = "<!-- validation:end -->";
+  const size_t b = doc.find(begin), e = doc.find(end);
+  REQUIRE(b != std::string::npos);
+  REQUIRE(e != std::string::npos);
+  const std::string md = dl::cost::render_validation(rows, dl::OutputFormat::md);
+  CHECK_MESSAGE(doc.substr(b + begin.size(), e - b - begin.size()) == md.substr(0, md.find("\n\n") + 1),
+                "regenerate docs/COST.md's validation table with `dl-cost validate --format md`");
+}
+
+TEST_CASE("issue 21's llm.c commands: within 25% of 94.3 min on 8x A100 80GB SXM and 45 min on 8x H100 SXM") {
+  for (const auto& [gpu, minutes] : std::map<std::string, double>{{"A100-SXM-80GB", 94.3}, {"H100-SXM", 45.0}}) {
+    CAPTURE(gpu);
+    auto r = run(kCost, {"estimate", "--params", "124.44M", "--layers", "12", "--hidden", "768", "--heads", "12", "--seq",
+                         "1024", "--vocab", "50257", "--tokens", "9.89B", "--gpu", gpu, "--gpus", "8", "--precision",
+                         "bf16", "--format", "json"});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    size_t boards = 0;
+    for (const auto& row : json::parse(r.out)) {
+      if (row["gpus_per_instance"] != 8) continue;  // one 8-GPU machine, as the runs used
+      ++boards;
+      const double est = row["hours"].get<double>() * 60;
+      if (boards == 1) MESSAGE(gpu, ": ", est, " min against ", minutes);
+      CHECK(std::fabs(est / minutes - 1) <= 0.25);
+      // The range brackets the estimate and comes in the json.
+      CHECK(row["hours_low"].get<double>() < row["hours"].get<double>());
+      CHECK(row["hours_high"].get<double>() > row["hours"].get<double>());
+      CHECK(row["usd_low"].get<double>() < row["total_usd"].get<double>());
+      CHECK(row["usd_high"].get<double>() > row["total_usd"].get<double>());
+      CHECK(row["speed_measured"] == true);
+    }
+    CHECK(boards > 0);
+    // Several 8-GPU offers of one GPU share a speed: their dollar ranges overlap, and the
+    // call-out says their order is within the model's error.
+    CHECK(has(r.err, "ranges overlap: the cheapest's"));
+  }
+}
+
+TEST_CASE("the FSDL worked example still holds: --hours 72 --on p3.8xlarge = $881.28") {
+  auto r = run(kCost, {"estimate", "--hours", "72", "--on", "p3.8xlarge", "--catalog",
+                       dl::test::shared_path("data/fsdl_cloud-gpus.csv").string(), "--format", "json"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  size_t found = 0;
+  for (const auto& row : json::parse(r.out))
+    if (row["offer"] == "aws/p3.8xlarge" && row["pricing"] == "on-demand") {
+      ++found;
+      CHECK(row["hours"].get<double>() == doctest::Approx(72.0));
+      CHECK(row["total_usd"].get<double>() == doctest::Approx(881.28));  // 72 h x $12.24
+    }
+  CHECK(found == 1);
+}
+
+TEST_CASE("GPT-2 124M in bf16: one speed scale, and no unmeasured offer outranks a measured faster GPU but on price") {
+  dl::cost::EstimateInputs in;
+  in.config_path = dl::test::source_path("configs/gpt2-124m.toml").string();
+  in.precision = "bf16";
+  const dl::cost::CostReport r = dl::cost::make_estimate(in);
+  std::map<std::string, const dl::cost::GpuSpeed*> speed;
+  for (const auto& row : r.rows) speed[row.offer.gpu_model] = &row.speed;
+  for (const char* g : {"H200", "H100-SXM", "H100-PCIe", "A100-SXM-80GB", "L40S", "A10", "L4"}) REQUIRE(speed.count(g));
+  // The expected order per GPU (datasheet, published runs and Lambda's ratios agree on it).
+  CHECK(speed["H200"]->flops > speed["H100-SXM"]->flops);
+  CHECK(speed["H100-SXM"]->flops > speed["H100-PCIe"]->flops);
+  CHECK(speed["H100-PCIe"]->flops > speed["A100-SXM-80GB"]->flops);
+  CHECK(speed["A100-SXM-80GB"]->flops > speed["L40S"]->flops);  // was 145 vs 128 TFLOP/s on two scales
+  CHECK(speed["L40S"]->flops > speed["A10"]->flops);
+  CHECK(speed["A10"]->flops > speed["L4"]->flops);
+  // The H100 is about 2.4x the A100 on this model (llm.c: 94.3 / 45 min = 2.1x at 8 GPUs), not
+  // the 1.79x of Lambda's small benchmarks.
+  CHECK(speed["H100-SXM"]->flops / speed["A100-SXM-80GB"]->flops == doctest::Approx(2.3).epsilon(0.1));
+  CHECK(speed["L40S"]->measured == false);
+  CHECK(speed["A100-SXM-80GB"]->measured == true);
+  // Ranked cheapest first: an offer whose speed nothing measured sits above a measured GPU that is
+  // faster per GPU only where it costs less per GPU-hour.
+  size_t pairs = 0;
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    const auto& u = r.rows[i];
+    if (u.speed.measured || !u.eligible()) continue;
+    for (size_t j = i + 1; j < r.rows.size(); ++j) {
+      const auto& m = r.rows[j];
+      if (!m.speed.measured || !m.eligible() || !(m.speed.flops > u.speed.flops)) continue;
+      CAPTURE(u.offer.id);
+      CAPTURE(m.offer.id);
+      CHECK(u.usd_per_gpu_hour < m.usd_per_gpu_hour);
+      ++pairs;
+    }
+  }
+  CHECK(pairs > 0);
+}
