@@ -119,7 +119,8 @@ ModelShape model_from_params(double params, int64_t n_layer, int64_t hidden, int
       m.params = need;
       m.note = str("--params ", num, " taken as ", group_digits(need), ", the count of ", n_layer,
                    " layers of width ", hidden, exact ? " with the embeddings" : " (a lower bound: no --vocab/--seq)",
-                   " (", format_fixed(std::fabs(off) * 100, 2), "% off; more than ", kParamsRounding * 100,
+                   " (", std::fabs(off) < 5e-5 ? std::string("<0.01") : format_fixed(std::fabs(off) * 100, 2),
+                   "% off; more than ", kParamsRounding * 100,
                    "% off is an error)");
     }
   }
