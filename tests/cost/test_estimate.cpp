@@ -396,3 +396,39 @@ TEST_CASE("onprem: break-even months with power, against the best offer or --vs"
   bad.vs.clear();
   CHECK(has(error_of([&] { make_onprem(bad); }), "--gpu MODEL"));
 }
+
+TEST_CASE("scaling from communication: near 1 inside an NVLink board, tensor parallelism at 1,024 GPUs, Ethernet costs") {
+  EstimateInputs in;
+  in.catalogs = {"builtin"};
+  in.gpu_filter = "H100-SXM";
+  in.provider_filter = "lambda";
+  in.params = 70e9;
+  in.layers = 80, in.hidden = 8192, in.heads = 64, in.seq = 4096, in.vocab = 32000;
+  in.tokens = 1e12;
+  in.batch_tokens = 4194304;
+  in.gpus = {1024};
+  const CostReport big = make_estimate(in);
+  const CostRow& r = row(big, "lambda/gpu_8x_h100_sxm5", 1024);
+  // Pure ZeRO-3 data parallelism would expose a quarter of its step (0.74); tp=2 inside the
+  // board halves the traffic between boards: the per-doubling constants gave 0.97^3 x 0.9^7 = 0.44.
+  CHECK(r.efficiency > 0.95);
+  CHECK(has(r.layout, "tp=2"));
+  CHECK(has(all(big.notes), "# scaling: efficiency = compute / (compute + exposed communication)"));
+  // Same model, --eff-* fixed constants: 0.97^3 x 0.9^log2(128).
+  in.scaling.fixed = true;
+  CHECK(row(make_estimate(in), "lambda/gpu_8x_h100_sxm5", 1024).efficiency ==
+        doctest::Approx(std::pow(0.97, 3) * std::pow(0.9, 7)));
+  // GPT-2 124M on 8 single-GPU L4 instances over Ethernet (12.5 GB/s each) with tiny steps: the
+  // gradient all-reduce no longer hides behind backward.
+  EstimateInputs small;
+  small.catalogs = {"builtin"};
+  small.gpu_filter = "L4";
+  small.provider_filter = "gcp";
+  small.params = 124e6;
+  small.tokens = 1e9;
+  small.batch_tokens = 8192;
+  small.gpus = {1, 8};
+  const CostReport s = make_estimate(small);
+  CHECK(row(s, "gcp/g2-standard-4", 1).efficiency == 1.0);
+  CHECK(row(s, "gcp/g2-standard-4", 8).efficiency < 0.8);
+}
