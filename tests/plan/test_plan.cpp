@@ -10,8 +10,10 @@
 #include "dl/core/error.hpp"
 #include "dl/nn/gpt.hpp"
 #include "dl/nn/mlp.hpp"
+#include "dl/plan/gpus.hpp"
 #include "dl/plan/plan.hpp"
 #include "dl/plan/report.hpp"
+#include "dl/plan/speed.hpp"
 #include "support/support.hpp"
 
 using namespace dl;
@@ -614,4 +616,23 @@ TEST_CASE("recommend's rule: the simplest fitting layout within 5% of the fastes
   CHECK(rows[2].passed_over == "passed over: needs tp=2 where tp=1 fits; 1.9% faster (within 5% of the fastest)");
   CHECK(rows[3].passed_over == "passed over: 10.0% slower than the fastest");
   CHECK(rows[4].passed_over.empty());
+}
+
+TEST_CASE("dl-shard's step time starts from dl-cost's calibrated MFU of the GPU at the model's size") {
+  PlanInputs in;
+  in.params = 7e9;
+  in.gpus = 8;
+  in.gpu = "A100-SXM-80GB";
+  PlanReport a100 = make_plan(in);
+  CHECK(a100.hardware.achievable_fraction == calibrated_mfu(*gpu_spec("A100-SXM-80GB"), 7e9));
+  CHECK(a100.hardware.achievable_fraction == doctest::Approx(0.644).epsilon(2e-3));  // the 7B knot
+  in.gpu = "H100-SXM";
+  in.params = 124.44e6;
+  PlanReport h100 = make_plan(in);
+  CHECK(h100.hardware.achievable_fraction == calibrated_mfu(*gpu_spec("H100-SXM"), 124.44e6));
+  bool noted = false;
+  for (const auto& n : h100.notes) noted = noted || n.find("achievable fraction: the calibrated MFU") != std::string::npos;
+  CHECK(noted);
+  in.mfu = 0.45;  // --mfu fixes it
+  CHECK(make_plan(in).hardware.achievable_fraction == 0.45);
 }
