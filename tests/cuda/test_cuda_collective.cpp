@@ -44,7 +44,17 @@ TEST_CASE("NCCL on a group of one: every collective verified, rows name NCCL and
       CHECK(row["library"].get<std::string>().rfind("NCCL ", 0) == 0);
       CHECK(row["oop_wrong"] == 0);
       CHECK(row["ip_wrong"] == 0);
-      CHECK(row["oop_time_us"].get<double>() >= 0);
+      // A timed call takes time on the GPU (CUDA events resolve about 0.5 us), the median lies
+      // within the iterations' range, and algbw is the row's bytes over that median (GB = 1e9).
+      for (const std::string p : {"oop_", "ip_"}) {
+        CAPTURE(p);
+        const double t = row[p + "time_us"].get<double>();
+        CHECK(t > 0);
+        CHECK(row[p + "time_min_us"].get<double>() <= t);
+        CHECK(t <= row[p + "time_max_us"].get<double>());
+        CHECK(row[p + "algbw"].get<double>() ==
+              doctest::Approx(row["size"].get<double>() / (t * 1e-6) / 1e9).epsilon(1e-9));
+      }
     }
   }
 }
