@@ -405,6 +405,11 @@ ForwardStats GptModel::forward(const Batch& batch) { return forward_stage(batch,
 
 void GptModel::backward(double dloss) { backward_stage(0, dloss, Tensor(), nullptr); }
 
+Tensor GptModel::tied_embedding_grad() {
+  if (par_.pp_size == 1 || !(first_stage() || last_stage())) return Tensor();
+  return G(wte_).view({params_.info(wte_).numel()});
+}
+
 const Tensor& GptModel::correct() const {
   DL_CHECK(!slots_.empty(), "correct() before forward");
   return slots_[0].correct;

@@ -58,8 +58,6 @@ class GptModel final : public Model {
   ParamSet& params() override { return params_; }
   const GptConfig& config() const { return cfg_; }
   const GptParallel& parallel() const { return par_; }
-  bool first_stage() const { return par_.pp_rank == 0; }
-  bool last_stage() const { return par_.pp_rank == par_.pp_size - 1; }
   int first_layer() const { return l0_; }
   int num_local_layers() const { return l1_ - l0_; }
   // Parameter groups of this stage in order of use: [embeddings] blocks... [head].
@@ -73,17 +71,23 @@ class GptModel final : public Model {
   const Tensor& correct() const override;
   const Tensor& logits() const override;
   int64_t activation_bytes() const override;
+  int64_t context_length() const override { return cfg_.block_size; }
+  int64_t vocab_size() const override { return cfg_.vocab_size; }
 
-  // One pipeline stage for one micro-batch in activation slot `slot`. The first stage reads
-  // batch.inputs (tokens); other stages read `hidden_in` [B,T,C] from the previous stage.
-  // Non-last stages write their output to `hidden_out`; the last stage computes the loss
-  // against batch.targets (when defined) and returns its sums.
-  ForwardStats forward_stage(const Batch& batch, const Tensor& hidden_in, int slot, Tensor* hidden_out);
-  // Backward of a slot: the last stage starts from the loss (dloss per target), other stages
-  // from `dhidden_out`; non-first stages write d(hidden_in) to `dhidden_in`. Frees the slot.
-  void backward_stage(int slot, double dloss, const Tensor& dhidden_out, Tensor* dhidden_in);
-  // Shape of the hidden state passed between stages for a micro-batch of B sequences of T.
-  Shape hidden_shape(int64_t B, int64_t T) const { return {B, T, static_cast<int64_t>(cfg_.n_embd)}; }
+  // One pipeline stage (the Model stage API): the first stage reads tokens, the others the
+  // residual stream [B,T,C] of the previous stage; the last stage computes the loss.
+  int num_stages() const override { return par_.pp_size; }
+  bool first_stage() const override { return par_.pp_rank == 0; }
+  bool last_stage() const override { return par_.pp_rank == par_.pp_size - 1; }
+  // [B,T,C] for tokens [B,T].
+  Shape hidden_shape(const Tensor& inputs) const override {
+    return {inputs.size(0), inputs.size(1), static_cast<int64_t>(cfg_.n_embd)};
+  }
+  ForwardStats forward_stage(const Batch& batch, const Tensor& hidden_in, int slot, Tensor* hidden_out) override;
+  void backward_stage(int slot, double dloss, const Tensor& dhidden_out, Tensor* dhidden_in) override;
+  // The token embedding's gradient on the first and the last stage of a pipeline (the head's
+  // copy); undefined with one stage (the lookup and the head share one tensor) or in between.
+  Tensor tied_embedding_grad() override;
 
  private:
   struct Layer {  // parameter indices of one block

@@ -55,6 +55,31 @@ class Model {
   // model calls around each use.
   virtual std::vector<std::pair<size_t, size_t>> param_groups() const = 0;
   virtual void set_hooks(ParamGroupHooks* hooks) = 0;
+
+  // Sequence models (gpt): the longest context and the vocabulary, what generation needs; 0 for
+  // a model that does not read token sequences.
+  virtual int64_t context_length() const { return 0; }
+  virtual int64_t vocab_size() const { return 0; }
+
+  // Pipeline stages. A model built for a pipeline of num_stages() holds one contiguous stage of
+  // it; the defaults describe a model of one stage, which forward() and backward() run.
+  virtual int num_stages() const { return 1; }
+  virtual bool first_stage() const { return true; }
+  virtual bool last_stage() const { return true; }
+  // Shape of the hidden state passed between stages for a micro-batch with these inputs.
+  virtual Shape hidden_shape(const Tensor& inputs) const;
+  // Forward of one micro-batch kept in activation slot `slot`. The first stage reads
+  // batch.inputs, other stages `hidden_in` from the previous stage; non-last stages write their
+  // output to `hidden_out`, the last stage computes the loss against batch.targets (when defined)
+  // and returns its sums.
+  virtual ForwardStats forward_stage(const Batch& batch, const Tensor& hidden_in, int slot, Tensor* hidden_out);
+  // Backward of a slot: the last stage starts from the loss (dloss per target), other stages from
+  // `dhidden_out`; non-first stages write d(hidden_in) to `dhidden_in`. Frees the slot.
+  virtual void backward_stage(int slot, double dloss, const Tensor& dhidden_out, Tensor* dhidden_in);
+  // The gradient of a parameter two stages share (the token embedding the first stage looks up
+  // and the last stage's head reuses), flat, for the pipeline to sum across them; undefined on a
+  // stage that shares none.
+  virtual Tensor tied_embedding_grad() { return Tensor(); }
 };
 
 }  // namespace dl

@@ -16,8 +16,9 @@ void add(ForwardStats& a, const ForwardStats& b) {
 }  // namespace
 
 PipelineRunner::PipelineRunner(Model& model, dist::Comm& pp, const std::string& schedule)
-    : model_(model), gpt_(dynamic_cast<GptModel*>(&model)), pp_(pp), gpipe_(schedule == "gpipe") {
-  DL_CHECK(pp_.size() == 1 || gpt_, "pipeline parallel needs a gpt model");
+    : model_(model), pp_(pp), gpipe_(schedule == "gpipe") {
+  DL_CHECK(pp_.size() == model_.num_stages(), "a ", model_.kind(), " model of ", model_.num_stages(),
+           " stages in a pipeline of ", pp_.size());
 }
 
 PipelineStats PipelineRunner::run(const std::vector<Batch>& micro, double dloss) {
@@ -30,14 +31,13 @@ PipelineStats PipelineRunner::run(const std::vector<Batch>& micro, double dloss)
     }
     return out;
   }
-  GptModel& stage = *gpt_;
+  Model& stage = model_;
   const int s = pp_.rank(), p = pp_.size();
   const bool first = stage.first_stage(), last = stage.last_stage();
   // In-flight capacity: every micro-batch for GPipe, pp - stage for 1F1B.
   const int cap = gpipe_ ? m : std::min(p - s, m);
-  const int64_t B = micro[0].inputs.size(0), T = micro[0].inputs.size(1);
   Backend& be = stage.params().backend();
-  Tensor recv_buf = be.empty(stage.hidden_shape(B, T), stage.params().dtype());
+  Tensor recv_buf = be.empty(stage.hidden_shape(micro[0].inputs), stage.params().dtype());
   std::vector<Tensor> grad_send(static_cast<size_t>(cap));
   std::vector<std::unique_ptr<dist::Request>> fwd_req(static_cast<size_t>(cap)), bwd_req(static_cast<size_t>(cap));
   auto settle = [](std::unique_ptr<dist::Request>& r) {
@@ -96,6 +96,12 @@ PipelineStats PipelineRunner::run(const std::vector<Batch>& micro, double dloss)
   for (auto& r : bwd_req) settle(r);
   out.wait_seconds += now() - t0;
   return out;
+}
+
+void PipelineRunner::reduce_tied_gradients(dist::Comm* embedding) {
+  Tensor grad = model_.tied_embedding_grad();
+  DL_CHECK(grad.defined() == (embedding != nullptr), "the tied embedding's group and the stage disagree");
+  if (embedding) embedding->allreduce(grad);
 }
 
 }  // namespace dl::parallel

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "dl/dist/comm.hpp"
-#include "dl/nn/gpt.hpp"
+#include "dl/nn/model.hpp"
 
 namespace dl::parallel {
 
@@ -20,15 +20,18 @@ struct PipelineStats {
 
 class PipelineRunner {
  public:
-  // `model` is this rank's stage; `pp` the pipeline group (size 1 for no pipeline); `model_any`
-  // is used when the model is not a GPT (single stage).
+  // `model` is this rank's stage (Model's stage API); `pp` the pipeline group (size 1 for no
+  // pipeline), as many ranks as the model has stages.
   PipelineRunner(Model& model, dist::Comm& pp, const std::string& schedule);
   // Forward and backward of every micro-batch; dloss is d(loss)/d(each target's loss).
   PipelineStats run(const std::vector<Batch>& micro, double dloss);
+  // After the gradients are reduced over data-parallel ranks: the tied embedding's gradient
+  // becomes the first stage's (lookup) plus the last stage's (head), summed over `embedding`
+  // (the group of those two stages; null on a rank that is on neither or without a pipeline).
+  void reduce_tied_gradients(dist::Comm* embedding);
 
  private:
   Model& model_;
-  GptModel* gpt_;
   dist::Comm& pp_;
   bool gpipe_;
 };

@@ -22,10 +22,11 @@ int32_t sample_token(const float* row, int64_t V, double temperature, int64_t to
   return cand[j].second;
 }
 
-std::vector<int32_t> generate(GptModel& model, const std::vector<int32_t>& prompt, const GenerateOptions& o,
+std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& o,
                               RandomStream& rng) {
+  DL_CHECK(model.context_length() > 0, "generate: a ", model.kind(), " model does not read token sequences");
   if (prompt.empty()) throw_usage("the prompt is empty: give at least one token");
-  const int64_t V = model.config().vocab_size, Tmax = model.config().block_size;
+  const int64_t V = model.vocab_size(), Tmax = model.context_length();
   for (int32_t id : prompt)
     if (id < 0 || id >= V) throw_usage("prompt token ", id, " is outside the model's vocabulary of ", V);
   std::vector<int32_t> ctx = prompt, out;

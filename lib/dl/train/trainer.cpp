@@ -126,23 +126,18 @@ std::unique_ptr<Mesh> single_process_mesh() {
 // Evaluation: forward only, batches split over data-parallel ranks, through the pipeline.
 
 // Whether this rank's loss numbers count in a global sum (one copy per data-parallel rank).
-bool reports_loss(const Model& m, Mesh& mesh) {
-  auto* g = dynamic_cast<const GptModel*>(&m);
-  return (!g || g->last_stage()) && mesh.tp_rank() == 0;
-}
+bool reports_loss(const Model& m, Mesh& mesh) { return m.last_stage() && mesh.tp_rank() == 0; }
 
 ForwardStats forward_only(Model& model, Mesh& mesh, const Batch& batch) {
-  auto* gpt = dynamic_cast<GptModel*>(&model);
-  if (!gpt || mesh.shape().pp == 1) return model.forward(batch);
+  if (mesh.shape().pp == 1) return model.forward(batch);
   dist::Comm& pp = mesh.pp();
   Tensor in, out;
-  if (!gpt->first_stage()) {
-    in = gpt->params().backend().empty(gpt->hidden_shape(batch.inputs.size(0), batch.inputs.size(1)),
-                                         gpt->params().dtype());
+  if (!model.first_stage()) {
+    in = model.params().backend().empty(model.hidden_shape(batch.inputs), model.params().dtype());
     pp.recv(in, pp.rank() - 1);
   }
-  ForwardStats st = gpt->forward_stage(batch, in, 0, &out);
-  if (!gpt->last_stage()) pp.send(out, pp.rank() + 1);
+  ForwardStats st = model.forward_stage(batch, in, 0, &out);
+  if (!model.last_stage()) pp.send(out, pp.rank() + 1);
   return st;
 }
 
@@ -194,15 +189,14 @@ EvalResult evaluate(Model& model, Mesh& mesh, const Dataset& data, int64_t batch
 std::vector<std::string> demo_samples(Model& model, const Dataset& val, const Tokenizer* tok, int64_t count,
                                       RandomStream& rng) {
   std::vector<std::string> out;
-  auto* gpt = dynamic_cast<GptModel*>(&model);
-  if (!gpt || !tok || count <= 0) return out;
+  if (model.context_length() == 0 || !tok || count <= 0) return out;
   auto prompts = val.prompts(count);
   GenerateOptions go;
   if (!prompts.empty()) {
     for (const auto& p : prompts) {
       go.max_tokens = static_cast<int64_t>(p.expected.size()) + 2;
       go.stop = val.stop_text();
-      auto ids = generate(*gpt, tok->encode(p.prompt), go, rng);
+      auto ids = generate(model, tok->encode(p.prompt), go, rng);
       out.push_back(val.render(p.prompt, tok->decode(ids)));
     }
     return out;
@@ -213,7 +207,7 @@ std::vector<std::string> demo_samples(Model& model, const Dataset& val, const To
   std::vector<int32_t> prompt(b.inputs.data<int32_t>(), b.inputs.data<int32_t>() + plen);
   go.max_tokens = 80;
   go.temperature = 0.8;
-  auto ids = generate(*gpt, prompt, go, rng);
+  auto ids = generate(model, prompt, go, rng);
   std::string text = tok->decode(prompt) + tok->decode(ids);
   for (char& ch : text)
     if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
@@ -348,7 +342,6 @@ TrainSummary run_training(const TrainOptions& opt) {
                  cfg.parallel.activation_checkpointing ? ", activation checkpointing" : ""));
   Mesh mesh(shape, std::move(world));
   std::unique_ptr<Model> model = build_model(cfg, *data.train, be, &mesh);
-  auto* gpt = dynamic_cast<GptModel*>(model.get());
   parallel::ZeroEngine engine(model->params(), model->param_groups(), mesh.dp(), cfg.parallel, cfg.optim,
                               cfg.dist.bucket_mb, mesh.tp_rank() == 0);
   model->set_hooks(&engine);
@@ -530,11 +523,7 @@ TrainSummary run_training(const TrainOptions& opt) {
     const double loss_scale = scaler.scale();
     parallel::PipelineStats ps = runner.run(micro, targets ? loss_scale / static_cast<double>(targets) : 0.0);
     engine.reduce_gradients();
-    if (gpt && mesh.embedding()) {
-      // The tied embedding's gradient: the first stage's (lookup) plus the last stage's (head).
-      Tensor wte_grad = P.grad(P.index("wte.weight")).view({P.info(P.index("wte.weight")).numel()});
-      mesh.embedding()->allreduce(wte_grad);
-    }
+    runner.reduce_tied_gradients(mesh.embedding());
     // One all-reduce for the step's global numbers: loss, accuracy, gradient norm, stop flag.
     Tensor g = Tensor::empty({4}, DType::f64);
     double* gv = g.data<double>();
@@ -717,8 +706,7 @@ EvalReport run_eval(const EvalOptions& o) {
 
 SampleReport run_sample(const SampleOptions& o) {
   LoadedRun r = load_run(o.run_dir, {});
-  auto* gpt = dynamic_cast<GptModel*>(r.model.get());
-  if (!gpt) throw_usage("dl-train sample needs a gpt run; ", o.run_dir.string(), " trained a ", r.model->kind(), " model");
+  if (r.model->context_length() == 0) throw_usage("dl-train sample needs a gpt run; ", o.run_dir.string(), " trained a ", r.model->kind(), " model");
   const Tokenizer& tok = *r.data.tokenizer;
   SampleReport rep;
   rep.checkpoint = r.checkpoint;
@@ -739,7 +727,7 @@ SampleReport run_sample(const SampleOptions& o) {
   for (const auto& p : rep.prompts) {
     std::vector<int32_t> ids = tok.encode(p);
     for (int64_t c = 0; c < std::max<int64_t>(1, o.count); ++c) {
-      std::string completion = tok.decode(generate(*gpt, ids, go, rng));
+      std::string completion = tok.decode(generate(*r.model, ids, go, rng));
       rep.completions.push_back(completion);
       rep.rendered.push_back(val->render(p, completion));
     }
