@@ -104,4 +104,16 @@ void PipelineRunner::reduce_tied_gradients(dist::Comm* embedding) {
   if (embedding) embedding->allreduce(grad);
 }
 
+ForwardStats forward_only(Model& stage, dist::Comm& pp, const Batch& batch) {
+  if (pp.size() == 1) return stage.forward(batch);
+  Tensor in, out;
+  if (!stage.first_stage()) {
+    in = stage.params().backend().empty(stage.hidden_shape(batch.inputs), stage.params().dtype());
+    pp.recv(in, pp.rank() - 1);
+  }
+  ForwardStats st = stage.forward_stage(batch, in, 0, &out);
+  if (!stage.last_stage()) pp.send(out, pp.rank() + 1);
+  return st;
+}
+
 }  // namespace dl::parallel

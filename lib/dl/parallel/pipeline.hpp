@@ -36,4 +36,8 @@ class PipelineRunner {
   bool gpipe_;
 };
 
+// Forward only (evaluation) of one batch through every stage: activations pass to the next
+// stage, nothing comes back; the loss sums are non-zero on the last stage only.
+ForwardStats forward_only(Model& stage, dist::Comm& pp, const Batch& batch);
+
 }  // namespace dl::parallel

@@ -128,19 +128,6 @@ std::unique_ptr<Mesh> single_process_mesh() {
 // Whether this rank's loss numbers count in a global sum (one copy per data-parallel rank).
 bool reports_loss(const Model& m, Mesh& mesh) { return m.last_stage() && mesh.tp_rank() == 0; }
 
-ForwardStats forward_only(Model& model, Mesh& mesh, const Batch& batch) {
-  if (mesh.shape().pp == 1) return model.forward(batch);
-  dist::Comm& pp = mesh.pp();
-  Tensor in, out;
-  if (!model.first_stage()) {
-    in = model.params().backend().empty(model.hidden_shape(batch.inputs), model.params().dtype());
-    pp.recv(in, pp.rank() - 1);
-  }
-  ForwardStats st = model.forward_stage(batch, in, 0, &out);
-  if (!model.last_stage()) pp.send(out, pp.rank() + 1);
-  return st;
-}
-
 EvalResult evaluate(Model& model, Mesh& mesh, const Dataset& data, int64_t batch_size, int64_t max_batches) {
   const int64_t n = data.size();
   int64_t batches = (n + batch_size - 1) / batch_size;
@@ -159,7 +146,7 @@ EvalResult evaluate(Model& model, Mesh& mesh, const Dataset& data, int64_t batch
     std::vector<int64_t> ids;
     for (int64_t i = first; i < std::min(n, first + batch_size); ++i) ids.push_back(i);
     Batch batch = data.make_batch(ids);
-    ForwardStats st = forward_only(model, mesh, batch);
+    ForwardStats st = parallel::forward_only(model, mesh.pp(), batch);
     if (!counts || !real) continue;
     loss_sum += st.loss_sum;
     targets += static_cast<double>(st.targets);
