@@ -31,6 +31,7 @@
 #include "dl/train/checkpoint.hpp"
 #include "dl/train/device_select.hpp"
 #include "dl/train/generate.hpp"
+#include "dl/train/step.hpp"
 
 #ifdef DL_HAVE_CUDA
 #include "dl/backend/cuda/cuda_backend.hpp"
@@ -124,9 +125,6 @@ std::unique_ptr<Mesh> single_process_mesh() {
 
 // ---------------------------------------------------------------------------------------------
 // Evaluation: forward only, batches split over data-parallel ranks, through the pipeline.
-
-// Whether this rank's loss numbers count in a global sum (one copy per data-parallel rank).
-bool reports_loss(const Model& m, Mesh& mesh) { return m.last_stage() && mesh.tp_rank() == 0; }
 
 EvalResult evaluate(Model& model, Mesh& mesh, const Dataset& data, int64_t batch_size, int64_t max_batches) {
   const int64_t n = data.size();
@@ -481,58 +479,17 @@ TrainSummary run_training(const TrainOptions& opt) {
   bool memory_written = false;
   // DL_CUDA_PROFILE_STEP=N: step N runs inside the CUDA profiler's range (profiler.hpp).
   const int64_t profile_step = be.device().is_cpu() ? 0 : profile_step_from_env();
+  StepParts parts{cfg, *model, mesh, engine, runner, scaler, *data.train, sampler};
   while (state.step < total) {
 #ifdef DL_HAVE_CUDA
     if (state.step + 1 == profile_step) cuda_profiler_start();
 #endif
-    const double t0 = monotonic_seconds();
-    const double comm0 = mesh.comm_seconds(), pp0 = mesh.pp().seconds_in_comm();
-    // This rank's micro-batches: micro-batch a of dp rank r covers global positions
-    // [pos + (a * dp + r) * B, + B), so the step's examples are the same for every layout.
-    std::vector<Batch> micro;
-    int64_t my_targets = 0;
-    for (int64_t a = 0; a < A; ++a) {
-      int64_t first = state.data_position + (a * dp + mesh.dp_rank()) * B;
-      micro.push_back(data.train->make_batch(sampler.examples(first, B)));
-      const int32_t* t = micro.back().targets.data<int32_t>();
-      for (int64_t i = 0; i < micro.back().targets.numel(); ++i) my_targets += t[i] >= 0;
-    }
-    Tensor count = Tensor::empty({1}, DType::i64);
-    count.data<int64_t>()[0] = my_targets;
-    mesh.dp().allreduce(count);
-    const int64_t targets = count.data<int64_t>()[0];
-    const double t1 = monotonic_seconds();
-
-    engine.zero_grad();
-    // The loss is the mean over every target of the step (all micro-batches and ranks), so each
-    // backward is scaled by 1 / (targets in the whole step).
-    // fp16: the backward pass carries loss_scale x the loss so small gradients survive.
-    const double loss_scale = scaler.scale();
-    parallel::PipelineStats ps = runner.run(micro, targets ? loss_scale / static_cast<double>(targets) : 0.0);
-    engine.reduce_gradients();
-    runner.reduce_tied_gradients(mesh.embedding());
-    // One all-reduce for the step's global numbers: loss, accuracy, gradient norm, stop flag.
-    Tensor g = Tensor::empty({4}, DType::f64);
-    double* gv = g.data<double>();
-    const bool counts = reports_loss(*model, mesh);
-    gv[0] = counts ? ps.loss.loss_sum : 0.0;
-    gv[1] = counts ? static_cast<double>(ps.loss.correct) : 0.0;
-    gv[2] = engine.grad_norm_squared();
-    gv[3] = interrupt_requested() ? 1.0 : 0.0;
-    mesh.world().allreduce(g);
-    loss = targets ? gv[0] / static_cast<double>(targets) : 0.0;
-    const double gnorm = std::sqrt(gv[2]) / loss_scale;
-    const bool stop = gv[3] > 0;
-    const double t2 = monotonic_seconds();
-    const int64_t step_no = state.step + 1;
-    // fp16: a step whose gradients overflowed is skipped and the scale halved (every rank sees
-    // the same all-reduced norm, so every rank decides alike).
-    const bool finite = std::isfinite(loss) && std::isfinite(gnorm);
-    const bool apply = scaler.update(finite);
-    if (!finite && (!scaler.enabled() || scaler.exhausted())) {
+    const StepRecord r = train_step(parts, state.step, state.data_position, total);
+    const double elapsed = seconds_before + (monotonic_seconds() - session_start);
+    if (r.diverged) {
       bar.finish();
-      std::string what = !std::isfinite(loss) ? "loss is " + std::string(std::isnan(loss) ? "NaN" : "Inf")
-                                              : "gradient norm is " + std::string(std::isnan(gnorm) ? "NaN" : "Inf");
+      std::string what = !std::isfinite(r.loss) ? "loss is " + std::string(std::isnan(r.loss) ? "NaN" : "Inf")
+                                                : "gradient norm is " + std::string(std::isnan(r.grad_norm) ? "NaN" : "Inf");
       // The weights before this step are the last good state, if they are finite on every rank.
       Tensor pn = Tensor::empty({1}, DType::f64);
       pn.data<double>()[0] = engine.param_norm_squared();
@@ -540,24 +497,20 @@ TrainSummary run_training(const TrainOptions& opt) {
       if (std::isfinite(pn.data<double>()[0]) && state.step > 0) checkpoint();
       if (scaler.enabled()) what += str(" with the fp16 loss scale down to ", scaler.scale(), " after ", scaler.skipped_steps(), " skipped steps");
       throw Error(ErrorKind::diverged,
-                  str(what, " at step ", step_no, "; the last good checkpoint is ",
+                  str(what, " at step ", r.step, "; the last good checkpoint is ",
                       last_ckpt.empty() ? std::string("(none)") : last_ckpt.string(),
                       " (lower optim.lr, raise schedule.warmup_steps or set optim.grad_clip)"));
     }
-    const double lr = learning_rate(cfg.schedule, cfg.optim.lr, state.step, total);
-    // The optimizer sees the true gradient: unscaled, then clipped.
-    if (apply) engine.step(lr, clip_scale(gnorm, cfg.optim.grad_clip) / loss_scale);
-    const double t3 = monotonic_seconds();
 #ifdef DL_HAVE_CUDA
-    if (step_no == profile_step) cuda_profiler_stop();
+    if (r.step == profile_step) cuda_profiler_stop();
 #endif
+    const int64_t step_no = r.step;
     state.step = step_no;
     state.data_position += global_examples;
     state.tokens_seen += global_examples * units;
-    const double step_s = t3 - t0;
-    const double rate = static_cast<double>(global_examples * units) / step_s;
+    loss = r.loss;
+    const double rate = static_cast<double>(global_examples * units) / r.seconds;
     rates.push_back(rate);
-    const double elapsed = seconds_before + (t3 - session_start);
     if (!memory_written) {
       write_memory_report();
       memory_written = true;
@@ -566,27 +519,24 @@ TrainSummary run_training(const TrainOptions& opt) {
     if (step_no % cfg.log.every == 0 || step_no == 1 || step_no == total) {
       // Time split per rank: data, compute, communication (dp/tp collectives), pipeline wait
       // (blocked on neighbouring stages: the bubble), optimizer.
-      const double pp_s = mesh.pp().seconds_in_comm() - pp0;
-      const double comm_s = (mesh.comm_seconds() - comm0) - pp_s;
-      const double compute_s = std::max(0.0, (t2 - t1) - comm_s - pp_s);
-      std::vector<double> mine = {t1 - t0, compute_s, comm_s, ps.wait_seconds, t3 - t2};
+      std::vector<double> mine = {r.times.data, r.times.compute, r.times.comm, r.times.pipeline_wait, r.times.optimizer};
       auto rows = shape.world() > 1 ? gather_rows(mesh.world(), mine) : std::vector<std::vector<double>>{mine};
       if (root) {
         ojson rec{{"step", step_no},
-                  {"loss", loss},
-                  {"lr", lr},
-                  {"grad_norm", gnorm},
+                  {"loss", r.loss},
+                  {"lr", r.lr},
+                  {"grad_norm", r.grad_norm},
                   {"tokens_per_sec", rate},
                   {"elapsed_s", elapsed},
-                  {"step_s", step_s},
+                  {"step_s", r.seconds},
                   {"time_data_s", mine[0]},
                   {"time_compute_s", mine[1]},
                   {"time_comm_s", mine[2]},
                   {"time_pipeline_wait_s", mine[3]},
                   {"time_optimizer_s", mine[4]}};
         if (scaler.enabled()) {
-          rec["loss_scale"] = loss_scale;
-          rec["skipped"] = !apply;
+          rec["loss_scale"] = r.loss_scale;
+          rec["skipped"] = !r.applied;
           rec["skipped_steps"] = scaler.skipped_steps();
         }
         if (shape.world() > 1) {
@@ -597,8 +547,8 @@ TrainSummary run_training(const TrainOptions& opt) {
         }
         metrics->record(rec);
         if (lines)
-          log_info(str("step ", step_no, "/", total, " loss ", format_fixed(loss, 4), " lr ", format_si(lr, "", 3),
-                       " grad_norm ", format_fixed(gnorm, 3), " ",
+          log_info(str("step ", step_no, "/", total, " loss ", format_fixed(r.loss, 4), " lr ", format_si(r.lr, "", 3),
+                       " grad_norm ", format_fixed(r.grad_norm, 3), " ",
                        format_si(rate, model->kind() == "gpt" ? "tok/s" : "ex/s", 3)));
       }
     }
@@ -607,7 +557,7 @@ TrainSummary run_training(const TrainOptions& opt) {
 
     if (cfg.train.eval_every > 0 && step_no % cfg.train.eval_every == 0 && step_no < total) run_eval_now();
     if (cfg.train.checkpoint_every > 0 && step_no % cfg.train.checkpoint_every == 0) checkpoint();
-    if (stop) {
+    if (r.stop) {
       checkpoint();
       summary.interrupted = true;
       break;
