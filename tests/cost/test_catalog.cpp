@@ -7,10 +7,11 @@
 
 #include "dl/core/error.hpp"
 #include "dl/cost/catalog.hpp"
-#include "dl/cost/csv.hpp"
+#include "dl/io/csv.hpp"
 #include "support/support.hpp"
 
 using namespace dl::cost;
+using dl::parse_csv;
 namespace fs = std::filesystem;
 
 namespace {

@@ -5,7 +5,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
-#include "dl/cost/csv.hpp"
+#include "dl/io/csv.hpp"
 #include "fixtures.hpp"
 #include "support/support.hpp"
 
@@ -145,14 +145,14 @@ TEST_CASE("json and csv output parse, with the call-outs as fields") {
 
   auto c = run(kCost, with(args, {"--format", "csv"}));
   REQUIRE(c.exit_code == 0);
-  auto recs = dl::cost::parse_csv(c.out, "stdout");
+  auto recs = dl::parse_csv(c.out, "stdout");
   REQUIRE(recs.size() == 11);
   const auto& header = recs[0].cells;
   CHECK(header[0] == "rank");
-  CHECK(dl::cost::csv_column(recs[0], "total_usd") >= 0);
-  CHECK(dl::cost::csv_column(recs[0], "speed_source") >= 0);
+  CHECK(dl::csv_column(recs[0], "total_usd") >= 0);
+  CHECK(dl::csv_column(recs[0], "speed_source") >= 0);
   for (const auto& rec : recs) CHECK(rec.cells.size() == header.size());
-  const size_t total = static_cast<size_t>(dl::cost::csv_column(recs[0], "total_usd"));
+  const size_t total = static_cast<size_t>(dl::csv_column(recs[0], "total_usd"));
   CHECK(std::stod(recs[1].cells[total]) == doctest::Approx(rows[0]["total_usd"].get<double>()));
   // jsonl: one object per line.
   auto l = run(kCost, with(args, {"--format", "jsonl", "--top", "3"}));
@@ -206,7 +206,7 @@ TEST_CASE("unmappable GPU names are reported on stderr") {
   CHECK(tpu.exit_code == 0);
   CHECK(has(tpu.out, "? A100 (20 GB)"));
   CHECK(has(tpu.out, "not in dlkit's GPU table"));
-  CHECK(dl::cost::parse_csv(r.out, "stdout").size() == 73);
+  CHECK(dl::parse_csv(r.out, "stdout").size() == 73);
 }
 
 TEST_CASE("the shipped catalog prices the GPT-2 config") {

@@ -1,30 +1,17 @@
 #include "dl/bench/output.hpp"
 
-#include <cctype>
-#include <cerrno>
-#include <cmath>
-#include <optional>
-#include <cstdlib>
+#include <cstdio>
 #include <map>
-#include <sstream>
+#include <optional>
 
 #include "dl/bench/collective.hpp"
 #include "dl/core/error.hpp"
-#include "dl/cost/csv.hpp"
+#include "dl/io/csv.hpp"
+#include "dl/plan/bench_input.hpp"
 
 namespace dl::bench {
 
 namespace {
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 // A value as a csv cell: numbers in JSON's round-trip form, so they parse back to the same double.
 std::string csv_value(const Row& v) {
@@ -211,21 +198,6 @@ std::string render_human(const Report& report, bool md) {
   return out;
 }
 
-Row cell_value(const std::string& s) {
-  if (s == "true") return true;
-  if (s == "false") return false;
-  const char c = s[0];
-  if (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.') {
-    char* end = nullptr;
-    errno = 0;
-    long long i = std::strtoll(s.c_str(), &end, 10);
-    if (*end == '\0' && errno == 0) return static_cast<int64_t>(i);
-    double d = std::strtod(s.c_str(), &end);
-    if (*end == '\0' && std::isfinite(d)) return d;
-  }
-  return s;
-}
-
 }  // namespace
 
 std::string render_report(const Report& report, OutputFormat format) {
@@ -248,37 +220,14 @@ std::string render_report(const Report& report, OutputFormat format) {
 }
 
 std::vector<Row> parse_rows(const std::string& content, OutputFormat format, const std::string& source) {
-  std::vector<Row> rows;
-  try {
-    if (format == OutputFormat::json) {
-      Row doc = Row::parse(content);
-      if (!doc.is_array()) throw_usage(source, ": expected a JSON array of rows");
-      for (auto& r : doc) rows.push_back(std::move(r));
-    } else if (format == OutputFormat::jsonl) {
-      std::istringstream in(content);
-      std::string line;
-      while (std::getline(in, line))
-        if (line.find_first_not_of(" \t\r") != std::string::npos) rows.push_back(Row::parse(line));
-    } else if (format == OutputFormat::csv) {
-      auto records = cost::parse_csv(content, source);
-      if (records.empty()) return rows;
-      const auto& header = records.front().cells;
-      for (size_t i = 1; i < records.size(); ++i) {
-        const auto& cells = records[i].cells;
-        if (cells.size() != header.size())
-          throw_usage(source, ":", records[i].line, ": ", cells.size(), " cells for ", header.size(), " columns");
-        Row r = Row::object();
-        for (size_t c = 0; c < header.size(); ++c)
-          if (!cells[c].empty()) r[header[c]] = cell_value(cells[c]);
-        rows.push_back(std::move(r));
-      }
-    } else {
-      throw_usage(source, ": ", format_name(format), " is for people; read back json, jsonl or csv");
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw_usage(source, ": not valid JSON (", e.what(), ")");
+  switch (format) {
+    case OutputFormat::json: return plan::parse_bench_output(content, source, plan::BenchRowsFormat::json);
+    case OutputFormat::jsonl: return plan::parse_bench_output(content, source, plan::BenchRowsFormat::jsonl);
+    case OutputFormat::csv: return plan::parse_bench_output(content, source, plan::BenchRowsFormat::csv);
+    case OutputFormat::table:
+    case OutputFormat::md: break;
   }
-  return rows;
+  throw_usage(source, ": ", format_name(format), " is for people; read back json, jsonl or csv");
 }
 
 }  // namespace dl::bench

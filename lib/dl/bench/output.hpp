@@ -14,7 +14,8 @@ namespace dl::bench {
 std::string render_report(const Report& report, OutputFormat format);
 
 // Rows read back from a rendering: json (an array), jsonl (an object a line) or csv (numbers
-// become numbers, empty cells are left out). Usage error naming `source` when malformed.
+// become numbers, empty cells are left out), by plan::parse_bench_output, the one reader of
+// dlkit-bench/1 rows. Usage error naming `source` when malformed or not dl-bench rows.
 std::vector<Row> parse_rows(const std::string& text, OutputFormat format, const std::string& source = "input");
 
 }  // namespace dl::bench

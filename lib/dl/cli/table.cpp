@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "dl/core/error.hpp"
+#include "dl/io/csv.hpp"
 
 namespace dl {
 
@@ -55,16 +56,6 @@ nlohmann::json Table::to_json() const {
 }
 
 namespace {
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  return out + "\"";
-}
 
 std::string raw_text(const nlohmann::json& v) {
   if (v.is_null()) return "";

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "dl/core/error.hpp"
-#include "dl/cost/csv.hpp"
+#include "dl/io/csv.hpp"
 
 namespace dl::cost {
 

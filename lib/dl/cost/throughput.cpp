@@ -12,7 +12,7 @@
 
 #include "dl/core/error.hpp"
 #include "dl/cost/catalog.hpp"
-#include "dl/cost/csv.hpp"
+#include "dl/io/csv.hpp"
 #include "dl/plan/gpus.hpp"
 
 namespace dl::cost {

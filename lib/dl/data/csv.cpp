@@ -1,8 +1,9 @@
 // csv:PATH — a table of float features and one class-label column, for the MLP classifier.
 //
 // Rules (docs: data.* keys):
-// - Rows are lines; blank lines are skipped; cells are comma-separated, trimmed, and may be
-//   double-quoted ("" inside quotes is a quote). Every row has the first row's number of cells.
+// - Rows are lines (read by dl/io/csv: blank rows are skipped; cells are comma-separated,
+//   trimmed, and may be double-quoted, "" inside quotes being a quote, closed on the same line).
+//   Every row has the first row's number of cells.
 // - The first row is a header when one of its feature cells is not a number.
 // - data.label_column picks the label (negative counts from the end). Labels that are all
 //   non-negative integers are class ids; otherwise the distinct label strings, sorted bytewise,
@@ -20,16 +21,11 @@
 #include <set>
 
 #include "dl/data/sources.hpp"
+#include "dl/io/csv.hpp"
 
 namespace dl::data {
 
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
 
 bool parse_double(std::string_view s, double& v) {
   if (!s.empty() && s.front() == '+') s.remove_prefix(1);
@@ -53,43 +49,6 @@ struct RawCsv {
   std::vector<int64_t> lines;
 };
 
-std::vector<std::string> split_cells(std::string_view line, const std::string& path, int64_t lineno) {
-  std::vector<std::string> cells;
-  size_t i = 0;
-  for (;;) {
-    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
-    std::string cell;
-    if (i < line.size() && line[i] == '"') {
-      ++i;
-      for (;;) {
-        if (i >= line.size()) throw_usage(path, ":", lineno, ": unterminated quoted cell");
-        if (line[i] == '"') {
-          if (i + 1 < line.size() && line[i + 1] == '"') {
-            cell.push_back('"');
-            i += 2;
-            continue;
-          }
-          ++i;
-          break;
-        }
-        cell.push_back(line[i++]);
-      }
-      size_t end = line.find(',', i);
-      if (!trim(line.substr(i, end == std::string_view::npos ? std::string_view::npos : end - i)).empty())
-        throw_usage(path, ":", lineno, ": column ", cells.size() + 1, ": text after a closing quote");
-      i = end;
-    } else {
-      size_t end = line.find(',', i);
-      cell = std::string(trim(line.substr(i, end == std::string_view::npos ? std::string_view::npos : end - i)));
-      i = end;
-    }
-    cells.push_back(std::move(cell));
-    if (i == std::string_view::npos || i >= line.size()) break;
-    ++i;  // past the comma
-  }
-  return cells;
-}
-
 RawCsv read_csv(const std::string& path, int64_t label_column, size_t expect_cols) {
   MappedFile file(path, "csv:" + path);
   std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
@@ -97,15 +56,9 @@ RawCsv read_csv(const std::string& path, int64_t label_column, size_t expect_col
   raw.path = path;
   size_t ncols = expect_cols, label = 0;
   bool first = true;
-  int64_t lineno = 0;
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t nl = text.find('\n', pos);
-    std::string_view line = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? text.size() : nl + 1;
-    ++lineno;
-    if (trim(line).empty()) continue;
-    std::vector<std::string> cells = split_cells(line, path, lineno);
+  for (CsvRecord& rec : parse_csv(text, path, {.trim = true, .multiline_quotes = false})) {
+    const int64_t lineno = rec.line;
+    std::vector<std::string>& cells = rec.cells;
     if (first) {
       if (ncols == 0) ncols = cells.size();
       if (ncols < 2)

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -9,6 +12,7 @@
 
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
+#include "dl/io/csv.hpp"
 #include "dl/plan/gpus.hpp"
 
 namespace dl::plan {
@@ -19,12 +23,28 @@ namespace {
 
 constexpr const char* kSchema = "dlkit-bench/1";
 
-void check_row(const json& row, const std::string& where) {
+void check_row(const nlohmann::ordered_json& row, const std::string& where) {
   if (!row.is_object()) throw_usage(where, ": a dl-bench row must be a JSON object");
   if (!row.contains("schema") || !row["schema"].is_string() || row["schema"] != kSchema)
     throw_usage(where, ": not a dl-bench row (schema must be \"", kSchema, "\"; see docs/FORMATS.md)");
   if (!row.contains("benchmark") || !row["benchmark"].is_string())
     throw_usage(where, ": dl-bench row without a \"benchmark\" kind");
+}
+
+// A csv cell as the JSON value it was written from: booleans, integers, finite doubles, else text.
+nlohmann::ordered_json cell_value(const std::string& s) {
+  if (s == "true") return true;
+  if (s == "false") return false;
+  const char c = s[0];
+  if (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.') {
+    char* end = nullptr;
+    errno = 0;
+    long long i = std::strtoll(s.c_str(), &end, 10);
+    if (*end == '\0' && errno == 0) return static_cast<int64_t>(i);
+    double d = std::strtod(s.c_str(), &end);
+    if (*end == '\0' && std::isfinite(d)) return d;
+  }
+  return s;
 }
 
 // A number from a row, or nullopt when absent or null.
@@ -49,39 +69,64 @@ std::string op_key(std::string op) {
 
 }  // namespace
 
-std::vector<json> parse_bench_rows(const std::string& content, const std::string& source) {
-  std::vector<json> rows;
+std::vector<nlohmann::ordered_json> parse_bench_output(const std::string& content, const std::string& source,
+                                                       BenchRowsFormat format) {
+  using Row = nlohmann::ordered_json;
+  std::vector<Row> rows;
   size_t first = content.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) throw_usage(source, ": empty file (expected dl-bench --format json or jsonl output)");
-  if (content[first] == '[') {
-    json doc;
+  if (first == std::string::npos)
+    throw_usage(source, ": empty file (expected dl-bench --format ", format == BenchRowsFormat::csv ? "csv" : "json or jsonl",
+                " output)");
+  if (format == BenchRowsFormat::detect) format = content[first] == '[' ? BenchRowsFormat::json : BenchRowsFormat::jsonl;
+  if (format == BenchRowsFormat::json) {
+    Row doc;
     try {
-      doc = json::parse(content);
-    } catch (const json::exception& e) {
+      doc = Row::parse(content);
+    } catch (const nlohmann::json::exception& e) {
       throw_usage(source, ": not valid JSON (", e.what(), ")");
     }
+    if (!doc.is_array()) throw_usage(source, ": expected a JSON array of rows");
     for (size_t i = 0; i < doc.size(); ++i) {
       check_row(doc[i], str(source, ": row ", i + 1));
-      rows.push_back(doc[i]);
+      rows.push_back(std::move(doc[i]));
     }
-  } else {
+  } else if (format == BenchRowsFormat::jsonl) {
     std::istringstream in(content);
     std::string line;
     int64_t n = 0;
     while (std::getline(in, line)) {
       ++n;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      json row;
+      Row row;
       try {
-        row = json::parse(line);
-      } catch (const json::exception& e) {
+        row = Row::parse(line);
+      } catch (const nlohmann::json::exception& e) {
         throw_usage(source, ":", n, ": not valid JSON (", e.what(), ")");
       }
       check_row(row, str(source, ":", n));
       rows.push_back(std::move(row));
     }
+  } else {
+    const auto records = parse_csv(content, source);
+    for (size_t i = 1; i < records.size(); ++i) {
+      const auto& header = records.front().cells;
+      const auto& cells = records[i].cells;
+      const std::string where = str(source, ":", records[i].line);
+      if (cells.size() != header.size()) throw_usage(where, ": ", cells.size(), " cells for ", header.size(), " columns");
+      Row r = Row::object();
+      for (size_t c = 0; c < header.size(); ++c)
+        if (!cells[c].empty()) r[header[c]] = cell_value(cells[c]);
+      check_row(r, where);
+      rows.push_back(std::move(r));
+    }
   }
   if (rows.empty()) throw_usage(source, ": no dl-bench rows");
+  return rows;
+}
+
+std::vector<json> parse_bench_rows(const std::string& content, const std::string& source) {
+  std::vector<json> rows;
+  for (const auto& r : parse_bench_output(content, source)) rows.emplace_back(r);
   return rows;
 }
 

@@ -11,10 +11,21 @@
 
 namespace dl::plan {
 
-// The rows of a dl-bench file: a JSON array of row objects (`--format json`), or one object per
-// line (`--format jsonl`; blank lines are skipped), auto-detected. "-" reads stdin. Throws a
-// usage error naming the file (and the line for jsonl) when it is unreadable, not JSON, or a row
-// is not an object of schema "dlkit-bench/1".
+// The one reader of dl-bench output (dl-bench reads its own ranks' rows back with it too).
+enum class BenchRowsFormat {
+  detect,  // json when the text starts with '[', else jsonl
+  json,    // an array of row objects (`--format json`)
+  jsonl,   // one object per line (`--format jsonl`; blank lines are skipped)
+  csv,     // a header, then a row a line (`--format csv`): numbers become numbers, empty cells are left out
+};
+// The rows with their keys in the order written. Throws a usage error naming `source` (and the
+// row or line) when the text is empty, not JSON or CSV, or a row is not an object of schema
+// "dlkit-bench/1" with a "benchmark" kind.
+std::vector<nlohmann::ordered_json> parse_bench_output(const std::string& text, const std::string& source,
+                                                       BenchRowsFormat format = BenchRowsFormat::detect);
+
+// The rows of a dl-bench file, json or jsonl (auto-detected). "-" reads stdin. Usage errors as
+// above, and for an unreadable file.
 std::vector<nlohmann::json> read_bench_rows(const std::string& path);
 // The same from text already read; `source` names it in errors.
 std::vector<nlohmann::json> parse_bench_rows(const std::string& text, const std::string& source);

@@ -1,8 +1,8 @@
-#include "dl/cost/csv.hpp"
+#include "dl/io/csv.hpp"
 
 #include "dl/core/error.hpp"
 
-namespace dl::cost {
+namespace dl {
 
 namespace {
 
@@ -21,22 +21,32 @@ bool blank(const CsvRecord& r) {
 
 }  // namespace
 
-std::vector<CsvRecord> parse_csv(std::string_view text, const std::string& source) {
+std::vector<CsvRecord> parse_csv(std::string_view text, const std::string& source, const CsvOptions& options) {
   std::vector<CsvRecord> out;
   int64_t line = 1;
   size_t i = 0;
   // A UTF-8 byte-order mark is not part of the first header cell.
   if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") i = 3;
+  auto unterminated = [&](int64_t at) {
+    if (options.multiline_quotes) throw_usage(source, ":", at, ": unterminated quoted field");
+    throw_usage(source, ":", at, ": unterminated quoted cell (a quoted cell closes on the line it opens on)");
+  };
   while (i < text.size()) {
     CsvRecord rec;
     rec.line = line;
     std::string cell;
     bool quoted = false, after_quote = false;
     int64_t quote_line = line;
+    // A finished cell: unquoted cells trimmed when asked.
+    auto push = [&] {
+      rec.cells.push_back(options.trim && !after_quote ? trim(cell) : std::move(cell));
+      cell.clear();
+      after_quote = false;
+    };
     for (;;) {
       if (i >= text.size()) {
-        if (quoted) throw_usage(source, ":", quote_line, ": unterminated quoted field");
-        rec.cells.push_back(std::move(cell));
+        if (quoted) unterminated(quote_line);
+        push();
         break;
       }
       char c = text[i];
@@ -51,16 +61,17 @@ std::vector<CsvRecord> parse_csv(std::string_view text, const std::string& sourc
             ++i;
           }
         } else {
-          if (c == '\n') ++line;
+          if (c == '\n' || c == '\r') {
+            if (!options.multiline_quotes) unterminated(quote_line);
+            if (c == '\n') ++line;
+          }
           cell += c;
           ++i;
         }
         continue;
       }
       if (c == ',') {
-        rec.cells.push_back(std::move(cell));
-        cell.clear();
-        after_quote = false;
+        push();
         ++i;
         continue;
       }
@@ -68,7 +79,7 @@ std::vector<CsvRecord> parse_csv(std::string_view text, const std::string& sourc
       if (c == '\n' || c == '\r') {
         ++i;
         ++line;
-        rec.cells.push_back(std::move(cell));
+        push();
         break;
       }
       if (c == '"' && !after_quote && trim(cell).empty()) {
@@ -83,7 +94,7 @@ std::vector<CsvRecord> parse_csv(std::string_view text, const std::string& sourc
           ++i;
           continue;
         }
-        throw_usage(source, ":", line, ": text after a closing quote in a quoted field");
+        throw_usage(source, ":", line, ": text after a closing quote in column ", rec.cells.size() + 1);
       }
       cell += c;
       ++i;
@@ -99,4 +110,14 @@ int64_t csv_column(const CsvRecord& header, const std::string& name) {
   return -1;
 }
 
-}  // namespace dl::cost
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace dl
