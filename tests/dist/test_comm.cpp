@@ -156,3 +156,19 @@ TEST_CASE("launch environments: dlkit, torchrun, Open MPI, Slurm, and contradict
   fails({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}, "SLURM_JOB_NODELIST");
   fails({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, "MASTER_ADDR");
 }
+
+TEST_CASE("launch role: a launch around the process wins, then the ranks asked for") {
+  using dl::dist::launch_role;
+  using dl::dist::LaunchRole;
+  CHECK(launch_role(1, 1, {}) == LaunchRole::single);
+  CHECK(launch_role(4, 1, {}) == LaunchRole::launcher);
+  CHECK(launch_role(1, 2, {}) == LaunchRole::launcher);
+  const EnvMap dlkit{{"DL_RANK", "1"}, {"DL_WORLD_SIZE", "2"}, {"DL_LOCAL_RANK", "1"}, {"DL_LOCAL_WORLD_SIZE", "2"},
+                     {"DL_RDZV_DIR", "/tmp/x"}};
+  CHECK(launch_role(4, 1, dlkit) == LaunchRole::dlkit_rank);
+  const EnvMap torchrun{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}};
+  CHECK(launch_role(1, 1, torchrun) == LaunchRole::external_rank);
+  CHECK(launch_role(2, 1, torchrun) == LaunchRole::external_rank);
+  CHECK(launch_role(2, 1, {{"RANK", "0"}, {"WORLD_SIZE", "1"}}) == LaunchRole::launcher);  // a world of one launches
+  CHECK_THROWS_AS(launch_role(2, 1, {{"RANK", "0"}, {"WORLD_SIZE", "2"}}), dl::Error);  // no MASTER_ADDR
+}

@@ -1,7 +1,6 @@
 // dl-bench: measure this machine (GEMM, memory copies, collectives, dl-train's step) and print
 // rows every machine can compare (schema dlkit-bench/1; dl-cost --bench and dl-shard --bench read them).
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <iostream>
 #include <set>
 
@@ -136,8 +135,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? dl::kExitOk : dl::kExitUsage;
   }
 
-  dl::dist::bind_to_launcher();
-  return dl::run_tool("dl-bench", [&]() -> int {
+  return dl::dist::run_rank_tool("dl-bench", [&]() -> int {
     if (*gemm) {
       dl::parse_output_format(gemm_f.format);
       dl::bench::apply_common(gemm_f.common);
@@ -166,18 +164,17 @@ int main(int argc, char** argv) {
       o.redop = c_redop;
       o.root = c_root;
       o.timeout_s = c_timeout;
-      const bool is_rank = std::getenv("DL_RANK") != nullptr;
-      const auto env = dl::dist::detect_launch_env(dl::dist::process_environment());
-      // Ranks this process started (or is one of): more than the cores only with --oversubscribe.
+      const auto role = dl::dist::launch_role(c_nproc, 1, dl::dist::process_environment());
+      // Ranks this process starts (or is one of): more than the cores only with --oversubscribe.
       std::string oversubscribed;
-      if (is_rank || !env.distributed()) {
+      if (role != dl::dist::LaunchRole::external_rank) {
         if (o.backend == "gloo") oversubscribed = dl::bench::check_local_ranks(c_nproc, dl::bench::max_local_ranks(), c_oversubscribe);
         else if (c_nproc < 1) dl::throw_usage("--nproc ", c_nproc, ": need at least 1 rank");
       }
-      if (!is_rank && !env.distributed()) {
+      if (role == dl::dist::LaunchRole::single || role == dl::dist::LaunchRole::launcher) {
         if (!oversubscribed.empty()) dl::log_warn(oversubscribed);
         dl::bench::validate_collective(o, c_nproc);  // nccl: at most one rank per GPU
-        if (c_nproc > 1) {
+        if (role == dl::dist::LaunchRole::launcher) {
           dl::dist::LaunchOptions lo;
           lo.nproc_per_node = c_nproc;
           lo.args.assign(argv + 1, argv + argc);

@@ -116,8 +116,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? dl::kExitOk : dl::kExitUsage;
   }
 
-  dl::dist::bind_to_launcher();
-  return dl::run_tool("dl-train", [&]() -> int {
+  return dl::dist::run_rank_tool("dl-train", [&]() -> int {
     if (help_keys) {
       std::cout << keys_help();
       return dl::kExitOk;
@@ -157,26 +156,22 @@ int main(int argc, char** argv) {
     o.json = json;
     o.quiet = quiet;
     o.env_lock = env_lock;
-    const bool is_rank = std::getenv("DL_RANK") != nullptr;
-    if ((nproc_per_node > 1 || nnodes > 1) && !is_rank) {
-      // Launcher: every rank runs this same command line (plus the run directory chosen here, so
-      // all of them agree on it).
+    const auto role = dl::dist::launch_role(nproc_per_node, nnodes, dl::dist::process_environment());
+    if (role == dl::dist::LaunchRole::launcher) {
+      // Every rank runs this same command line (plus the run directory chosen here, so all of
+      // them agree on it).
       dl::dist::LaunchOptions lo;
       lo.nproc_per_node = nproc_per_node;
       lo.nnodes = nnodes;
       lo.node_rank = node_rank;
       lo.rdzv = rdzv;
       lo.args.assign(argv + 1, argv + argc);
-      if (run_dir.empty() && resume_dir.empty()) {
-        lo.args.push_back("--run-dir");
-        lo.args.push_back(o.run_dir.string());
-      }
+      if (run_dir.empty() && resume_dir.empty()) lo.args.insert(lo.args.end(), {"--run-dir", o.run_dir.string()});
       return dl::dist::launch_local_ranks(lo);
     }
     // Started by another launcher (torchrun, srun, mpirun): the default run directory's time stamp
     // could differ between ranks, so it must be given.
-    if (!is_rank && run_dir.empty() && resume_dir.empty() &&
-        dl::dist::detect_launch_env(dl::dist::process_environment()).distributed())
+    if (role == dl::dist::LaunchRole::external_rank && run_dir.empty() && resume_dir.empty())
       dl::throw_usage("several ranks must share one run directory: pass --run-dir (the same on every rank)");
     dl::TrainSummary s = dl::run_training(o);
     if (!json && s.rank == 0) std::cout << dl::format_train_summary(s, dl::OutputFormat::table);

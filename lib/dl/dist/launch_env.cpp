@@ -150,4 +150,10 @@ LaunchEnv detect_launch_env(const EnvMap& env) {
   return e;
 }
 
+LaunchRole launch_role(int nproc_per_node, int nnodes, const EnvMap& env) {
+  if (env.count("DL_RANK")) return LaunchRole::dlkit_rank;
+  if (detect_launch_env(env).distributed()) return LaunchRole::external_rank;
+  return nproc_per_node > 1 || nnodes > 1 ? LaunchRole::launcher : LaunchRole::single;
+}
+
 }  // namespace dl::dist

@@ -32,6 +32,18 @@ EnvMap process_environment();
 // Pure function of the environment (tests pass their own maps).
 LaunchEnv detect_launch_env(const EnvMap& env);
 
+// What a tool's process is in a multi-process run, decided here once for every tool that starts
+// ranks (dl-train, dl-bench). `nproc_per_node` and `nnodes` are what its command line asks for.
+// A launch around the process wins over the command line, so a rank never starts ranks of its
+// own. Throws detect_launch_env's usage errors for a missing or contradictory environment.
+enum class LaunchRole {
+  single,         // no launch around it and one rank asked for: it runs alone
+  launcher,       // no launch around it and more ranks asked for: it starts them (launch_local_ranks)
+  dlkit_rank,     // started by dlkit's launcher (DL_RANK is set)
+  external_rank,  // started by another launcher (torchrun, srun, mpirun) with a world of several ranks
+};
+LaunchRole launch_role(int nproc_per_node, int nnodes, const EnvMap& env);
+
 // First host of a Slurm host list: "node[01-04,07],gpu5" -> "node01".
 std::string first_slurm_host(const std::string& nodelist);
 

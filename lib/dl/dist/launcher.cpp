@@ -91,6 +91,11 @@ void bind_to_launcher() {
   if (::getppid() != static_cast<pid_t>(std::atol(pid))) ::_exit(1);
 }
 
+int run_rank_tool(const std::string& tool, const std::function<int()>& body) {
+  bind_to_launcher();
+  return run_tool(tool, body);
+}
+
 int launch_local_ranks(const LaunchOptions& o) {
   if (o.nproc_per_node < 1) throw_usage("--nproc-per-node must be at least 1");
   if (o.nnodes < 1) throw_usage("--nnodes must be at least 1");

@@ -3,6 +3,7 @@
 // rank 0's stdout through unchanged (it is data: --json metrics), forwards SIGINT/SIGTERM, and
 // when a rank fails stops the others and reports which rank failed and how.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,8 @@ int launch_local_ranks(const LaunchOptions& options);
 // In a rank started by the launcher: die with the launcher (Linux parent-death signal), so no
 // rank outlives it. No-op elsewhere.
 void bind_to_launcher();
+
+// A tool whose process may be a rank (dl-train, dl-bench): bind_to_launcher, then run_tool.
+int run_rank_tool(const std::string& tool, const std::function<int()>& body);
 
 }  // namespace dl::dist
