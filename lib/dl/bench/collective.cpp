@@ -5,6 +5,7 @@
 #include <functional>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <numeric>
 
 #include "dl/cli/app.hpp"
@@ -26,62 +27,6 @@ namespace dl::bench {
 
 using dist::Comm;
 using dist::ReduceOp;
-
-CollectiveOp parse_collective_op(const std::string& text) {
-  std::string k;
-  for (char c : text)
-    if (c != '_' && c != '-') k += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (k == "allreduce") return CollectiveOp::allreduce;
-  if (k == "allgather") return CollectiveOp::allgather;
-  if (k == "reducescatter") return CollectiveOp::reducescatter;
-  if (k == "broadcast") return CollectiveOp::broadcast;
-  if (k == "sendrecv") return CollectiveOp::sendrecv;
-  throw_usage("collective '", text, "': unknown (use allreduce, allgather, reducescatter, broadcast or sendrecv)");
-}
-
-std::string collective_op_name(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::allreduce: return "allreduce";
-    case CollectiveOp::allgather: return "allgather";
-    case CollectiveOp::reducescatter: return "reducescatter";
-    case CollectiveOp::broadcast: return "broadcast";
-    case CollectiveOp::sendrecv: return "sendrecv";
-  }
-  return "?";
-}
-
-double busbw_factor(CollectiveOp op, int n) {
-  const double nd = static_cast<double>(n);
-  switch (op) {
-    case CollectiveOp::allreduce: return 2.0 * (nd - 1) / nd;
-    case CollectiveOp::allgather:
-    case CollectiveOp::reducescatter: return (nd - 1) / nd;
-    case CollectiveOp::broadcast:
-    case CollectiveOp::sendrecv: return 1.0;
-  }
-  return 1.0;
-}
-
-CollectiveSize collective_size(CollectiveOp op, int64_t bytes, int64_t type_size, int nranks) {
-  const int64_t count = bytes / type_size, n = nranks;
-  CollectiveSize s;
-  switch (op) {
-    case CollectiveOp::allgather:  // nccl-tests: sendcount = count/n, recvcount = (count/n) n, param = sendcount
-      s.send_count = count / n;
-      s.recv_count = (count / n) * n;
-      s.count = s.send_count;
-      break;
-    case CollectiveOp::reducescatter:  // sendcount = (count/n) n, recvcount = count/n, param = recvcount
-      s.send_count = (count / n) * n;
-      s.recv_count = count / n;
-      s.count = s.recv_count;
-      break;
-    default:
-      s.send_count = s.recv_count = s.count = count;
-  }
-  s.size = std::max(s.send_count, s.recv_count) * type_size;
-  return s;
-}
 
 double algbw_gbps(const CollectiveSize& s, double seconds) {
   return seconds > 0 ? static_cast<double>(s.size) / 1e9 / seconds : 0.0;
@@ -129,8 +74,6 @@ ReduceOp parse_redop(const std::string& s) {
   if (s == "min") return ReduceOp::min;
   throw_usage("-o ", s, ": unknown reduction (use sum, max or min)");
 }
-
-bool reduces(CollectiveOp op) { return op == CollectiveOp::allreduce || op == CollectiveOp::reducescatter; }
 
 // Test data: small integers, so every sum over ranks is exact in every type; they depend on
 // the rank (a misplaced block shows), the element and the check round.
@@ -272,12 +215,117 @@ class NcclTransport final : public Transport {
 };
 #endif
 
-// One collective on one rank: buffers for the largest size, shifted per iteration like
-// nccl-tests (so successive iterations touch different memory), and the operation itself.
+// ---- the collectives, one description each (as nccl-tests' one file per collective) ----------
+
+// One call of a collective on one rank: its input and output buffers at the iteration's shift
+// (the same tensor in place, except where the description says which block), and the rest it needs.
+struct Call {
+  Tensor in, out;
+  bool in_place = false;
+  int rank = 0, n = 1, root = 0;
+  ReduceOp redop = ReduceOp::sum;
+  Tensor staging;  // recv_count elements, for descriptions that stage in place
+};
+
+// Where an in-place call's input or output lies in the receive buffer: all of it from the start
+// (send_count elements in, recv_count out), or this rank's block of `count` elements.
+enum class InPlace { whole, rank_block };
+
+struct Collective {
+  CollectiveOp op;
+  const char* name;
+  // The size rule: send, receive and reported counts for `count` elements over n ranks.
+  void (*counts)(int64_t count, int64_t n, CollectiveSize& s);
+  double (*bus_factor)(double n);  // busbw / algbw
+  bool shows_redop;                // the redop column names the reduction (else "none")
+  bool has_root;                   // the root column shows -r (else -1), which must be a rank
+  bool sums_only;                  // dlkit's implementation only sums
+  bool stages_in_place;            // in place needs a staging buffer of recv_count elements
+  InPlace in_place_input, in_place_output;
+  // The check: the value element i of this rank's output must hold after the call, when every
+  // rank q's input element j was value(q, j, round).
+  double (*expected)(const Call& c, const CollectiveSize& s, int64_t i, int round);
+  void (*run)(Transport& tr, Call& c);
+};
+
+void counts_same(int64_t count, int64_t, CollectiveSize& s) { s.send_count = s.recv_count = s.count = count; }
+
+double reduced(const Call& c, int64_t j, int round) {
+  double v = value(0, j, round);
+  for (int q = 1; q < c.n; ++q) v = combine(c.redop, v, value(q, j, round));
+  return v;
+}
+
+const Collective kCollectives[] = {
+    {CollectiveOp::allreduce, "allreduce", counts_same, [](double n) { return 2.0 * (n - 1) / n; },
+     true, false, false, false, InPlace::whole, InPlace::whole,
+     [](const Call& c, const CollectiveSize&, int64_t i, int round) { return reduced(c, i, round); },
+     [](Transport& tr, Call& c) {
+       // Comm's all-reduce works in place; out of place first copies the input to the output
+       // (which Gloo's own out-of-place all-reduce also does).
+       if (!c.in_place) tr.copy(c.out, c.in);
+       tr.allreduce(c.out, c.redop);
+     }},
+    {CollectiveOp::allgather, "allgather",
+     [](int64_t count, int64_t n, CollectiveSize& s) {  // nccl-tests: sendcount = count/n, recvcount = (count/n) n, param = sendcount
+       s.send_count = count / n;
+       s.recv_count = (count / n) * n;
+       s.count = s.send_count;
+     },
+     [](double n) { return (n - 1) / n; }, false, false, false, false, InPlace::rank_block, InPlace::whole,
+     [](const Call&, const CollectiveSize& s, int64_t i, int round) {
+       return value(static_cast<int>(i / std::max<int64_t>(s.count, 1)), i % std::max<int64_t>(s.count, 1), round);
+     },
+     [](Transport& tr, Call& c) { tr.allgather(c.in, c.out); }},
+    {CollectiveOp::reducescatter, "reducescatter",
+     [](int64_t count, int64_t n, CollectiveSize& s) {  // sendcount = (count/n) n, recvcount = count/n, param = recvcount
+       s.send_count = (count / n) * n;
+       s.recv_count = count / n;
+       s.count = s.recv_count;
+     },
+     [](double n) { return (n - 1) / n; }, true, false, true, false, InPlace::whole, InPlace::rank_block,
+     [](const Call& c, const CollectiveSize& s, int64_t i, int round) { return reduced(c, c.rank * s.count + i, round); },
+     [](Transport& tr, Call& c) { tr.reduce_scatter(c.in, c.out); }},
+    {CollectiveOp::broadcast, "broadcast", counts_same, [](double) { return 1.0; }, false, true, false, false,
+     InPlace::whole, InPlace::whole,
+     [](const Call& c, const CollectiveSize&, int64_t i, int round) { return value(c.root, i, round); },
+     [](Transport& tr, Call& c) {
+       if (!c.in_place && c.rank == c.root) tr.copy(c.out, c.in);
+       tr.broadcast(c.out, c.root);
+     }},
+    // nccl-tests prints send/recv's reduction too.
+    {CollectiveOp::sendrecv, "sendrecv", counts_same, [](double) { return 1.0; }, true, false, false, true,
+     InPlace::whole, InPlace::whole,
+     [](const Call& c, const CollectiveSize&, int64_t i, int round) { return value((c.rank - 1 + c.n) % c.n, i, round); },
+     [](Transport& tr, Call& c) {
+       if (c.n == 1) {  // a rank sending to itself
+         if (!c.in_place) tr.copy(c.out, c.in);
+         return;
+       }
+       // No in-place point-to-point: in place receives into a staging buffer and copies it over
+       // the sent data once both transfers are done (the copy is timed).
+       Tensor into = c.in_place ? c.staging : c.out;
+       auto rq = tr.irecv(into, (c.rank - 1 + c.n) % c.n);
+       auto sq = tr.isend(c.in, (c.rank + 1) % c.n);
+       sq->wait();
+       rq->wait();
+       if (c.in_place) tr.copy(c.out, into);
+     }},
+};
+
+const Collective& describe(CollectiveOp op) {
+  for (const Collective& c : kCollectives)
+    if (c.op == op) return c;
+  throw_runtime("collective benchmark: no description of collective ", static_cast<int>(op));
+}
+
+// The harness for one collective on one rank: buffers for the largest size, shifted per
+// iteration like nccl-tests (so successive iterations touch different memory); the description
+// says what goes where and what comes back.
 class Bench {
  public:
   Bench(const CollectiveOptions& o, int rank, int nranks, Transport& tr, DType type, int64_t capacity)
-      : o_(o), rank_(rank), n_(nranks), tr_(tr), type_(type), redop_(parse_redop(o.redop)) {
+      : o_(o), d_(describe(o.op)), rank_(rank), n_(nranks), tr_(tr), type_(type), redop_(parse_redop(o.redop)) {
     send_ = tr.alloc(std::max<int64_t>(capacity, 1), type);
     recv_ = tr.alloc(std::max<int64_t>(capacity, 1), type);
     put(send_, rank, 1000);
@@ -288,118 +336,47 @@ class Bench {
     s_ = s;
     slot_ = std::max<int64_t>(std::max(s.send_count, s.recv_count), 1);
     steps_ = std::max<int64_t>(1, send_.numel() / slot_);
-    if (o_.op == CollectiveOp::sendrecv) staging_ = tr_.alloc(std::max<int64_t>(s.recv_count, 1), type_);
+    if (d_.stages_in_place) staging_ = tr_.alloc(std::max<int64_t>(s.recv_count, 1), type_);
   }
 
   // Runs once with fresh data at shift 0 and returns this rank's wrong elements.
   int64_t check(bool in_place, int round) {
-    const int r = rank_, n = n_;
-    Tensor send = send_.flat_slice(0, {s_.send_count}), recv = recv_.flat_slice(0, {s_.recv_count});
     {
       Tensor zeros = Tensor::zeros({s_.recv_count}, type_);
+      Tensor recv = recv_.flat_slice(0, {s_.recv_count});
       tr_.upload(recv, zeros);
     }
-    switch (o_.op) {
-      case CollectiveOp::allreduce:
-      case CollectiveOp::broadcast:
-      case CollectiveOp::sendrecv: put(in_place ? recv : send, r, round); break;
-      case CollectiveOp::allgather:
-        if (in_place) {
-          Tensor mine = recv_.flat_slice(r * s_.count, {s_.count});
-          put(mine, r, round);
-        } else {
-          put(send, r, round);
-        }
-        break;
-      case CollectiveOp::reducescatter: {
-        // In place the input is the receive buffer (n x count) and the output its rank-th block.
-        Tensor in = in_place ? recv_.flat_slice(0, {s_.send_count}) : send;
-        put(in, r, round);
-        break;
-      }
-    }
-    run(in_place, 0);
-    const int prev = (r - 1 + n) % n;
-    switch (o_.op) {
-      case CollectiveOp::allreduce:
-        return count_wrong(tr_.download(recv), [&](int64_t i) {
-          double v = value(0, i, round);
-          for (int q = 1; q < n; ++q) v = combine(redop_, v, value(q, i, round));
-          return v;
-        });
-      case CollectiveOp::allgather:
-        return count_wrong(tr_.download(recv), [&](int64_t i) {
-          return value(static_cast<int>(i / std::max<int64_t>(s_.count, 1)), i % std::max<int64_t>(s_.count, 1), round);
-        });
-      case CollectiveOp::reducescatter: {
-        Tensor out = in_place ? recv_.flat_slice(r * s_.count, {s_.count}) : recv;
-        return count_wrong(tr_.download(out), [&](int64_t i) {
-          const int64_t j = r * s_.count + i;
-          double v = value(0, j, round);
-          for (int q = 1; q < n; ++q) v = v + value(q, j, round);  // Comm's reduce-scatter sums
-          return v;
-        });
-      }
-      case CollectiveOp::broadcast:
-        return count_wrong(tr_.download(recv), [&](int64_t i) { return value(o_.root, i, round); });
-      case CollectiveOp::sendrecv:
-        return count_wrong(tr_.download(recv), [&](int64_t i) { return value(prev, i, round); });
-    }
-    return 0;
+    Call c = call(in_place, 0);
+    put(c.in, rank_, round);
+    if (s_.count != 0) d_.run(tr_, c);
+    return count_wrong(tr_.download(c.out), [&](int64_t i) { return d_.expected(c, s_, i, round); });
   }
 
   // The operation at iteration `iter`'s buffer shift.
   void run(bool in_place, int64_t iter) {
     if (s_.count == 0) return;  // nothing to move (a size smaller than one element per rank)
-    const int r = rank_, n = n_;
-    const int64_t off = slot_ * (iter % steps_);
-    Tensor send = send_.flat_slice(off, {s_.send_count}), recv = recv_.flat_slice(off, {s_.recv_count});
-    switch (o_.op) {
-      case CollectiveOp::allreduce:
-        // Comm's all-reduce works in place; out of place first copies the input to the output
-        // (which Gloo's own out-of-place all-reduce also does).
-        if (!in_place) tr_.copy(recv, send);
-        tr_.allreduce(recv, redop_);
-        break;
-      case CollectiveOp::allgather:
-        if (in_place) {
-          Tensor mine = recv_.flat_slice(off + r * s_.count, {s_.count});
-          tr_.allgather(mine, recv);
-        } else {
-          tr_.allgather(send, recv);
-        }
-        break;
-      case CollectiveOp::reducescatter:
-        if (in_place) {
-          Tensor in = recv_.flat_slice(off, {s_.send_count}), out = recv_.flat_slice(off + r * s_.count, {s_.count});
-          tr_.reduce_scatter(in, out);
-        } else {
-          tr_.reduce_scatter(send, recv);
-        }
-        break;
-      case CollectiveOp::broadcast:
-        if (!in_place && r == o_.root) tr_.copy(recv, send);
-        tr_.broadcast(recv, o_.root);
-        break;
-      case CollectiveOp::sendrecv: {
-        if (n == 1) {  // a rank sending to itself
-          if (!in_place) tr_.copy(recv, send);
-          break;
-        }
-        // No in-place point-to-point: in place receives into a staging buffer and copies it over
-        // the sent data once both transfers are done (the copy is timed).
-        Tensor into = in_place ? staging_.flat_slice(0, {s_.recv_count}) : recv;
-        auto rq = tr_.irecv(into, (r - 1 + n) % n);
-        auto sq = tr_.isend(in_place ? recv : send, (r + 1) % n);
-        sq->wait();
-        rq->wait();
-        if (in_place) tr_.copy(recv, into);
-        break;
-      }
-    }
+    Call c = call(in_place, slot_ * (iter % steps_));
+    d_.run(tr_, c);
   }
 
  private:
+  Call call(bool in_place, int64_t off) {
+    Call c;
+    c.in_place = in_place;
+    c.rank = rank_;
+    c.n = n_;
+    c.root = o_.root;
+    c.redop = redop_;
+    const int64_t block = off + rank_ * s_.count;
+    if (!in_place) c.in = send_.flat_slice(off, {s_.send_count});
+    else if (d_.in_place_input == InPlace::whole) c.in = recv_.flat_slice(off, {s_.send_count});
+    else c.in = recv_.flat_slice(block, {s_.count});
+    if (in_place && d_.in_place_output == InPlace::rank_block) c.out = recv_.flat_slice(block, {s_.count});
+    else c.out = recv_.flat_slice(off, {s_.recv_count});
+    if (in_place && d_.stages_in_place) c.staging = staging_.flat_slice(0, {s_.recv_count});
+    return c;
+  }
+
   // dst = this rank's test data for `round`, written through host memory.
   void put(Tensor& dst, int rank, int round) {
     Tensor host = Tensor::empty(dst.shape(), type_);
@@ -408,6 +385,7 @@ class Bench {
   }
 
   const CollectiveOptions& o_;
+  const Collective& d_;
   int rank_, n_;
   Transport& tr_;
   DType type_;
@@ -419,14 +397,38 @@ class Bench {
 
 }  // namespace
 
+CollectiveOp parse_collective_op(const std::string& text) {
+  std::string k, names;
+  for (char c : text)
+    if (c != '_' && c != '-') k += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const size_t count = std::size(kCollectives);
+  for (size_t i = 0; i < count; ++i) {
+    if (k == kCollectives[i].name) return kCollectives[i].op;
+    names += std::string(i == 0 ? "" : i + 1 == count ? " or " : ", ") + kCollectives[i].name;
+  }
+  throw_usage("collective '", text, "': unknown (use ", names, ")");
+}
+
+std::string collective_op_name(CollectiveOp op) { return describe(op).name; }
+
+double busbw_factor(CollectiveOp op, int n) { return describe(op).bus_factor(static_cast<double>(n)); }
+
+CollectiveSize collective_size(CollectiveOp op, int64_t bytes, int64_t type_size, int nranks) {
+  CollectiveSize s;
+  describe(op).counts(bytes / type_size, nranks, s);
+  s.size = std::max(s.send_count, s.recv_count) * type_size;
+  return s;
+}
+
 void validate_collective(const CollectiveOptions& o, int nranks) {
   if (o.backend != "gloo" && o.backend != "nccl")
     throw_usage("--backend ", o.backend, ": unknown (use gloo, or nccl in a CUDA build)");
   parse_collective_type(o.type);
   parse_redop(o.redop);
-  if (o.op == CollectiveOp::reducescatter && o.redop != "sum")
+  const Collective& d = describe(o.op);
+  if (d.sums_only && o.redop != "sum")
     throw_usage("-o ", o.redop, ": dlkit's reduce-scatter sums (the reduction its training code needs); use -o sum");
-  if (o.op == CollectiveOp::broadcast && (o.root < 0 || o.root >= nranks))
+  if (d.has_root && (o.root < 0 || o.root >= nranks))
     throw_usage("-r ", o.root, ": the broadcast root must be a rank in [0, ", nranks, ")");
   if (o.timeout_s <= 0) throw_usage("--timeout must be positive");
   collective_sweep(o.min_bytes, o.max_bytes, o.factor, o.step_bytes);
@@ -502,8 +504,8 @@ Report run_collective(const CollectiveOptions& o, const CommonOptions& common, C
   dev.num_devices = n;
   dev.library = transport->library();
   Bench bench(o, rank, n, *transport, type, capacity);
-  const bool has_redop = reduces(o.op) || o.op == CollectiveOp::sendrecv;  // nccl-tests prints sendrecv's op
-  const int root = o.op == CollectiveOp::broadcast ? o.root : -1;
+  const Collective& d = describe(o.op);
+  const int root = d.has_root ? o.root : -1;
 
   Report report;
   int round = 0;
@@ -517,7 +519,7 @@ Report run_collective(const CollectiveOptions& o, const CommonOptions& common, C
     r["size"] = s.size;
     r["count"] = s.count;
     r["type"] = collective_type_name(type);
-    r["redop"] = has_redop ? o.redop : "none";
+    r["redop"] = d.shows_redop ? o.redop : "none";
     r["root"] = root;
     for (bool in_place : {false, true}) {
       const std::string p = in_place ? "ip_" : "oop_";

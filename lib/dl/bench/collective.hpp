@@ -3,7 +3,9 @@
 // doc/PERFORMANCE.md): algbw = size / time with GB = 1e9; busbw = algbw x factor (all-reduce
 // 2(n-1)/n; reduce-scatter and all-gather (n-1)/n, their size being the total over ranks;
 // broadcast and send/recv 1); out-of-place and in-place columns with #wrong; the average bus
-// bandwidth footer. Method: docs/BENCH.md.
+// bandwidth footer. Method: docs/BENCH.md. Each collective is one description in collective.cpp
+// (kCollectives: its size rule, bus factor, in-place layout, expected values and call), as
+// nccl-tests has one small file per collective; the harness there does the rest.
 #pragma once
 #include <cstdint>
 #include <string>
