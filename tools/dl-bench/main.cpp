@@ -36,6 +36,10 @@ void add_common(CLI::App* sub, Flags& f, const std::string& repeat_names = "--re
   sub->add_flag("-q,--quiet", f.common.quiet, "No progress logs on stderr");
 }
 
+// The flags of the library's options, for its errors (dl/core/option_error.hpp).
+const dl::OptionNames kFlags = {{"min_bytes", "-b"}, {"max_bytes", "-e"}, {"factor", "-f"}, {"step_bytes", "-i"},
+                                {"type", "-d"},      {"redop", "-o"},     {"root", "-r"},   {"timeout_s", "--timeout"}};
+
 // Prints the rows (and notes in human formats); a wrong result exits 1 after printing.
 int emit(const dl::bench::Report& report, const std::string& format) {
   std::cout << dl::bench::render_report(report, dl::parse_output_format(format)) << std::flush;
@@ -209,5 +213,5 @@ int main(int argc, char** argv) {
     o.config_path = a_config;
     o.nproc = std::min(2, dl::bench::max_local_ranks());
     return emit(dl::bench::run_all(o, all_f.common), all_f.format);
-  });
+  }, kFlags);
 }

@@ -11,6 +11,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/core/tensor.hpp"
 #include "dl/dist/comm.hpp"
 #include "dl/dist/gloo_comm.hpp"
@@ -33,14 +34,18 @@ double algbw_gbps(const CollectiveSize& s, double seconds) {
 }
 
 std::vector<int64_t> collective_sweep(int64_t min_bytes, int64_t max_bytes, int64_t factor, int64_t step_bytes) {
-  if (min_bytes < 0) throw_usage("-b ", min_bytes, ": the smallest size must not be negative");
-  if (max_bytes < min_bytes) throw_usage("-b ", min_bytes, " is larger than -e ", max_bytes, " (give -b MIN -e MAX)");
-  if (factor < 1) throw_usage("-f ", factor, ": the size factor must be at least 1 (2 doubles each step)");
-  if (factor == 1 && step_bytes <= 0) throw_usage("-i: without -f > 1 the sizes grow by -i bytes, which must be positive");
+  if (min_bytes < 0) throw_option_error("{min_bytes} ", min_bytes, ": the smallest size must not be negative");
+  if (max_bytes < min_bytes) throw_option_error("{min_bytes} ", min_bytes, " is larger than {max_bytes} ", max_bytes,
+                                                 " (give {min_bytes} MIN {max_bytes} MAX)");
+  if (factor < 1) throw_option_error("{factor} ", factor, ": the size factor must be at least 1 (2 doubles each step)");
+  if (factor == 1 && step_bytes <= 0)
+    throw_option_error("{step_bytes}: without {factor} > 1 the sizes grow by {step_bytes} bytes, which must be positive");
   std::vector<int64_t> out;
   for (int64_t s = min_bytes; s <= max_bytes;) {
     out.push_back(s);
-    if (out.size() > 10000) throw_usage("the sweep from -b ", min_bytes, " to -e ", max_bytes, " has over 10000 sizes; raise -f or -i");
+    if (out.size() > 10000)
+      throw_option_error("the sweep from {min_bytes} ", min_bytes, " to {max_bytes} ", max_bytes,
+                         " has over 10000 sizes; raise {factor} or {step_bytes}");
     int64_t next = factor > 1 ? s * factor : s + step_bytes;
     if (next <= s) break;  // -b 0 with a factor stays at 0 in nccl-tests too; one line is enough
     s = next;
@@ -53,7 +58,7 @@ DType parse_collective_type(const std::string& t) {
   if (t == "double" || t == "float64" || t == "f64") return DType::f64;
   if (t == "int32" || t == "int" || t == "i32") return DType::i32;
   if (t == "int64" || t == "i64") return DType::i64;
-  throw_usage("-d ", t, ": unknown type (use float, double, int32 or int64; Gloo reduces these)");
+  throw_option_error("{type} ", t, ": unknown type (use float, double, int32 or int64; Gloo reduces these)");
 }
 
 std::string collective_type_name(DType t) {
@@ -72,7 +77,7 @@ ReduceOp parse_redop(const std::string& s) {
   if (s == "sum") return ReduceOp::sum;
   if (s == "max") return ReduceOp::max;
   if (s == "min") return ReduceOp::min;
-  throw_usage("-o ", s, ": unknown reduction (use sum, max or min)");
+  throw_option_error("{redop} ", s, ": unknown reduction (use sum, max or min)");
 }
 
 // Test data: small integers, so every sum over ranks is exact in every type; they depend on
@@ -429,8 +434,8 @@ void validate_collective(const CollectiveOptions& o, int nranks) {
   if (d.sums_only && o.redop != "sum")
     throw_usage("-o ", o.redop, ": dlkit's reduce-scatter sums (the reduction its training code needs); use -o sum");
   if (d.has_root && (o.root < 0 || o.root >= nranks))
-    throw_usage("-r ", o.root, ": the broadcast root must be a rank in [0, ", nranks, ")");
-  if (o.timeout_s <= 0) throw_usage("--timeout must be positive");
+    throw_option_error("{root} ", o.root, ": the broadcast root must be a rank in [0, ", nranks, ")");
+  if (o.timeout_s <= 0) throw_option_error("{timeout_s} must be positive");
   collective_sweep(o.min_bytes, o.max_bytes, o.factor, o.step_bytes);
   if (o.backend == "nccl") {
 #ifdef DL_HAVE_CUDA

@@ -91,9 +91,15 @@ void bind_to_launcher() {
   if (::getppid() != static_cast<pid_t>(std::atol(pid))) ::_exit(1);
 }
 
-int run_rank_tool(const std::string& tool, const std::function<int()>& body) {
+int run_rank_tool(const std::string& tool, const std::function<int()>& body, const OptionNames& flags) {
   bind_to_launcher();
-  return run_tool(tool, body);
+  return run_tool(tool, [&]() -> int {
+    try {
+      return body();
+    } catch (const OptionError& e) {
+      throw Error(ErrorKind::usage, e.named(flags));
+    }
+  });
 }
 
 int launch_local_ranks(const LaunchOptions& o) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "dl/core/option_error.hpp"
+
 namespace dl::dist {
 
 struct LaunchOptions {
@@ -29,7 +31,8 @@ int launch_local_ranks(const LaunchOptions& options);
 // rank outlives it. No-op elsewhere.
 void bind_to_launcher();
 
-// A tool whose process may be a rank (dl-train, dl-bench): bind_to_launcher, then run_tool.
-int run_rank_tool(const std::string& tool, const std::function<int()>& body);
+// A tool whose process may be a rank (dl-train, dl-bench): bind_to_launcher, then run_tool,
+// with the library's option errors named by the tool's `flags` (dl/core/option_error.hpp).
+int run_rank_tool(const std::string& tool, const std::function<int()>& body, const OptionNames& flags = {});
 
 }  // namespace dl::dist
