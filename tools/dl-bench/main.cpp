@@ -13,6 +13,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/cli/units.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/core/version.hpp"
 #include "dl/dist/launch_env.hpp"
 #include "dl/dist/launcher.hpp"
@@ -37,8 +38,10 @@ void add_common(CLI::App* sub, Flags& f, const std::string& repeat_names = "--re
 }
 
 // The flags of the library's options, for its errors (dl/core/option_error.hpp).
-const dl::OptionNames kFlags = {{"min_bytes", "-b"}, {"max_bytes", "-e"}, {"factor", "-f"}, {"step_bytes", "-i"},
-                                {"type", "-d"},      {"redop", "-o"},     {"root", "-r"},   {"timeout_s", "--timeout"}};
+const dl::OptionNames kFlags = {
+    {"min_bytes", "-b"}, {"max_bytes", "-e"}, {"factor", "-f"},          {"step_bytes", "-i"},
+    {"type", "-d"},      {"redop", "-o"},     {"root", "-r"},            {"timeout_s", "--timeout"},
+    {"dtype", "--dtype"}, {"bytes", "--bytes"}, {"device", "--device"}, {"steps", "--steps"}};
 
 // Prints the rows (and notes in human formats); a wrong result exits 1 after printing.
 int emit(const dl::bench::Report& report, const std::string& format) {

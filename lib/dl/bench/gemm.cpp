@@ -14,6 +14,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/core/parallel.hpp"
 #include "dl/core/rng.hpp"
 
@@ -81,8 +82,8 @@ std::unique_ptr<GemmRunner> make_runner(const DeviceInfo& dev, const std::string
 #endif
   DL_CHECK(dev.device_type == "cpu", "gemm reached on ", dev.device_type, " in a build without it");
   if (dtype != "fp32")
-    throw_usage("--dtype ", dtype, ": the CPU benchmark measures fp32 (OpenBLAS sgemm); ", dtype,
-                " needs --device cuda. Use --dtype fp32");
+    throw_option_error("{dtype} ", dtype, ": the CPU benchmark measures fp32 (OpenBLAS sgemm); ", dtype,
+                       " needs {device} cuda. Use {dtype} fp32");
   return std::make_unique<CpuSgemm>(s, sets, seed);
 }
 
@@ -128,7 +129,7 @@ std::vector<GemmShape> parse_gemm_sizes(const std::string& text) {
 
 std::string parse_gemm_dtype(const std::string& text) {
   if (text == "fp32" || text == "tf32" || text == "bf16" || text == "fp16") return text;
-  throw_usage("--dtype ", text, ": unknown (use fp32, tf32, bf16 or fp16)");
+  throw_option_error("{dtype} ", text, ": unknown (use fp32, tf32, bf16 or fp16)");
 }
 
 double gemm_flops(const GemmShape& s) {

@@ -11,6 +11,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/core/parallel.hpp"
 #include "dl/core/rng.hpp"
 
@@ -57,10 +58,10 @@ Report run_memory_cuda(const MemoryOptions& o, const CommonOptions& common) {
   DeviceInfo dev = gpu.info;
   dev.library = "CUDA runtime cudaMemcpyAsync";
   const double bytes_d = o.bytes > 0 ? o.bytes : 1024.0 * 1024 * 1024;
-  if (bytes_d < 4096) throw_usage("--bytes ", bytes_d, ": copy at least 4 KiB");
+  if (bytes_d < 4096) throw_option_error("{bytes} ", bytes_d, ": copy at least 4 KiB");
   if (gpu.free_bytes > 0 && 2 * bytes_d > 0.5 * gpu.free_bytes)
-    throw_usage("--bytes ", format_bytes(bytes_d), ": source and destination need ", format_bytes(2 * bytes_d),
-                ", more than half of the GPU's free memory (", format_bytes(gpu.free_bytes), "); choose a smaller size");
+    throw_option_error("{bytes} ", format_bytes(bytes_d), ": source and destination need ", format_bytes(2 * bytes_d),
+                       ", more than half of the GPU's free memory (", format_bytes(gpu.free_bytes), "); choose a smaller size");
   const int64_t bytes = static_cast<int64_t>(bytes_d / sizeof(float)) * static_cast<int64_t>(sizeof(float));
   const int repeat = repeat_or(common, 10), warmup = warmup_or(common, 2);
   const int max_pairs = gpu.free_bytes > 0 ? static_cast<int>(std::max(1.0, 0.25 * gpu.free_bytes / (2.0 * static_cast<double>(bytes)))) : 1;
@@ -97,11 +98,11 @@ Report run_memory(const MemoryOptions& o, const CommonOptions& common) {
   DeviceInfo dev = cpu_device_info();
   dev.library = "glibc memcpy";
   const double bytes_d = o.bytes > 0 ? o.bytes : 256.0 * 1024 * 1024;
-  if (bytes_d < 4096) throw_usage("--bytes ", bytes_d, ": copy at least 4 KiB");
+  if (bytes_d < 4096) throw_option_error("{bytes} ", bytes_d, ": copy at least 4 KiB");
   const double memory = physical_memory_bytes();
   if (memory > 0 && 2 * bytes_d > 0.5 * memory)
-    throw_usage("--bytes ", format_bytes(bytes_d), ": source and destination need ", format_bytes(2 * bytes_d),
-                ", more than half of this machine's ", format_bytes(memory), "; choose a smaller size");
+    throw_option_error("{bytes} ", format_bytes(bytes_d), ": source and destination need ", format_bytes(2 * bytes_d),
+                       ", more than half of this machine's ", format_bytes(memory), "; choose a smaller size");
   const int64_t n = static_cast<int64_t>(bytes_d / sizeof(float));
   const int64_t bytes = n * static_cast<int64_t>(sizeof(float));
   const int repeat = repeat_or(common, 10), warmup = warmup_or(common, 2);

@@ -12,6 +12,7 @@
 #include "dl/cli/table.hpp"
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/core/parallel.hpp"
 #include "dl/dist/launch_env.hpp"
 #include "dl/train/trainer.hpp"
@@ -59,7 +60,7 @@ Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) 
   const DeviceKind kind = select_device(common.device);
   const int64_t steps = o.steps > 0 ? o.steps : repeat_or(common, 10);
   const int64_t warmup = warmup_or(common, 2);
-  if (steps < 1) throw_usage("--steps ", steps, ": time at least one step");
+  if (steps < 1) throw_option_error("{steps} ", steps, ": time at least one step");
 
   std::vector<std::string> sets = o.overrides;
   if (common.threads > 0) sets.push_back("train.threads=" + std::to_string(common.threads));
