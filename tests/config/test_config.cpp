@@ -259,6 +259,19 @@ TEST_CASE("range and choice errors") {
   CHECK(parse_error("[log]\nevery = 0\n") == "x.toml:2: log.every must be >= 1, got 0");
 }
 
+TEST_CASE("config choices: one enum and one name table each, parsed once") {
+  CHECK(choice_name(Precision::bf16) == "bf16");
+  CHECK(parse_choice<PipelineSchedule>("1f1b") == PipelineSchedule::one_f_one_b);
+  CHECK_FALSE(parse_choice<DeviceChoice>("gpu").has_value());
+  CHECK(choice_list<Progress>() == "auto, bar, lines, none");
+  // The last value wins: an unknown name replaced by a known one is no error.
+  Config c = parse("[train]\nprecision = \"fp8\"\n", {"train.precision=fp16"});
+  CHECK(c.train.precision == Precision::fp16);
+  CHECK(str(c.train.precision, " ", Decay::linear) == "fp16 linear");
+  CHECK(set_error("train.precision=fp8") == "--set train.precision=fp8: train.precision must be one of fp32, bf16, fp16; got \"fp8\"");
+  CHECK_THROWS_AS(Choice<Offload>("nvme"), Error);
+}
+
 TEST_CASE("every declared range and choice is enforced") {
   // Walk the one list: for each constrained key, a value just outside its constraint fails
   // naming that key, and a value on (or next to) its bound that is not the default parses and is
@@ -289,14 +302,16 @@ TEST_CASE("every declared range and choice is enforced") {
           good = os.str();
           break;
         }
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      if (!spec.choices.empty()) bad = "\"no-such-choice\"";
-      if (spec.source) bad = "\"nowhere:x\"";
-      for (std::string_view c : spec.choices)
-        if (c != field) {
-          inside = std::string(c);
+    } else if constexpr (requires { typename T::Enum; }) {  // a Choice<E>
+      bad = "\"no-such-choice\"";
+      for (std::string_view c : choice_names(typename T::Enum{}))
+        if (c != field.name()) {
+          inside = T(std::string(c));
           break;
         }
+      good = "\"" + std::string(inside.name()) + "\"";
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (spec.source) bad = "\"nowhere:x\"";
       if (spec.source) inside = field == text_file ? "synthetic:addition" : text_file;
       good = "\"" + inside + "\"";
     } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {

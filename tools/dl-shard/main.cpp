@@ -80,8 +80,9 @@ dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   if (f.tp) in.fixed.tp = f.tp;
   if (f.pp) in.fixed.pp = f.pp;
   if (!f.offload.empty()) {
-    if (f.offload != "cpu" && f.offload != "none") dl::throw_usage("--offload: none or cpu, got '", f.offload, "'");
-    in.fixed.offload = f.offload == "cpu";
+    const std::optional<dl::Offload> offload = dl::parse_choice<dl::Offload>(f.offload);
+    if (!offload) dl::throw_usage("--offload: none or cpu, got '", f.offload, "'");
+    in.fixed.offload = *offload == dl::Offload::cpu;
   }
   if (!f.recompute.empty()) in.fixed.recompute = dl::plan::parse_recompute(f.recompute);
   if (!f.attention.empty()) in.attention = dl::plan::parse_attention(f.attention);

@@ -22,30 +22,37 @@ namespace dl::bench {
 
 namespace fs = std::filesystem;
 
-std::string device_kind_name(DeviceKind d) { return d == DeviceKind::cuda ? "cuda" : "cpu"; }
+namespace {
 
-bool gpu_usable(std::string* why) {
+// The GPU this process would measure (detail: its name), or why there is none.
+GpuCheck bench_gpu_check() {
 #ifdef DL_HAVE_CUDA
   const CudaBenchDevice gpu = cuda_bench_device();
-  if (why) *why = gpu.usable ? gpu.info.device : "no usable CUDA GPU: " + gpu.why;
-  return gpu.usable;
+  if (gpu.usable) return {GpuBlock::none, gpu.info.device};
+  return {GpuBlock::no_gpu, "no usable CUDA GPU: " + gpu.why};
 #else
-  if (why) *why = "this build has no CUDA backend (it is CPU only)";
-  return false;
+  return {GpuBlock::no_backend, "this build has no CUDA backend (it is CPU only)"};
 #endif
 }
 
+}  // namespace
+
+bool gpu_usable(std::string* why) {
+  const GpuCheck g = bench_gpu_check();
+  if (why) *why = g.detail;
+  return g.block == GpuBlock::none;
+}
+
 DeviceKind select_device(const std::string& flag) {
-  if (flag == "cpu") return DeviceKind::cpu;
-  if (flag != "cuda" && flag != "auto") throw_usage("--device ", flag, ": unknown device (use cpu, cuda or auto)");
-  std::string why;
-  if (gpu_usable(&why)) {
-    if (flag == "auto") log_info("device auto: measuring the GPU, " + why);
-    return DeviceKind::cuda;
-  }
-  if (flag == "cuda") throw_usage("--device cuda: ", why, "; use --device cpu, or --device auto to fall back to the CPU");
-  log_info("device auto: " + why + "; measuring the CPU");
-  return DeviceKind::cpu;
+  const std::optional<DeviceChoice> want = parse_choice<DeviceChoice>(flag);
+  if (!want) throw_usage("--device ", flag, ": unknown device (use cpu, cuda or auto)");
+  static const DeviceWords words{
+      [](const GpuCheck& g) { return "--device cuda: " + g.detail + "; use --device cpu, or --device auto to fall back to the CPU"; },
+      [](const GpuCheck& g) {
+        return g.block == GpuBlock::none ? "device auto: measuring the GPU, " + g.detail
+                                         : "device auto: " + g.detail + "; measuring the CPU";
+      }};
+  return choose_device(*want, bench_gpu_check, words, true);
 }
 
 std::pair<std::string, std::string> openblas_library() {

@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dl/train/device_select.hpp"
+
 namespace dl::bench {
 
 using Row = nlohmann::ordered_json;
@@ -18,15 +20,16 @@ inline constexpr const char* kSchema = "dlkit-bench/1";
 
 // ---- device ----------------------------------------------------------------------------------
 
-enum class DeviceKind { cpu, cuda };
-std::string device_kind_name(DeviceKind d);  // "cpu" | "cuda"
+using dl::DeviceKind;  // cpu | cuda
+using dl::device_kind_name;
 
 // Whether this process can measure a GPU; *why gets the GPU's name, or the reason it cannot
 // ("this build has no CUDA backend ...", "no usable CUDA GPU: cudaGetDeviceCount: ...").
 bool gpu_usable(std::string* why = nullptr);
 
-// --device cpu | cuda | auto. "cuda" without a usable GPU is a usage error giving the reason;
-// "auto" takes the GPU when there is one, else the CPU, logging which. Anything else is a usage error.
+// --device cpu | cuda | auto, decided by choose_device() (train/device_select.hpp). "cuda" without
+// a usable GPU is a usage error giving the reason; "auto" takes the GPU when there is one, else the
+// CPU, logging which. Anything else is a usage error.
 DeviceKind select_device(const std::string& flag);
 
 // The machine description every row carries (the common keys of dlkit-bench/1).

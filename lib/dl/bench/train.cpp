@@ -98,7 +98,7 @@ Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) 
   Timing t = summarize(step_times);
   const double batch_tokens = std::round(timed.front().value("tokens_per_sec", 0.0) * timed.front().value("step_s", 0.0));
   const double tokens_per_sec = batch_tokens / t.median;
-  const double units = cfg.model.type == "gpt" ? static_cast<double>(cfg.model.block_size) : 1.0;
+  const double units = cfg.model.type == ModelType::gpt ? static_cast<double>(cfg.model.block_size) : 1.0;
   const plan::ModelShape shape = plan::model_from_config(cfg, o.config_path);
   const double fpt = plan::flops_per_token(shape, o.formula);
   const int64_t world = dist::detect_launch_env(dist::process_environment()).world;
@@ -113,7 +113,7 @@ Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) 
   }
 #endif
   dev.num_devices = world;
-  const Peak peak = compute_peak(dev, cfg.train.precision);
+  const Peak peak = compute_peak(dev, std::string(cfg.train.precision.name()));
 
   Report report;
   Row r = common_row("train", dev, static_cast<int>(steps), static_cast<int>(warmup));

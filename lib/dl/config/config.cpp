@@ -65,6 +65,8 @@ std::string toml_value(int64_t v, const Spec& spec) { return spec.auto_int && v 
 std::string toml_value(double v, const Spec&) { return format_float(v); }
 std::string toml_value(bool v, const Spec&) { return v ? "true" : "false"; }
 std::string toml_value(const std::string& v, const Spec&) { return quote(v); }
+template <class E>
+std::string toml_value(const Choice<E>& v, const Spec&) { return quote(v.name()); }
 std::string toml_value(const std::vector<int64_t>& v, const Spec&) {
   std::vector<std::string> parts;
   for (int64_t x : v) parts.push_back(std::to_string(x));
@@ -75,6 +77,8 @@ std::string type_name(int64_t, const Spec& spec) { return spec.auto_int ? "int o
 std::string type_name(double, const Spec&) { return "float"; }
 std::string type_name(bool, const Spec&) { return "bool"; }
 std::string type_name(const std::string&, const Spec&) { return "string"; }
+template <class E>
+std::string type_name(const Choice<E>&, const Spec&) { return "string"; }
 std::string type_name(const std::vector<int64_t>&, const Spec&) { return "int array"; }
 
 // "in [0, 0.5]", ">= 1", "> 0", "" (no range). An upper bound of kIntMax is overflow protection
@@ -96,19 +100,21 @@ bool in_range(double x, const Spec& s) {
   return true;
 }
 
-std::string choices_text(const Spec& s) {
-  std::vector<std::string> c(s.choices.begin(), s.choices.end());
-  return join(c, ", ");
-}
+// "cpu, cuda, auto" for a choice; "" for any other field.
+template <class T>
+std::string choices_text(const T&) { return ""; }
+template <class E>
+std::string choices_text(const Choice<E>&) { return choice_list<E>(); }
 
 constexpr std::string_view kSourceForms = "synthetic:addition, text:PATH, tokens:GLOB or csv:PATH";
 // Tasks the data module generates for "synthetic:NAME".
 const std::vector<std::string_view> kSyntheticTasks = {"addition"};
 
 // What a key accepts, for docs and TOML comments.
-std::string allowed_text(const Spec& s) {
+template <class T>
+std::string allowed_text(const T& field, const Spec& s) {
   std::string a;
-  if (!s.choices.empty()) a = "one of " + choices_text(s);
+  if (std::string c = choices_text(field); !c.empty()) a = "one of " + c;
   if (s.source) a = std::string(kSourceForms) + (s.may_be_empty ? ", or empty" : "");
   std::string r = describe_range(s);
   if (!r.empty()) a = r;
@@ -241,6 +247,8 @@ struct Target {
   std::string where;     // "FILE:LINE" or "--set KEY=VALUE"
   std::string full_key;  // "model.n_layer"
   const std::string* raw = nullptr;  // --set: the value's text, used as-is for string keys
+  // Choice keys whose last value names no choice, with that value; reported by validation.
+  std::map<std::string, std::string>* unknown_choices = nullptr;
 };
 
 [[noreturn]] void type_error(const Target& t, std::string_view expected, const toml::node& n) {
@@ -277,6 +285,18 @@ void assign(std::string& field, const toml::node& n, const Spec&, const Target& 
   if (auto s = n.as_string()) field = s->get();
   else if (t.raw) field = *t.raw;  // --set train.device=inf: the text, not the float
   else type_error(t, "a string", n);
+}
+
+template <class E>
+void assign(Choice<E>& field, const toml::node& n, const Spec& spec, const Target& t) {
+  std::string name;
+  assign(name, n, spec, t);
+  if (auto e = parse_choice<E>(name)) {
+    field = *e;
+    t.unknown_choices->erase(t.full_key);
+  } else {
+    (*t.unknown_choices)[t.full_key] = name;
+  }
 }
 
 void assign(std::vector<int64_t>& field, const toml::node& n, const Spec&, const Target& t) {
@@ -320,7 +340,8 @@ std::string trim(std::string_view s) {
   return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
 }
 
-void apply_override(Config& c, Origins& origins, const std::string& ov) {
+void apply_override(Config& c, Origins& origins, std::map<std::string, std::string>& unknown_choices,
+                    const std::string& ov) {
   std::string where = "--set " + ov;
   size_t eq = ov.find('=');
   std::string name = trim(ov.substr(0, eq));
@@ -349,7 +370,7 @@ void apply_override(Config& c, Origins& origins, const std::string& ov) {
   }
   toml::value<std::string> as_text(raw);
   const toml::node& node = ok ? *parsed.get("x") : static_cast<const toml::node&>(as_text);
-  Target t{where, name, &raw};
+  Target t{where, name, &raw, &unknown_choices};
   if (!set_key(c, section, key, node, t)) unknown_key(where, section, key);
   origins[name] = Origin{where, fs::current_path(), true};
 }
@@ -360,6 +381,7 @@ void apply_override(Config& c, Origins& origins, const std::string& ov) {
 struct Checker {
   Config& cfg;
   const Origins& origins;
+  const std::map<std::string, std::string>& unknown_choices;
   std::string default_where;  // errors about keys left at their default (a bug) name the source
   fs::path default_base;
 
@@ -392,9 +414,12 @@ struct Checker {
       check_range(key, str(key, "[", i, "]"), static_cast<double>(v[i]), std::to_string(v[i]), spec);
   }
   void check(const std::string& key, std::string& v, const Spec& spec) {
-    if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), v) == spec.choices.end())
-      throw_usage(where(key), ": ", key, " must be one of ", choices_text(spec), "; got ", quote(v));
     if (spec.source) resolve_source(key, v, spec);
+  }
+  template <class E>
+  void check(const std::string& key, Choice<E>& v, const Spec&) {
+    if (auto it = unknown_choices.find(key); it != unknown_choices.end())
+      throw_usage(where(key), ": ", key, " must be one of ", choices_text(v), "; got ", quote(it->second));
   }
 
   // Checks a data source and makes its path absolute.
@@ -405,10 +430,10 @@ struct Checker {
     }
     size_t colon = v.find(':');
     std::string kind = colon == std::string::npos ? std::string() : v.substr(0, colon);
-    if (kind != "synthetic" && kind != "text" && kind != "tokens" && kind != "csv")
-      throw_usage(where(key), ": ", key, " must be ", kSourceForms, "; got ", quote(v));
+    const std::optional<SourceKind> k = parse_choice<SourceKind>(kind);
+    if (!k) throw_usage(where(key), ": ", key, " must be ", kSourceForms, "; got ", quote(v));
     std::string arg = v.substr(colon + 1);
-    if (kind == "synthetic") {
+    if (*k == SourceKind::synthetic) {
       if (std::find(kSyntheticTasks.begin(), kSyntheticTasks.end(), arg) == kSyntheticTasks.end()) {
         std::vector<std::string> names(kSyntheticTasks.begin(), kSyntheticTasks.end());
         throw_usage(where(key), ": ", key, ": unknown synthetic task ", quote(arg), "; known: ", join(names, ", "));
@@ -416,8 +441,8 @@ struct Checker {
       return;
     }
     if (arg.empty())
-      throw_usage(where(key), ": ", key, ": ", kind, ": needs a ", kind == "tokens" ? "glob" : "path", ", e.g. ",
-                  kind, kind == "tokens" ? ":data/shard_*.bin" : kind == "csv" ? ":data/train.csv" : ":data/input.txt");
+      throw_usage(where(key), ": ", key, ": ", kind, ": needs a ", *k == SourceKind::tokens ? "glob" : "path", ", e.g. ",
+                  kind, *k == SourceKind::tokens ? ":data/shard_*.bin" : *k == SourceKind::csv ? ":data/train.csv" : ":data/input.txt");
     auto it = origins.find(key);
     bool from_set = it != origins.end() && it->second.from_set;
     fs::path base = it == origins.end() ? default_base : it->second.base;
@@ -426,7 +451,7 @@ struct Checker {
     std::string note = !relative ? ""
                        : from_set ? " (paths in --set are relative to the current directory)"
                                   : " (paths are relative to the config file's folder)";
-    if (kind == "tokens") {
+    if (*k == SourceKind::tokens) {
       // Glob metacharacters in the base folder itself must match literally.
       std::string pattern = arg;
       if (relative) {
@@ -476,12 +501,12 @@ struct Checker {
       check(std::string(s) + "." + std::string(k), field, spec);
     });
     const auto& m = cfg.model;
-    if (m.type == "gpt" && m.n_embd % m.n_head != 0)
+    if (m.type == ModelType::gpt && m.n_embd % m.n_head != 0)
       fail({&m.n_embd, &m.n_head}, key_of(&m.n_embd), " (", m.n_embd, ") must be divisible by ", key_of(&m.n_head),
            " (", m.n_head, ") for a gpt model");
     // torch.optim.SGD refuses the same: Nesterov's look-ahead is defined for undamped momentum.
     const auto& o = cfg.optim;
-    if (o.name == "sgd" && o.nesterov && (o.momentum == 0.0 || o.dampening != 0.0))
+    if (o.name == OptimizerKind::sgd && o.nesterov && (o.momentum == 0.0 || o.dampening != 0.0))
       fail({&o.nesterov, &o.momentum, &o.dampening}, key_of(&o.nesterov), " needs ", key_of(&o.momentum), " > 0 and ",
            key_of(&o.dampening), " = 0 (as torch.optim.SGD), got momentum ", o.momentum, " and dampening ", o.dampening);
   }
@@ -499,6 +524,7 @@ Config parse_impl(std::string_view text, std::string_view source_name, const fs:
   }
   Config cfg;
   Origins origins;
+  std::map<std::string, std::string> unknown_choices;
   for (auto&& [skey, snode] : root) {
     std::string section(skey.str());
     std::string where = at_line(source_name, skey.source().begin.line ? skey.source() : snode.source());
@@ -512,13 +538,13 @@ Config parse_impl(std::string_view text, std::string_view source_name, const fs:
     for (auto&& [k, node] : *table) {
       std::string key(k.str());
       std::string kwhere = at_line(source_name, k.source().begin.line ? k.source() : node.source());
-      Target t{kwhere, section + "." + key, nullptr};
+      Target t{kwhere, section + "." + key, nullptr, &unknown_choices};
       if (!set_key(cfg, section, key, node, t)) unknown_key(kwhere, section, key);
       origins[t.full_key] = Origin{kwhere, base, false};
     }
   }
-  for (const auto& ov : overrides) apply_override(cfg, origins, ov);
-  Checker{cfg, origins, std::string(source_name), base}.run();
+  for (const auto& ov : overrides) apply_override(cfg, origins, unknown_choices, ov);
+  Checker{cfg, origins, unknown_choices, std::string(source_name), base}.run();
   return cfg;
 }
 
@@ -549,7 +575,7 @@ std::string config_to_toml(const Config& config) {
       out += str(section.empty() ? "" : "\n", "[", s, "]\n");
       section = s;
     }
-    std::string allowed = allowed_text(spec);
+    std::string allowed = allowed_text(field, spec);
     out += str("# ", spec.help, allowed.empty() ? "" : " (" + allowed + ")", "\n");
     out += str(k, " = ", toml_value(field, spec), "\n");
   });
@@ -561,7 +587,7 @@ std::vector<ConfigKeyDoc> config_key_docs() {
   const Config defaults;
   visit_config(defaults, [&](std::string_view s, std::string_view k, const auto& field, const Spec& spec) {
     docs.push_back({str(s, ".", k), type_name(field, spec), toml_value(field, spec), std::string(spec.help),
-                    allowed_text(spec)});
+                    allowed_text(field, spec)});
   });
   return docs;
 }

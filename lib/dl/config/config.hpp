@@ -9,10 +9,12 @@
 #include <string_view>
 #include <vector>
 
+#include "dl/config/choice.hpp"
+
 namespace dl {
 
 struct ModelConfig {
-  std::string type = "gpt";  // "gpt" | "mlp"
+  Choice<ModelType> type = ModelType::gpt;
   // gpt
   int64_t n_layer = 4;
   int64_t n_head = 4;
@@ -22,7 +24,7 @@ struct ModelConfig {
   double init_std = 0.02;    // gpt: weights N(0, init_std); mlp layers use Kaiming normal
   // mlp
   std::vector<int64_t> hidden = {64, 64};
-  std::string activation = "relu";  // "relu" | "gelu"
+  Choice<Activation> activation = Activation::relu;
 
   bool operator==(const ModelConfig&) const = default;
 };
@@ -41,7 +43,7 @@ struct DataConfig {
 };
 
 struct OptimConfig {
-  std::string name = "adamw";  // "adamw" | "sgd"
+  Choice<OptimizerKind> name = OptimizerKind::adamw;
   double lr = 1e-3;
   double weight_decay = 0.1;  // decoupled for AdamW; not applied to biases and LayerNorm
   double beta1 = 0.9;
@@ -56,7 +58,7 @@ struct OptimConfig {
 };
 
 struct ScheduleConfig {
-  std::string decay = "cosine";  // "cosine" | "linear" | "constant"
+  Choice<Decay> decay = Decay::cosine;
   int64_t warmup_steps = 0;      // linear warm-up from 0
   int64_t decay_steps = 0;       // steps over which lr decays to min_lr_ratio * lr; 0 = train.steps
   double min_lr_ratio = 0.1;
@@ -69,8 +71,8 @@ struct TrainConfig {
   int64_t batch_size = 16;  // sequences (gpt) or examples (mlp) per micro-batch per data-parallel rank
   int64_t grad_accum = 1;   // micro-batches per optimizer step
   int64_t seed = 1337;
-  std::string device = "cpu";      // "cpu" | "cuda" | "auto"
-  std::string precision = "fp32";  // "fp32" | "bf16" | "fp16"
+  Choice<DeviceChoice> device = DeviceChoice::cpu;
+  Choice<Precision> precision = Precision::fp32;
   double loss_scale = 65536;       // fp16: initial dynamic loss scale
   int64_t loss_scale_window = 2000;  // fp16: overflow-free steps before the scale doubles
   int64_t threads = 0;             // CPU threads; 0 = all cores
@@ -87,9 +89,9 @@ struct ParallelConfig {
   int64_t tp = 1;
   int64_t pp = 1;
   int64_t zero = 0;                 // 0..3
-  std::string offload = "none";     // "none" | "cpu"
+  Choice<Offload> offload = Offload::none;
   int64_t microbatches = 1;         // pipeline micro-batches per step (see micro_batches_per_step)
-  std::string schedule = "1f1b";    // "gpipe" | "1f1b"
+  Choice<PipelineSchedule> schedule = PipelineSchedule::one_f_one_b;
   bool activation_checkpointing = false;
 
   bool operator==(const ParallelConfig&) const = default;
@@ -104,7 +106,7 @@ struct DistConfig {
 struct LogConfig {
   int64_t every = 10;          // steps between log lines / metrics records
   bool tensorboard = true;     // write an events file in the run directory
-  std::string progress = "auto";  // "auto" (bar on a terminal) | "bar" | "lines" | "none"
+  Choice<Progress> progress = Progress::automatic;  // automatic: a bar on a terminal
   int64_t samples = 4;         // generated samples shown at each evaluation (gpt)
 
   bool operator==(const LogConfig&) const = default;

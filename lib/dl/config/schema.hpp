@@ -2,7 +2,8 @@
 //   v(section, key, field, spec)
 // for each field of a Config, in the order the sections and keys appear in a dumped config.
 // The field's C++ type gives the TOML type (int64_t: integer, double: float, bool, std::string,
-// std::vector<int64_t>: array of integers); the Spec gives help text and constraints.
+// std::vector<int64_t>: array of integers, Choice<E>: a string naming one of E's values, listed in
+// choice.hpp); the Spec gives help text and constraints.
 // Loading, --set overrides, validation, config_to_toml() and config_key_docs() all walk this
 // list, so a new key is one line here plus its field (with default) in config.hpp.
 //
@@ -26,7 +27,6 @@ struct Spec {
   double hi = std::numeric_limits<double>::infinity();
   bool lo_open = false;
   bool hi_open = false;
-  std::vector<std::string_view> choices;  // strings: allowed values (empty: any)
   bool source = false;     // strings: a data source "synthetic:NAME" | "text:PATH" | "tokens:GLOB" | "csv:PATH"
   bool may_be_empty = false;  // strings: "" is allowed (an optional source); arrays: [] is allowed
   bool auto_int = false;   // ints: the TOML may say "auto", stored as -1 (and -1 itself is accepted)
@@ -35,7 +35,6 @@ struct Spec {
   Spec& above(double v) { lo = v, lo_open = true; return *this; }   // x > v
   Spec& max(double v) { hi = v, hi_open = false; return *this; }    // x <= v
   Spec& below(double v) { hi = v, hi_open = true; return *this; }   // x < v
-  Spec& one_of(std::initializer_list<std::string_view> c) { choices = c; return *this; }
   Spec& data_source() { source = true; return *this; }
   Spec& optional() { may_be_empty = true; return *this; }
   Spec& or_auto() { auto_int = true; return *this; }
@@ -56,7 +55,7 @@ inline constexpr double kIntMax = 2147483647.0;
 template <class C, class V>
 void visit_config(C& c, V&& v) {
   // [model]
-  v("model", "type", c.model.type, help("model family: a GPT-2 style decoder or a multi-layer perceptron classifier").one_of({"gpt", "mlp"}));
+  v("model", "type", c.model.type, help("model family: a GPT-2 style decoder or a multi-layer perceptron classifier"));
   v("model", "n_layer", c.model.n_layer, help("gpt: number of transformer blocks").min(1).max(kIntMax));
   v("model", "n_head", c.model.n_head, help("gpt: attention heads per block; must divide model.n_embd").min(1).max(kIntMax));
   v("model", "n_embd", c.model.n_embd, help("gpt: embedding (residual stream) width").min(1).max(kIntMax));
@@ -64,7 +63,7 @@ void visit_config(C& c, V&& v) {
   v("model", "vocab_size", c.model.vocab_size, help("gpt: vocabulary size (token ids 0 .. vocab_size-1)").min(2).max(kIntMax));
   v("model", "init_std", c.model.init_std, help("gpt: initial weights ~ N(0, init_std); mlp layers use Kaiming normal").min(0));
   v("model", "hidden", c.model.hidden, help("mlp: widths of the hidden layers").min(1).max(kIntMax));
-  v("model", "activation", c.model.activation, help("mlp: activation after each hidden layer").one_of({"relu", "gelu"}));
+  v("model", "activation", c.model.activation, help("mlp: activation after each hidden layer"));
   // [data]
   v("data", "source", c.data.source, help("training data; relative paths are from the config file's folder").data_source());
   v("data", "val_source", c.data.val_source, help("separate validation data, same forms as data.source; empty: hold out data.val_fraction of the training data").data_source().optional());
@@ -73,7 +72,7 @@ void visit_config(C& c, V&& v) {
   v("data", "label_column", c.data.label_column, help("csv: column holding the class label; negative counts from the end"));
   v("data", "normalize", c.data.normalize, help("csv: standardise features with the training split's mean and std"));
   // [optim]
-  v("optim", "name", c.optim.name, help("optimizer").one_of({"adamw", "sgd"}));
+  v("optim", "name", c.optim.name, help("optimizer"));
   v("optim", "lr", c.optim.lr, help("peak learning rate").above(0));
   v("optim", "weight_decay", c.optim.weight_decay, help("weight decay (decoupled for adamw); not applied to biases and LayerNorm").min(0));
   v("optim", "beta1", c.optim.beta1, help("adamw: first-moment decay").min(0).below(1));
@@ -84,7 +83,7 @@ void visit_config(C& c, V&& v) {
   v("optim", "nesterov", c.optim.nesterov, help("sgd: Nesterov momentum (needs momentum > 0 and dampening 0)"));
   v("optim", "grad_clip", c.optim.grad_clip, help("clip the global gradient norm to this value; 0 disables").min(0));
   // [schedule]
-  v("schedule", "decay", c.schedule.decay, help("learning-rate decay after warm-up").one_of({"cosine", "linear", "constant"}));
+  v("schedule", "decay", c.schedule.decay, help("learning-rate decay after warm-up"));
   v("schedule", "warmup_steps", c.schedule.warmup_steps, help("steps of linear warm-up from 0").min(0));
   v("schedule", "decay_steps", c.schedule.decay_steps, help("steps over which lr decays to min_lr_ratio * lr; 0: train.steps").min(0));
   v("schedule", "min_lr_ratio", c.schedule.min_lr_ratio, help("final learning rate as a fraction of optim.lr").min(0).max(1));
@@ -93,8 +92,8 @@ void visit_config(C& c, V&& v) {
   v("train", "batch_size", c.train.batch_size, help("sequences (gpt) or examples (mlp) per micro-batch per data-parallel rank").min(1));
   v("train", "grad_accum", c.train.grad_accum, help("micro-batches accumulated per optimizer step").min(1));
   v("train", "seed", c.train.seed, help("seed of the initial weights and the data order"));
-  v("train", "device", c.train.device, help("where to train; auto: cuda when a GPU is present").one_of({"cpu", "cuda", "auto"}));
-  v("train", "precision", c.train.precision, help("compute precision (master weights stay fp32)").one_of({"fp32", "bf16", "fp16"}));
+  v("train", "device", c.train.device, help("where to train; auto: cuda when a GPU is present"));
+  v("train", "precision", c.train.precision, help("compute precision (master weights stay fp32)"));
   v("train", "loss_scale", c.train.loss_scale, help("fp16: initial dynamic loss scale (halved on overflow, the step skipped)").above(0));
   v("train", "loss_scale_window", c.train.loss_scale_window, help("fp16: steps without overflow before the loss scale doubles").min(1));
   v("train", "threads", c.train.threads, help("CPU threads; 0: all cores").min(0));
@@ -107,9 +106,9 @@ void visit_config(C& c, V&& v) {
   v("parallel", "tp", c.parallel.tp, help("tensor-parallel ranks").min(1));
   v("parallel", "pp", c.parallel.pp, help("pipeline stages").min(1));
   v("parallel", "zero", c.parallel.zero, help("ZeRO stage: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters").min(0).max(3));
-  v("parallel", "offload", c.parallel.offload, help("keep ZeRO-sharded optimizer states on the CPU").one_of({"none", "cpu"}));
+  v("parallel", "offload", c.parallel.offload, help("keep ZeRO-sharded optimizer states on the CPU"));
   v("parallel", "microbatches", c.parallel.microbatches, help("micro-batches per step per data-parallel rank for the pipeline (multiplies train.grad_accum)").min(1));
-  v("parallel", "schedule", c.parallel.schedule, help("pipeline schedule").one_of({"gpipe", "1f1b"}));
+  v("parallel", "schedule", c.parallel.schedule, help("pipeline schedule"));
   v("parallel", "activation_checkpointing", c.parallel.activation_checkpointing, help("recompute block activations in backward to save memory"));
   // [dist]
   v("dist", "timeout_s", c.dist.timeout_s, help("seconds any collective, send/recv or rendezvous may wait before it fails naming the peers").above(0));
@@ -117,7 +116,7 @@ void visit_config(C& c, V&& v) {
   // [log]
   v("log", "every", c.log.every, help("steps between log lines and metrics records").min(1));
   v("log", "tensorboard", c.log.tensorboard, help("write a TensorBoard events file in the run directory"));
-  v("log", "progress", c.log.progress, help("progress display: auto (a bar on a terminal), bar, lines or none").one_of({"auto", "bar", "lines", "none"}));
+  v("log", "progress", c.log.progress, help("progress display: auto (a bar on a terminal), bar, lines or none"));
   v("log", "samples", c.log.samples, help("gpt: generated samples shown at each evaluation").min(0));
 }
 

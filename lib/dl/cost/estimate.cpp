@@ -305,10 +305,10 @@ Experiment make_experiment(const EstimateInputs& in) {
     Config c = load_config(in.config_path, in.sets);
     const std::string name = fs::path(in.config_path).filename().string();
     e.model = plan::model_from_config(c, name);
-    e.precision = in.precision.value_or(c.train.precision);
+    e.precision = in.precision.value_or(std::string(c.train.precision.name()));
     e.micro_batch = in.micro_batch.value_or(c.train.batch_size);
     e.micro_batch_given = true;
-    e.optimizer = c.optim.name == "sgd" ? (c.optim.momentum != 0 ? "sgd-momentum" : "sgd") : "adamw";
+    e.optimizer = plan::optimizer_state_name(c.optim);
     e.steps = c.train.steps;
     e.checkpoint_every = c.train.checkpoint_every;
     if (e.steps < 1) throw_usage(in.config_path, ": train.steps = 0: nothing to train, nothing to price");
@@ -318,7 +318,7 @@ Experiment make_experiment(const EstimateInputs& in) {
       e.notes.push_back("parallel.dp = auto: tokens counted for one data-parallel replica; pass --tokens for the total");
     }
     const int64_t accum = micro_batches_per_step(c);
-    const bool gpt = c.model.type == "gpt";
+    const bool gpt = c.model.type == ModelType::gpt;
     const int64_t seq = gpt ? c.model.block_size : 1;
     const double global = static_cast<double>(c.train.batch_size) * static_cast<double>(accum) * static_cast<double>(dp);
     e.tokens = static_cast<double>(e.steps) * global * static_cast<double>(seq);

@@ -56,11 +56,13 @@ SourceSpec parse_source(const std::string& source, std::string_view key) {
   if (colon == std::string::npos || colon == 0 || colon + 1 == source.size())
     throw_usage(key, " = \"", source, "\" is not a data source; use \"synthetic:addition\", \"text:PATH\", ",
                 "\"tokens:GLOB\" or \"csv:PATH\"");
-  SourceSpec s{source.substr(0, colon), source.substr(colon + 1), source};
-  if (s.kind != "synthetic" && s.kind != "text" && s.kind != "tokens" && s.kind != "csv")
-    throw_usage(key, " = \"", source, "\": unknown source kind '", s.kind,
+  const std::string kind = source.substr(0, colon);
+  const std::optional<SourceKind> k = parse_choice<SourceKind>(kind);
+  if (!k)
+    throw_usage(key, " = \"", source, "\": unknown source kind '", kind,
                 "'; use synthetic:addition, text:PATH, tokens:GLOB or csv:PATH");
-  if (s.kind == "synthetic" && s.arg != "addition")
+  SourceSpec s{*k, source.substr(colon + 1), source};
+  if (s.kind == SourceKind::synthetic && s.arg != "addition")
     throw_usage(key, " = \"", source, "\": unknown synthetic task '", s.arg, "'; the built-in task is addition");
   return s;
 }

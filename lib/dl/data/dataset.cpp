@@ -10,8 +10,8 @@ using namespace dl::data;
 
 namespace {
 DataSplits open_sequence(const SourceSpec& s, const DataConfig& data, int64_t block_size, uint64_t seed, Role role) {
-  if (s.kind == "synthetic") return open_addition(data, block_size, seed, role);
-  if (s.kind == "text") return open_text(s.arg, data, block_size, role);
+  if (s.kind == SourceKind::synthetic) return open_addition(data, block_size, seed, role);
+  if (s.kind == SourceKind::text) return open_text(s.arg, data, block_size, role);
   return open_tokens(s.arg, data, block_size, role);
 }
 }  // namespace
@@ -23,8 +23,8 @@ DataSplits open_datasets(const DataConfig& data, int64_t block_size, uint64_t se
   std::optional<SourceSpec> val;
   if (!data.val_source.empty()) val = parse_source(data.val_source, "data.val_source");
 
-  if (train.kind == "csv" || (val && val->kind == "csv")) {
-    if (train.kind != "csv" || (val && val->kind != "csv"))
+  if (train.kind == SourceKind::csv || (val && val->kind == SourceKind::csv)) {
+    if (train.kind != SourceKind::csv || (val && val->kind != SourceKind::csv))
       throw_usage("data.source = \"", data.source, "\" and data.val_source = \"", data.val_source,
                   "\" mix feature (csv) and token data; use csv for both or for neither");
     return open_csv(train.arg, val ? val->arg : std::string(), data, seed);

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "dl/config/choice.hpp"
 #include "dl/data/dataset.hpp"
 
 namespace dl::data {
@@ -37,7 +38,7 @@ int64_t val_count(int64_t n, double fraction);
 
 // The split part of a source: "synthetic:addition" -> kind "synthetic", arg "addition".
 struct SourceSpec {
-  std::string kind;
+  SourceKind kind;
   std::string arg;
   std::string text;  // the whole source string, for messages
 };

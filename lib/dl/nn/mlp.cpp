@@ -36,7 +36,7 @@ ParamSet mlp_param_declarations(const MlpConfig& c) {
 }
 
 MlpModel::MlpModel(const MlpConfig& config, Backend& backend, DType dtype)
-    : cfg_(config), be_(backend), dtype_(dtype), gelu_(config.activation == "gelu") {
+    : cfg_(config), be_(backend), dtype_(dtype), gelu_(config.activation == Activation::gelu) {
   params_ = mlp_param_declarations(cfg_);
   params_.allocate(backend, dtype);
 }

@@ -4,6 +4,7 @@
 #pragma once
 #include <vector>
 
+#include "dl/config/choice.hpp"
 #include "dl/nn/model.hpp"
 
 namespace dl {
@@ -12,8 +13,8 @@ struct MlpConfig {
   int n_inputs = 2;
   std::vector<int> hidden = {64, 64};
   int n_classes = 2;
-  std::string activation = "relu";  // "relu" | "gelu"
-  double init_std = 0.0;            // 0: Kaiming normal, sqrt(2 / fan_in)
+  Choice<Activation> activation = Activation::relu;
+  double init_std = 0.0;  // 0: Kaiming normal, sqrt(2 / fan_in)
 };
 
 int64_t mlp_param_count(const MlpConfig& c);

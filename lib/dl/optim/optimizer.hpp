@@ -17,7 +17,7 @@ class Optimizer {
   // Nesterov momentum, each following torch.optim's update.
   explicit Optimizer(const OptimConfig& config);
 
-  const std::string& name() const { return cfg_.name; }
+  std::string_view name() const { return cfg_.name.name(); }  // "adamw" | "sgd"
   // State tensors per parameter: exp_avg, exp_avg_sq (adamw); momentum_buffer (sgd, momentum > 0).
   const std::vector<std::string>& state_names() const { return state_names_; }
 

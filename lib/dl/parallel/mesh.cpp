@@ -23,9 +23,9 @@ MeshShape resolve_mesh(const ParallelConfig& p, const ModelConfig& model, int wo
     throw_usage("parallel: dp x tp x pp = ", m.dp, " x ", m.tp, " x ", m.pp, " = ", m.world(), " ranks, but ", world,
                 world == 1 ? " process runs (start ranks with --nproc-per-node N or a launcher such as torchrun/srun)"
                            : " processes were started; make them equal (dp = \"auto\" fills in the rest)");
-  if (model.type != "gpt" && (m.tp > 1 || m.pp > 1))
+  if (model.type != ModelType::gpt && (m.tp > 1 || m.pp > 1))
     throw_usage("parallel.tp and parallel.pp need model.type = \"gpt\"; an mlp runs data parallel (dp, zero) only");
-  if (model.type == "gpt") {
+  if (model.type == ModelType::gpt) {
     if (model.n_head % m.tp != 0)
       throw_usage("parallel.tp = ", m.tp, " must divide model.n_head = ", model.n_head, " (heads are split across ranks)");
     if (model.vocab_size % m.tp != 0)
@@ -39,7 +39,7 @@ MeshShape resolve_mesh(const ParallelConfig& p, const ModelConfig& model, int wo
     throw_usage("parallel.zero = ", p.zero, " with pipeline parallel (pp = ", m.pp,
                 ") is not supported: gradients and parameters are needed by every micro-batch of a stage (DeepSpeed "
                 "has the same rule); use zero = 0 or 1 with pp > 1");
-  if (p.offload == "cpu" && p.zero < 1)
+  if (p.offload == Offload::cpu && p.zero < 1)
     throw_usage("parallel.offload = \"cpu\" moves the sharded optimizer state to the host: it needs parallel.zero >= 1");
   return m;
 }

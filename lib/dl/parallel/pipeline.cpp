@@ -15,8 +15,8 @@ void add(ForwardStats& a, const ForwardStats& b) {
 }
 }  // namespace
 
-PipelineRunner::PipelineRunner(Model& model, dist::Comm& pp, const std::string& schedule)
-    : model_(model), pp_(pp), gpipe_(schedule == "gpipe") {
+PipelineRunner::PipelineRunner(Model& model, dist::Comm& pp, PipelineSchedule schedule)
+    : model_(model), pp_(pp), gpipe_(schedule == PipelineSchedule::gpipe) {
   DL_CHECK(pp_.size() == model_.num_stages(), "a ", model_.kind(), " model of ", model_.num_stages(),
            " stages in a pipeline of ", pp_.size());
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dl/config/choice.hpp"
 #include "dl/dist/comm.hpp"
 #include "dl/nn/model.hpp"
 
@@ -22,7 +23,7 @@ class PipelineRunner {
  public:
   // `model` is this rank's stage (Model's stage API); `pp` the pipeline group (size 1 for no
   // pipeline), as many ranks as the model has stages.
-  PipelineRunner(Model& model, dist::Comm& pp, const std::string& schedule);
+  PipelineRunner(Model& model, dist::Comm& pp, PipelineSchedule schedule);
   // Forward and backward of every micro-batch; dloss is d(loss)/d(each target's loss).
   PipelineStats run(const std::vector<Batch>& micro, double dloss);
   // After the gradients are reduced over data-parallel ranks: the tied embedding's gradient

@@ -95,7 +95,7 @@ ZeroEngine::ZeroEngine(ParamSet& params, std::vector<std::pair<size_t, size_t>> 
     : params_(params),
       dp_(dp),
       zero_(static_cast<int>(parallel.zero)),
-      offload_(parallel.offload == "cpu"),
+      offload_(parallel.offload == Offload::cpu),
       opt_(optim),
       count_replicated_(count_replicated),
       be_(params.backend()) {

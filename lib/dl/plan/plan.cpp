@@ -45,9 +45,9 @@ constexpr double kZero3GatherParams = 5e7;
 
 ModelShape model_from_config(const Config& c, const std::string& name) {
   ModelShape m;
-  m.name = name.empty() ? c.model.type : name;
-  m.kind = c.model.type;
-  if (c.model.type == "gpt") {
+  m.name = name.empty() ? std::string(c.model.type.name()) : name;
+  m.kind = c.model.type.name();
+  if (c.model.type == ModelType::gpt) {
     m.params = static_cast<double>(gpt_param_count(gpt_config_from(c.model)));
     m.n_layer = c.model.n_layer;
     m.hidden = c.model.n_embd;
@@ -57,8 +57,8 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
     m.dropout = false;  // dl-train's GPT has no dropout (hf config: *_pdrop = 0)
     return m;
   }
-  if (c.model.type == "mlp") {
-    // The input width and the number of classes are properties of the data, not the config:
+  {
+    // mlp: the input width and the number of classes are properties of the data, not the config:
     // open the training data the way dl-train does and read them.
     DataSplits data = open_datasets(c.data, c.model.block_size, static_cast<uint64_t>(c.train.seed));
     if (data.train->is_sequence())
@@ -73,7 +73,6 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
                  "); activations are not modelled for mlp");
     return m;
   }
-  throw_usage("model.type: unknown model '", c.model.type, "' (gpt or mlp)");
 }
 
 ModelShape model_from_params(double params, int64_t n_layer, int64_t hidden, int64_t heads, int64_t seq,
@@ -186,13 +185,11 @@ Attention parse_attention(const std::string& s) {
   throw_usage("--attention: unknown attention '", s, "' (flash or materialized)");
 }
 
-Attention attention_for_device(const std::string& device) {
+Attention attention_for_device(Choice<DeviceChoice> device) {
   // dl-train's CPU backend keeps the T x T probabilities (attention_state_shape [B, H, T, T]);
   // its CUDA kernels are flash-style ([B, H, 2T]). "auto" trains on the GPU whenever one is
   // usable, and a plan of GPU memory is about that run.
-  if (device == "cpu") return Attention::materialized;
-  if (device == "cuda" || device == "auto") return Attention::flash;
-  throw_usage("train.device = \"", device, "\": cpu, cuda or auto");
+  return device == DeviceChoice::cpu ? Attention::materialized : Attention::flash;
 }
 
 std::string Layout::describe() const {
@@ -218,6 +215,11 @@ StateBytes state_bytes(const std::string& precision, const std::string& optimize
   else if (optimizer == "sgd") b.optimizer = master;
   else throw_usage("unknown optimizer '", optimizer, "' (adamw, sgd-momentum or sgd)");
   return b;
+}
+
+std::string optimizer_state_name(const OptimConfig& optim) {
+  if (optim.name == OptimizerKind::adamw) return "adamw";
+  return optim.momentum != 0 ? "sgd-momentum" : "sgd";
 }
 
 double activation_value_bytes(const std::string& precision) {
@@ -304,7 +306,7 @@ namespace {
 int64_t in_flight(const Layout& l) {
   if (l.pp <= 1) return 1;
   const int64_t m = std::max<int64_t>(l.microbatches, 1);
-  return l.schedule == "gpipe" ? m : std::min(l.pp, m);
+  return l.schedule == PipelineSchedule::gpipe ? m : std::min(l.pp, m);
 }
 
 }  // namespace
@@ -337,7 +339,7 @@ double activation_bytes(const ModelShape& m, const Layout& l) {
   if (l.pp <= 1) return first + output;
   // The last stage runs each micro-batch's backward right after its forward under 1F1B (one in
   // flight); under GPipe it too holds every micro-batch, output layer (logits) included.
-  const double last_in_flight = l.schedule == "gpipe" ? static_cast<double>(std::max<int64_t>(l.microbatches, 1)) : 1.0;
+  const double last_in_flight = l.schedule == PipelineSchedule::gpipe ? static_cast<double>(std::max<int64_t>(l.microbatches, 1)) : 1.0;
   const double last = (layers * per + output) * last_in_flight + recompute_peak + work;
   return std::max(first, last);
 }
@@ -444,7 +446,6 @@ std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_ba
   if (l.zero < 0 || l.zero > 3) return str("zero = ", l.zero, " is not a ZeRO stage (0..3)");
   if (l.offload_cpu && l.zero < 1) return "offload moves the ZeRO-sharded optimizer state: it needs zero >= 1";
   if (l.micro_batch < 1) return str("micro-batch = ", l.micro_batch, ": need at least 1");
-  if (l.schedule != "1f1b" && l.schedule != "gpipe") return str("unknown pipeline schedule '", l.schedule, "' (1f1b or gpipe)");
   if (l.precision != "bf16" && l.precision != "fp16" && l.precision != "fp32")
     return str("unknown precision '", l.precision, "' (bf16, fp16 or fp32)");
   if (l.optimizer != "adamw" && l.optimizer != "adam" && l.optimizer != "sgd" && l.optimizer != "sgd-momentum")

@@ -68,8 +68,7 @@ std::string attention_name(Attention a);          // "materialized" | "flash"
 Attention parse_attention(const std::string& s);  // usage error naming --attention and the choices
 // The attention dl-train runs for a config's train.device: "cpu" -> materialized; "cuda" and
 // "auto" (the GPU whenever one is usable, which is what a per-GPU plan is about) -> flash.
-// Unknown device: usage error.
-Attention attention_for_device(const std::string& device);
+Attention attention_for_device(Choice<DeviceChoice> device);
 
 struct Layout {
   int64_t gpus = 1;            // world size
@@ -82,7 +81,7 @@ struct Layout {
                                // micro-batches, or gradient accumulation without pp)
   std::string precision = "bf16";  // "bf16" | "fp16": mixed precision; "fp32": all fp32
   std::string optimizer = "adamw"; // "adamw" | "sgd-momentum" | "sgd" (see state_bytes)
-  std::string schedule = "1f1b";   // pipeline schedule: "1f1b" | "gpipe"
+  Choice<PipelineSchedule> schedule = PipelineSchedule::one_f_one_b;
   Recompute recompute = Recompute::none;
   // The library's default is the published formula; dl-shard picks flash for GPU runs
   // (PlanInputs::attention).
@@ -100,6 +99,8 @@ struct StateBytes {
   double total() const { return params + grads + optimizer; }
 };
 StateBytes state_bytes(const std::string& precision, const std::string& optimizer = "adamw");
+// The state_bytes() optimizer of a config's [optim]: "adamw", "sgd-momentum" or "sgd".
+std::string optimizer_state_name(const OptimConfig& optim);
 // Bytes of one activation value: 2 for bf16/fp16, 4 for fp32.
 double activation_value_bytes(const std::string& precision);
 

@@ -60,11 +60,16 @@ Setup setup(const PlanInputs& in) {
   if (b.gpus_per_node < 1) throw_usage("--gpus-per-node: need at least 1");
   b.micro_batch = in.micro_batch.value_or(c ? c->train.batch_size : 1);
   if (b.micro_batch < 1) throw_usage("--micro-batch: need at least 1");
-  b.precision = in.precision.value_or(c ? c->train.precision : "bf16");
+  b.precision = in.precision.value_or(c ? std::string(c->train.precision.name()) : "bf16");
   activation_value_bytes(b.precision);  // validates
-  b.schedule = in.schedule.value_or(c ? c->parallel.schedule : "1f1b");
-  if (b.schedule != "1f1b" && b.schedule != "gpipe") throw_usage("--schedule: 1f1b or gpipe, got '", b.schedule, "'");
-  if (c) b.optimizer = c->optim.name == "sgd" ? (c->optim.momentum != 0 ? "sgd-momentum" : "sgd") : "adamw";
+  if (in.schedule) {
+    const std::optional<PipelineSchedule> schedule = parse_choice<PipelineSchedule>(*in.schedule);
+    if (!schedule) throw_usage("--schedule: 1f1b or gpipe, got '", *in.schedule, "'");
+    b.schedule = *schedule;
+  } else if (c) {
+    b.schedule = c->parallel.schedule;
+  }
+  if (c) b.optimizer = optimizer_state_name(c->optim);
   // Attention: what the run stores. A config says where dl-train runs it (the CPU backend keeps
   // the scores, the CUDA kernels a log-sum-exp state); a bare --params model is planned for a
   // GPU, where flash-style attention is what current frameworks run.
@@ -75,7 +80,7 @@ Setup setup(const PlanInputs& in) {
   } else if (c) {
     b.attention = attention_for_device(c->train.device);
     attention_why = str("train.device = \"", c->train.device, "\"",
-                        c->train.device == "auto" ? ": the GPU when present" : "");
+                        c->train.device == DeviceChoice::automatic ? ": the GPU when present" : "");
   } else {
     b.attention = Attention::flash;
     attention_why = "the GPU default without a config";
@@ -160,7 +165,7 @@ Setup setup(const PlanInputs& in) {
   if (m.is_transformer()) {
     r.notes.push_back(str("# activations: Korthikanti et al. 2022, s=", m.seq, " b=", b.micro_batch,
                           ", ", activation_value_bytes(b.precision) * 8, "-bit values; pipeline stages hold ",
-                          b.schedule == "gpipe" ? "all m micro-batches (GPipe)" : "min(pp, m) micro-batches (1F1B)"));
+                          b.schedule == PipelineSchedule::gpipe ? "all m micro-batches (GPipe)" : "min(pp, m) micro-batches (1F1B)"));
     r.notes.push_back(
         b.attention == Attention::flash
             ? str("# attention: flash (", attention_why, "): a log-sum-exp state of 2 values per row per head "
@@ -235,7 +240,7 @@ std::vector<Cell> machine_row(const PlanReport& r, const Estimate& e, std::optio
   row.push_back(Cell::integer(r.global_batch));
   row.push_back(Cell::str(l.precision));
   row.push_back(Cell::str(l.optimizer));
-  row.push_back(Cell::str(l.schedule));
+  row.push_back(Cell::str(std::string(l.schedule.name())));
   row.push_back(num(r.model.params));
   row.push_back(num(r.flops_per_token));
   row.push_back(v(m.params));
@@ -329,7 +334,7 @@ PlanReport make_plan(const PlanInputs& in) {
   Layout l = r.base;
   l.tp = in.fixed.tp.value_or(c ? c->parallel.tp : 1);
   l.pp = in.fixed.pp.value_or(c ? c->parallel.pp : 1);
-  l.offload_cpu = in.fixed.offload.value_or(c ? c->parallel.offload == "cpu" : false);
+  l.offload_cpu = in.fixed.offload.value_or(c ? c->parallel.offload == Offload::cpu : false);
   l.recompute = in.fixed.recompute.value_or(c && c->parallel.activation_checkpointing ? Recompute::full : Recompute::none);
   if (in.fixed.dp) l.dp = *in.fixed.dp;
   else l.dp = (l.tp > 0 && l.pp > 0 && in.gpus % (l.tp * l.pp) == 0) ? in.gpus / (l.tp * l.pp) : 0;

@@ -200,7 +200,7 @@ void check_config_model(const ModelConfig& have, const ModelConfig& ckpt, const 
   };
   if (have.type != ckpt.type)
     throw_usage(cfg_path.string(), ": model.type = \"", have.type, "\" but the checkpoint holds a ", ckpt.type, " model");
-  if (ckpt.type == "gpt") {
+  if (ckpt.type == ModelType::gpt) {
     differ("n_layer", have.n_layer, ckpt.n_layer);
     differ("n_head", have.n_head, ckpt.n_head);
     differ("n_embd", have.n_embd, ckpt.n_embd);
@@ -272,8 +272,8 @@ SplitResult split_checkpoint(const SplitOptions& o) {
     cfg->parallel.tp = r.to.tp;
     cfg->parallel.pp = r.to.pp;
     cfg->parallel.zero = r.to.zero;
-    if (cfg->parallel.offload == "cpu" && r.to.zero < 1) {
-      cfg->parallel.offload = "none";
+    if (cfg->parallel.offload == Offload::cpu && r.to.zero < 1) {
+      cfg->parallel.offload = Offload::none;
       r.notes.push_back("parallel.offload set to \"none\": offload needs zero >= 1");
     }
     if (from_source_run && r.to.dp != r.from.dp) {

@@ -44,7 +44,7 @@ MeshRank mesh_rank(const parallel::MeshShape& m, int rank) {
 
 ParamSet CheckpointModel::declarations(const parallel::MeshShape& mesh, int tp_rank, int pp_rank,
                                        std::vector<std::pair<size_t, size_t>>* groups) const {
-  if (config.type == "gpt") {
+  if (config.type == ModelType::gpt) {
     GptParallel par;
     par.tp_size = mesh.tp;
     par.tp_rank = tp_rank;
@@ -79,14 +79,15 @@ CheckpointModel checkpoint_model(const CheckpointReader& reader) {
   const fs::path cfg_path = reader.dir() / "config.json";
   const json cfg = read_json_file(cfg_path);
   const std::string type = reader.model_type();
+  const std::optional<ModelType> kind = parse_choice<ModelType>(type);
   const auto names = reader.names("param");
   if (names.empty()) throw_usage(reader.dir().string(), ": the manifest lists no parameters");
   m.dtype = reader.dtype(names.front());
   const json& opt = reader.manifest()["optimizer"];
   if (opt.is_object() && opt.contains("state"))
     for (const auto& s : opt["state"]) m.state_names.push_back(s.get<std::string>());
-  m.config.type = type;
-  if (type == "gpt") {
+  if (kind) m.config.type = *kind;
+  if (kind == ModelType::gpt) {
     m.config.n_layer = json_int(cfg, "n_layer", cfg_path);
     m.config.n_head = json_int(cfg, "n_head", cfg_path);
     m.config.n_embd = json_int(cfg, "n_embd", cfg_path);
@@ -97,8 +98,13 @@ CheckpointModel checkpoint_model(const CheckpointReader& reader) {
         m.config.block_size < 1 || m.config.vocab_size < 1)
       throw_usage(cfg_path.string(), ": not a valid GPT-2 shape (n_layer ", m.config.n_layer, ", n_head ",
                   m.config.n_head, ", n_embd ", m.config.n_embd, ")");
-  } else if (type == "mlp") {
-    if (cfg.contains("activation") && cfg["activation"].is_string()) m.config.activation = cfg["activation"];
+  } else if (kind == ModelType::mlp) {
+    if (cfg.contains("activation") && cfg["activation"].is_string()) {
+      const std::string name = cfg["activation"].get<std::string>();
+      const std::optional<Activation> activation = parse_choice<Activation>(name);
+      if (!activation) throw_usage(cfg_path.string(), ": activation '", name, "' is neither ", choice_list<Activation>(" nor "));
+      m.config.activation = *activation;
+    }
     m.mlp.activation = m.config.activation;
     // Widths from the tensors: layers.{i}.weight is [out, in].
     int layers = 0;

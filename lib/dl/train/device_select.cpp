@@ -8,12 +8,23 @@
 
 namespace dl {
 
+std::string_view device_kind_name(DeviceKind d) { return d == DeviceKind::cuda ? "cuda" : "cpu"; }
+
+DeviceKind choose_device(DeviceChoice want, const std::function<GpuCheck()>& check, const DeviceWords& words,
+                         bool log) {
+  if (want == DeviceChoice::cpu) return DeviceKind::cpu;
+  const GpuCheck gpu = check();
+  if (gpu.block != GpuBlock::none && want == DeviceChoice::cuda) throw_usage(words.refuse(gpu));
+  if (log && want == DeviceChoice::automatic) log_info(words.notice(gpu));
+  return gpu.block == GpuBlock::none ? DeviceKind::cuda : DeviceKind::cpu;
+}
+
 namespace {
 
 Backend& cpu_only(const TrainConfig& t, bool log) {
-  if (t.precision != "fp32" && log)
-    log_info("train.precision = \"" + t.precision +
-             "\" on the CPU is emulated (16-bit storage, f32 arithmetic): the GPU's numerics, at below fp32 speed");
+  if (t.precision != Precision::fp32 && log)
+    log_info(str("train.precision = \"", t.precision,
+                 "\" on the CPU is emulated (16-bit storage, f32 arithmetic): the GPU's numerics, at below fp32 speed"));
   return cpu_backend();
 }
 
@@ -23,44 +34,58 @@ Backend& cpu_only(const TrainConfig& t, bool log) {
 // Every precision is: the kernels take f32, bf16 and f16 (fp16 with dynamic loss scaling, whose
 // overflow check is the gradients' sum of squares, an op the kernels do in every dtype).
 std::string cuda_unsupported(const Config& c) {
-  if (c.model.type != "gpt") return "model.type = \"" + c.model.type + "\" (only the GPT model runs on CUDA)";
-  if (c.parallel.offload != "none") return "parallel.offload (the optimizer step on the host reads device gradients)";
+  if (c.model.type != ModelType::gpt) return str("model.type = \"", c.model.type, "\" (only the GPT model runs on CUDA)");
+  if (c.parallel.offload != Offload::none) return "parallel.offload (the optimizer step on the host reads device gradients)";
   if (c.parallel.tp > 1) return "parallel.tp > 1 (the vocabulary-parallel loss combines its rows on the host)";
   if (c.parallel.pp > 1) return "parallel.pp > 1 (not yet run on a GPU)";
   return {};
 }
 #endif
 
+GpuCheck training_gpu_check([[maybe_unused]] const Config& c) {
+#ifdef DL_HAVE_CUDA
+  const CudaDeviceInfo gpu = cuda_probe();
+  if (!gpu.usable) return {GpuBlock::no_gpu, gpu.reason};
+  if (std::string unsupported = cuda_unsupported(c); !unsupported.empty()) return {GpuBlock::unsupported, unsupported};
+  return {GpuBlock::none, str("cuda:", gpu.device, " (", gpu.name, ")")};
+#else
+  return {GpuBlock::no_backend, {}};
+#endif
+}
+
+const DeviceWords kTrainWords{
+    [](const GpuCheck& g) -> std::string {
+      switch (g.block) {
+        case GpuBlock::no_backend:
+          return "train.device = \"cuda\": this build of dlkit has no CUDA backend; use \"cpu\" (or \"auto\")";
+        case GpuBlock::no_gpu:
+          return "train.device = \"cuda\": no usable CUDA GPU was found (" + g.detail +
+                 "); use \"cpu\", or \"auto\" to fall back to the CPU";
+        case GpuBlock::unsupported: return "train.device = \"cuda\" does not support " + g.detail + " yet; use \"cpu\"";
+        case GpuBlock::none: break;
+      }
+      return {};
+    },
+    [](const GpuCheck& g) -> std::string {
+      switch (g.block) {
+        case GpuBlock::no_backend: return "device auto: no CUDA backend in this build, training on the CPU";
+        case GpuBlock::no_gpu: return "device auto: no usable CUDA GPU (" + g.detail + "), training on the CPU";
+        case GpuBlock::unsupported:
+          return "device auto: a GPU is present, but " + g.detail + " needs the CPU: training on the CPU";
+        case GpuBlock::none: break;
+      }
+      return "device auto: training on " + g.detail;
+    }};
+
 }  // namespace
 
 Backend& select_backend(const Config& c, bool log) {
-  const TrainConfig& t = c.train;
-  if (t.device == "cpu") return cpu_only(t, log);
+  const DeviceKind kind = choose_device(c.train.device, [&] { return training_gpu_check(c); }, kTrainWords, log);
 #ifdef DL_HAVE_CUDA
-  const CudaDeviceInfo gpu = cuda_probe();
-  if (!gpu.usable) {
-    if (t.device == "cuda")
-      throw_usage("train.device = \"cuda\": no usable CUDA GPU was found (", gpu.reason,
-                  "); use \"cpu\", or \"auto\" to fall back to the CPU");
-    if (log) log_info("device auto: no usable CUDA GPU (" + gpu.reason + "), training on the CPU");
-    return cpu_only(t, log);
-  }
-  const std::string unsupported = cuda_unsupported(c);
-  if (!unsupported.empty()) {
-    if (t.device == "cuda")
-      throw_usage("train.device = \"cuda\" does not support ", unsupported, " yet; use \"cpu\"");
-    if (log) log_info("device auto: a GPU is present, but " + unsupported + " needs the CPU: training on the CPU");
-    return cpu_only(t, log);
-  }
-  if (log && t.device == "auto")
-    log_info(str("device auto: training on cuda:", gpu.device, " (", gpu.name, ")"));
-  return cuda_backend();
-#else
-  if (t.device == "cuda")
-    throw_usage("train.device = \"cuda\": this build of dlkit has no CUDA backend; use \"cpu\" (or \"auto\")");
-  if (log) log_info("device auto: no CUDA backend in this build, training on the CPU");
-  return cpu_only(t, log);
+  if (kind == DeviceKind::cuda) return cuda_backend();
 #endif
+  DL_CHECK(kind == DeviceKind::cpu, "the GPU was chosen in a build without a CUDA backend");
+  return cpu_only(c.train, log);
 }
 
 }  // namespace dl

@@ -1,14 +1,46 @@
-// Which backend a run trains on: train.device = "cpu" | "cuda" | "auto", checked against what
-// this build has, what the machine has, and what the CUDA path supports so far (docs/CUDA.md).
+// Which device a run uses: train.device (dl-train) or --device (dl-bench) = cpu | cuda | auto,
+// checked against what this build has, what the machine has, and what the CUDA path supports so
+// far (docs/CUDA.md). choose_device() is the one decision; callers word its outcome.
 #pragma once
+#include <functional>
+#include <string>
+#include <string_view>
+
 #include "dl/backend/backend.hpp"
 #include "dl/config/config.hpp"
 
 namespace dl {
 
-// "cuda": the GPU when one is usable, else Error(usage) saying why there is none (exit 2).
-// "auto": the GPU when one is usable and the run's settings are supported there, else the CPU
-// with a notice on stderr (when `log`).
+enum class DeviceKind { cpu, cuda };
+std::string_view device_kind_name(DeviceKind d);  // "cpu" | "cuda"
+
+// What keeps this process off the GPU.
+enum class GpuBlock {
+  none,         // the GPU is usable
+  no_backend,   // this build has no CUDA backend
+  no_gpu,       // no usable GPU (no driver, no device, ...)
+  unsupported,  // a GPU is usable, but the run asks for something the CUDA path does not do yet
+};
+struct GpuCheck {
+  GpuBlock block = GpuBlock::none;
+  std::string detail;  // the GPU (block none) or why it is blocked, in the caller's words
+};
+
+// How a caller words the outcome, in its own terms (train.device = "cuda", --device cuda).
+struct DeviceWords {
+  std::function<std::string(const GpuCheck&)> refuse;  // cuda asked for, the GPU blocked: the usage error
+  std::function<std::string(const GpuCheck&)> notice;  // auto: what was chosen and why (logged)
+};
+
+// cpu: the CPU, without looking for a GPU. cuda: the GPU, or Error(usage) with words.refuse when
+// check() reports a block. auto: the GPU when check() reports none, else the CPU; words.notice is
+// logged (when `log`) either way.
+DeviceKind choose_device(DeviceChoice want, const std::function<GpuCheck()>& check, const DeviceWords& words,
+                         bool log);
+
+// The backend a training run uses, by choose_device(). cuda: the GPU when one is usable, else
+// Error(usage) saying why there is none (exit 2). auto: the GPU when one is usable and the run's
+// settings are supported there, else the CPU with a notice on stderr (when `log`).
 Backend& select_backend(const Config& config, bool log);
 
 }  // namespace dl

@@ -1,0 +1,122 @@
+// The config's choices (model.type, train.precision, parallel.schedule, ...): one enum each and one
+// table of its TOML names, in the order the docs and errors list them. The table is the only place
+// a choice's name is spelled: loading and --set parse with it, errors list it, config_to_toml()
+// and every log line print from it. Code compares enums (cfg.train.precision == Precision::bf16).
+//
+// A config field holds a Choice<E>: the enum, convertible to it (switch works), printable with
+// <<, and built from a name for tests and readers of old files (an unknown name throws).
+#pragma once
+#include <cstddef>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "dl/core/error.hpp"
+
+namespace dl {
+
+enum class ModelType { gpt, mlp };
+enum class Activation { relu, gelu };
+enum class OptimizerKind { adamw, sgd };
+enum class Decay { cosine, linear, constant };
+enum class DeviceChoice { cpu, cuda, automatic };
+enum class Precision { fp32, bf16, fp16 };
+enum class PipelineSchedule { gpipe, one_f_one_b };
+enum class Offload { none, cpu };
+enum class Progress { automatic, bar, lines, none };
+enum class SourceKind { synthetic, text, tokens, csv };  // data.source = "KIND:ARG"
+
+namespace choice_names_table {
+inline constexpr std::string_view model_type[] = {"gpt", "mlp"};
+inline constexpr std::string_view activation[] = {"relu", "gelu"};
+inline constexpr std::string_view optimizer[] = {"adamw", "sgd"};
+inline constexpr std::string_view decay[] = {"cosine", "linear", "constant"};
+inline constexpr std::string_view device[] = {"cpu", "cuda", "auto"};
+inline constexpr std::string_view precision[] = {"fp32", "bf16", "fp16"};
+inline constexpr std::string_view pipeline_schedule[] = {"gpipe", "1f1b"};
+inline constexpr std::string_view offload[] = {"none", "cpu"};
+inline constexpr std::string_view progress[] = {"auto", "bar", "lines", "none"};
+inline constexpr std::string_view source_kind[] = {"synthetic", "text", "tokens", "csv"};
+}  // namespace choice_names_table
+
+// The names of E's values, indexed by the enum's value.
+constexpr std::span<const std::string_view> choice_names(ModelType) { return choice_names_table::model_type; }
+constexpr std::span<const std::string_view> choice_names(Activation) { return choice_names_table::activation; }
+constexpr std::span<const std::string_view> choice_names(OptimizerKind) { return choice_names_table::optimizer; }
+constexpr std::span<const std::string_view> choice_names(Decay) { return choice_names_table::decay; }
+constexpr std::span<const std::string_view> choice_names(DeviceChoice) { return choice_names_table::device; }
+constexpr std::span<const std::string_view> choice_names(Precision) { return choice_names_table::precision; }
+constexpr std::span<const std::string_view> choice_names(PipelineSchedule) { return choice_names_table::pipeline_schedule; }
+constexpr std::span<const std::string_view> choice_names(Offload) { return choice_names_table::offload; }
+constexpr std::span<const std::string_view> choice_names(Progress) { return choice_names_table::progress; }
+constexpr std::span<const std::string_view> choice_names(SourceKind) { return choice_names_table::source_kind; }
+
+template <class E>
+concept ConfigChoice = std::is_enum_v<E> && requires(E e) { choice_names(e); };
+
+// "fp16" for Precision::fp16.
+template <ConfigChoice E>
+constexpr std::string_view choice_name(E e) {
+  return choice_names(E{})[static_cast<size_t>(e)];
+}
+
+// The value named `name`; nullopt when E has no such name.
+template <ConfigChoice E>
+constexpr std::optional<E> parse_choice(std::string_view name) {
+  const auto names = choice_names(E{});
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return static_cast<E>(i);
+  return std::nullopt;
+}
+
+// "cpu, cuda, auto": the names joined with `sep`, for errors and docs.
+template <ConfigChoice E>
+std::string choice_list(std::string_view sep = ", ") {
+  std::string out;
+  for (std::string_view n : choice_names(E{})) out += (out.empty() ? "" : std::string(sep)) + std::string(n);
+  return out;
+}
+
+// The value named `name`, else Error(usage) "unknown WHAT 'NAME' (one of a, b)".
+template <ConfigChoice E>
+E choice_from_name(std::string_view name, std::string_view what = "choice") {
+  if (auto e = parse_choice<E>(name)) return *e;
+  throw_usage("unknown ", what, " '", name, "' (one of ", choice_list<E>(), ")");
+}
+
+template <ConfigChoice E>
+std::ostream& operator<<(std::ostream& os, E e) {
+  return os << choice_name(e);
+}
+
+// A config field holding one of E's values.
+template <ConfigChoice E>
+class Choice {
+ public:
+  using Enum = E;
+  constexpr Choice(E e = E{}) : e_(e) {}
+  // From a name: for tests and for names read from files outside the config (an unknown one throws).
+  Choice(const char* name) : e_(choice_from_name<E>(name)) {}
+  Choice(const std::string& name) : e_(choice_from_name<E>(name)) {}
+
+  constexpr operator E() const { return e_; }
+  constexpr E get() const { return e_; }
+  constexpr std::string_view name() const { return choice_name(e_); }
+
+  friend constexpr bool operator==(Choice a, Choice b) { return a.e_ == b.e_; }
+  friend constexpr bool operator==(Choice a, E b) { return a.e_ == b; }
+  friend std::ostream& operator<<(std::ostream& os, Choice c) { return os << c.name(); }
+  // nlohmann::json finds this by argument-dependent lookup: a Choice is stored as its name.
+  template <class Json>
+  friend void to_json(Json& j, Choice c) {
+    j = std::string(c.name());
+  }
+
+ private:
+  E e_;
+};
+
+}  // namespace dl
