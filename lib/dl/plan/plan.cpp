@@ -161,27 +161,17 @@ double flops_per_token(const ModelShape& m, FlopFormula f) {
   return 6.0 * m.params + attention_flops_per_token(m, f);
 }
 
-std::string recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
-  }
-  return "?";
-}
+std::string recompute_name(Recompute r) { return std::string(choice_name(r)); }
 
 Recompute parse_recompute(const std::string& s) {
-  if (s == "none") return Recompute::none;
-  if (s == "selective") return Recompute::selective;
-  if (s == "full") return Recompute::full;
+  if (auto r = parse_choice<Recompute>(s)) return *r;
   throw_usage("--recompute: unknown mode '", s, "' (none, selective or full)");
 }
 
-std::string attention_name(Attention a) { return a == Attention::flash ? "flash" : "materialized"; }
+std::string attention_name(Attention a) { return std::string(choice_name(a)); }
 
 Attention parse_attention(const std::string& s) {
-  if (s == "flash") return Attention::flash;
-  if (s == "materialized") return Attention::materialized;
+  if (auto a = parse_choice<Attention>(s)) return *a;
   throw_usage("--attention: unknown attention '", s, "' (flash or materialized)");
 }
 

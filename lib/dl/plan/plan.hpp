@@ -55,6 +55,8 @@ double flops_per_token(const ModelShape& m, FlopFormula f = FlopFormula::palm);
 double attention_flops_per_token(const ModelShape& m, FlopFormula f = FlopFormula::palm);
 
 enum class Recompute { none, selective, full };
+inline constexpr std::string_view kRecomputeNames[] = {"none", "selective", "full"};
+constexpr std::span<const std::string_view> choice_names(Recompute) { return kRecomputeNames; }
 std::string recompute_name(Recompute r);       // "none" | "selective" | "full"
 Recompute parse_recompute(const std::string& s);  // usage error listing the choices
 
@@ -64,6 +66,8 @@ enum class Attention {
   flash,         // FlashAttention-style: only a log-sum-exp state per row per head (dl-train's
                  // CUDA kernels, PyTorch SDPA/FlashAttention); the scores are recomputed in backward
 };
+inline constexpr std::string_view kAttentionNames[] = {"materialized", "flash"};
+constexpr std::span<const std::string_view> choice_names(Attention) { return kAttentionNames; }
 std::string attention_name(Attention a);          // "materialized" | "flash"
 Attention parse_attention(const std::string& s);  // usage error naming --attention and the choices
 // The attention dl-train runs for a config's train.device: "cpu" -> materialized; "cuda" and
