@@ -29,8 +29,8 @@ namespace {
 // The dtype the model computes in: train.precision (16-bit runs keep f32 master weights in the
 // ZeRO engine).
 DType compute_dtype(const TrainConfig& t) {
-  if (t.precision == "bf16") return DType::bf16;
-  if (t.precision == "fp16") return DType::f16;
+  if (t.precision == Precision::bf16) return DType::bf16;
+  if (t.precision == Precision::fp16) return DType::f16;
   return DType::f32;
 }
 
@@ -68,12 +68,12 @@ std::unique_ptr<dist::Comm> open_world(const dist::LaunchEnv& env, const Config&
   }
   if (root && env.distributed())
     log_info(str(env.world, " ranks (", env.source, " launch), mesh ", shape.describe(), ", zero ", cfg.parallel.zero,
-                 cfg.parallel.offload == "cpu" ? " with CPU offload" : "",
+                 cfg.parallel.offload == Offload::cpu ? " with CPU offload" : "",
                  cfg.parallel.activation_checkpointing ? ", activation checkpointing" : ""));
   return world;
 }
 std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backend& be, Mesh* mesh) {
-  if (c.model.type == "gpt") {
+  if (c.model.type == ModelType::gpt) {
     if (!train.is_sequence())
       throw_usage("model.type = \"gpt\" needs token data, but data.source ", c.data.source,
                   " holds feature rows (use model.type = \"mlp\")");
@@ -91,7 +91,7 @@ std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backen
     }
     return std::make_unique<GptModel>(gpt_config_from(c.model), be, compute_dtype(c.train), par);
   }
-  if (c.train.precision != "fp32")
+  if (c.train.precision != Precision::fp32)
     throw_usage("train.precision = \"", c.train.precision, "\" applies to model.type = \"gpt\"; the mlp trains in fp32");
   if (train.is_sequence())
     throw_usage("model.type = \"mlp\" needs feature rows (csv:...), but data.source ", c.data.source, " holds tokens");

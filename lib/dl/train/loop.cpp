@@ -62,7 +62,7 @@ struct Session {
       : opt(o), data(d), model(m), mesh(me), engine(e), scaler(sc), state(st), summary(su),
         rng(st.rng_key, st.rng_index),
         bar(o.config.train.steps, me.rank() == 0 && !o.quiet &&
-                                      (o.config.log.progress == "bar" || o.config.log.progress == "auto")),
+                                      (o.config.log.progress == Progress::bar || o.config.log.progress == Progress::automatic)),
         last_ckpt(std::move(last)), last_saved(o.resume ? st.step : -1), seconds_before(st.train_seconds) {
     if (me.rank() != 0) return;
     metrics = std::make_unique<Metrics>(o.run_dir, o.config.log.tensorboard, o.json);
@@ -166,10 +166,10 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   fs::path last_ckpt;
   TrainerState state = start_or_resume(opt, *model, engine, mesh, &last_ckpt);
-  LossScaler scaler = cfg.train.precision == "fp16" ? LossScaler(cfg.train.loss_scale, cfg.train.loss_scale_window)
+  LossScaler scaler = cfg.train.precision == Precision::fp16 ? LossScaler(cfg.train.loss_scale, cfg.train.loss_scale_window)
                                                     : LossScaler();
   if (opt.resume) scaler.restore(state.loss_scale);
-  if (cfg.train.precision != "fp32" && root)
+  if (cfg.train.precision != Precision::fp32 && root)
     log_info(str("mixed precision: ", cfg.train.precision, " compute, fp32 master weights",
                  scaler.enabled() ? str(", dynamic loss scale from ", format_si(scaler.scale(), "", 3)) : std::string()));
   // Joined on every way out (the future's destructor waits).
@@ -193,7 +193,7 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   install_interrupt_handlers();
   Session run(opt, data, *model, mesh, engine, scaler, state, summary, last_ckpt);
-  const bool lines = root && !opt.quiet && !run.bar.enabled() && cfg.log.progress != "none";
+  const bool lines = root && !opt.quiet && !run.bar.enabled() && cfg.log.progress != Progress::none;
   Sampler sampler(data.train->size(), seed, "data/train");
   StepParts parts{cfg, *model, mesh, engine, runner, scaler, *data.train, sampler};
   std::vector<double> rates;
