@@ -9,6 +9,8 @@
 //  - input gradients (dinp, dqkv, dlogits) are written, or added when `accumulate` is true
 //    (the residual stream).
 #pragma once
+#include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "dl/core/tensor.hpp"
@@ -32,94 +34,160 @@ struct SgdParams {
   double grad_scale = 1.0;
 };
 
+// The front: every op is a non-virtual function that checks its arguments once (backend.cpp:
+// dtypes, devices and shapes, O(rank), never per element) and then calls the device's
+// implementation, the protected virtual <op>_impl, which trusts them. A bad argument throws
+// Error(runtime) naming the op, the argument, what it is and what was expected, the same
+// message on every backend:
+//   "layernorm_backward: mean is f32[3], expected 4 elements (one per row of inp f32[4,8])".
+// The rules every backend shares:
+//  - float tensors are on the backend's device, of one dtype per op, which the backend takes
+//    (the CPU: f32, f64, bf16, f16; CUDA: f32, bf16, f16); the exceptions are named per op
+//    (f32 losses of 16-bit logits, 16-bit gradients of f32 master weights);
+//  - index tensors (tokens, targets, correct, argmax's out) are i32, on the host or the device;
+//  - an undefined tensor is allowed only where the op says "may be undefined".
+// Values (token ids, targets) are checked by the implementation once they are on the host,
+// through check_token_ids and check_targets, so their messages are shared too.
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual std::string name() const = 0;
 
+  // Any shape and dtype: nothing to check.
   virtual Tensor empty(Shape shape, DType dtype) = 0;
   virtual void zero(Tensor& t) = 0;
   // Copies between any two devices this backend can reach; same dtype and element count.
-  virtual void copy(Tensor& dst, const Tensor& src) = 0;
+  void copy(Tensor& dst, const Tensor& src);
   // dst = src converted between float dtypes (f32, bf16, f16; f64 on the CPU), rounding to
   // nearest even; both on this backend's device, same element count.
-  virtual void convert(Tensor& dst, const Tensor& src) = 0;
+  void convert(Tensor& dst, const Tensor& src);
 
   // out[B,T,C] = wte[tokens - vocab_start] + wpe[position]. With a vocabulary-parallel
   // embedding wte holds rows [vocab_start, vocab_start + rows) and tokens outside that range
   // contribute zero; wpe may be undefined (added elsewhere). Token ids are checked against
   // `vocab_size` (the whole vocabulary).
-  virtual void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
-                               int64_t vocab_start, int64_t vocab_size) = 0;
+  void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t vocab_start,
+                       int64_t vocab_size);
   // dwpe may be undefined.
-  virtual void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
-                                int64_t vocab_start) = 0;
+  void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens, int64_t vocab_start);
 
   // Row-wise over the last dimension C; mean/rstd [N] are saved for backward. eps = 1e-5.
-  virtual void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp,
-                                 const Tensor& weight, const Tensor& bias) = 0;
-  virtual void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout,
-                                  const Tensor& inp, const Tensor& weight, const Tensor& mean,
-                                  const Tensor& rstd, bool accumulate) = 0;
+  void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                         const Tensor& bias);
+  void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                          const Tensor& weight, const Tensor& mean, const Tensor& rstd, bool accumulate);
 
   // out[N,OC] = inp[N,IC] x W (+ bias[OC]); bias may be an undefined Tensor.
-  virtual void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                              WeightLayout layout) = 0;
+  void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias, WeightLayout layout);
   // dinp may be undefined (first layer); dbias may be undefined when there is no bias.
-  virtual void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout,
-                               const Tensor& inp, const Tensor& weight, WeightLayout layout,
-                               bool accumulate) = 0;
+  void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                       const Tensor& weight, WeightLayout layout, bool accumulate);
 
   // Causal multi-head self-attention over qkv[B,T,3C] (q|k|v, each head's hs = C/H columns
   // contiguous) -> out[B,T,C]. `state` keeps what backward needs; its shape is the backend's:
   // attention_state_shape() tells the model what to allocate. Backward also takes forward's `out`
   // (flash-style backends read rowsum(dout * out) from it instead of recomputing the forward).
   virtual Shape attention_state_shape(int64_t B, int64_t T, int64_t C, int n_head) const = 0;
-  virtual void attention_forward(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) = 0;
-  virtual void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                  const Tensor& state, int n_head) = 0;
+  void attention_forward(Tensor& out, Tensor& state, const Tensor& qkv, int n_head);
+  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& state,
+                          int n_head);
 
   // GELU, tanh approximation (GPT-2's "gelu_new").
-  virtual void gelu_forward(Tensor& out, const Tensor& inp) = 0;
-  virtual void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) = 0;
-  virtual void relu_forward(Tensor& out, const Tensor& inp) = 0;
-  virtual void relu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) = 0;
+  void gelu_forward(Tensor& out, const Tensor& inp);
+  void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate);
+  void relu_forward(Tensor& out, const Tensor& inp);
+  void relu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate);
 
-  virtual void add(Tensor& out, const Tensor& a, const Tensor& b) = 0;  // the residual connection
-  virtual void bias_add(Tensor& out, const Tensor& bias) = 0;           // out[N,C] += bias[C]
+  void add(Tensor& out, const Tensor& a, const Tensor& b);  // the residual connection
+  void bias_add(Tensor& out, const Tensor& bias);           // out[N,C] += bias[C]
 
   // Softmax cross-entropy over logits[N,V] with int32 targets[N]; a negative target is ignored
-  // (loss 0, gradient 0). losses[N] is f32/f64 like the logits; correct[N] (i32, optional) gets
-  // 1 where the argmax equals the target.
-  virtual void crossentropy_forward(Tensor& losses, Tensor& correct, const Tensor& logits,
-                                    const Tensor& targets) = 0;
+  // (loss 0, gradient 0). losses[N] has the logits' dtype, or f32 under 16-bit logits (a 16-bit
+  // loss loses the digits that matter); correct[N] (i32, may be undefined) gets 1 where the
+  // argmax equals the target.
+  void crossentropy_forward(Tensor& losses, Tensor& correct, const Tensor& logits, const Tensor& targets);
   // dlogits = (softmax(logits) - onehot(target)) * dloss for every row with a target >= 0.
-  virtual void crossentropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
-                                     double dloss) = 0;
+  void crossentropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets, double dloss);
   // argmax over the last dimension -> i32[N]
-  virtual void argmax(Tensor& out, const Tensor& logits) = 0;
+  void argmax(Tensor& out, const Tensor& logits);
 
   // Cross-entropy over logits split by vocabulary across tensor-parallel ranks: each rank holds
   // columns [vocab_start, vocab_start + V_local). The caller combines the per-row statistics
   // across ranks (max, then sums) between these calls. All row tensors are [N] like the logits.
-  virtual void logits_row_max(Tensor& row_max, const Tensor& logits) = 0;
-  virtual void logits_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& row_max) = 0;
+  void logits_row_max(Tensor& row_max, const Tensor& logits);
+  void logits_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& row_max);
   // picked[r] = logits[r, target - vocab_start] when this shard holds the target, else 0.
-  virtual void logits_pick(Tensor& picked, const Tensor& logits, const Tensor& targets, int64_t vocab_start) = 0;
+  void logits_pick(Tensor& picked, const Tensor& logits, const Tensor& targets, int64_t vocab_start);
   // dlogits = (exp(logits - row_max) / sum_exp - onehot(target)) * dloss; rows with target < 0 get 0.
-  virtual void crossentropy_backward_sharded(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
-                                             const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start,
-                                             double dloss) = 0;
+  void crossentropy_backward_sharded(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                     const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start, double dloss);
 
-  // Optimizer steps over flat ranges (param, grad and state tensors of equal size).
-  virtual void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v,
-                          const AdamWParams& p) = 0;
-  virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p) = 0;
+  // Optimizer steps over flat ranges (param, grad and state tensors of equal size). param and
+  // the state share a dtype; grad has it too, or is bf16 or f16 under f32 master weights (mixed
+  // precision). sgd's momentum may be undefined when p.momentum is 0.
+  void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p);
+  void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p);
 
-  virtual double sum(const Tensor& x) = 0;          // deterministic, in double
-  virtual double sum_squares(const Tensor& x) = 0;  // deterministic, in double; NaN/Inf propagate
-  virtual void scale(Tensor& x, double s) = 0;
+  double sum(const Tensor& x);          // deterministic, in double
+  double sum_squares(const Tensor& x);  // deterministic, in double; NaN/Inf propagate
+  void scale(Tensor& x, double s);
+
+ protected:
+  // `floats`: the float dtypes the backend computes in.
+  explicit Backend(std::initializer_list<DType> floats);
+
+  // The device implementations, called only with arguments the front has checked.
+  virtual void copy_impl(Tensor& dst, const Tensor& src) = 0;
+  virtual void convert_impl(Tensor& dst, const Tensor& src) = 0;
+  virtual void encoder_forward_impl(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                                    int64_t vocab_start, int64_t vocab_size) = 0;
+  virtual void encoder_backward_impl(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                                     int64_t vocab_start) = 0;
+  virtual void layernorm_forward_impl(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp,
+                                      const Tensor& weight, const Tensor& bias) = 0;
+  virtual void layernorm_backward_impl(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                                       const Tensor& inp, const Tensor& weight, const Tensor& mean,
+                                       const Tensor& rstd, bool accumulate) = 0;
+  virtual void matmul_forward_impl(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                                   WeightLayout layout) = 0;
+  virtual void matmul_backward_impl(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                                    const Tensor& inp, const Tensor& weight, WeightLayout layout,
+                                    bool accumulate) = 0;
+  virtual void attention_forward_impl(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) = 0;
+  virtual void attention_backward_impl(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                       const Tensor& state, int n_head) = 0;
+  virtual void gelu_forward_impl(Tensor& out, const Tensor& inp) = 0;
+  virtual void gelu_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) = 0;
+  virtual void relu_forward_impl(Tensor& out, const Tensor& inp) = 0;
+  virtual void relu_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) = 0;
+  virtual void add_impl(Tensor& out, const Tensor& a, const Tensor& b) = 0;
+  virtual void bias_add_impl(Tensor& out, const Tensor& bias) = 0;
+  virtual void crossentropy_forward_impl(Tensor& losses, Tensor& correct, const Tensor& logits,
+                                         const Tensor& targets) = 0;
+  virtual void crossentropy_backward_impl(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                          double dloss) = 0;
+  virtual void argmax_impl(Tensor& out, const Tensor& logits) = 0;
+  virtual void logits_row_max_impl(Tensor& row_max, const Tensor& logits) = 0;
+  virtual void logits_sum_exp_impl(Tensor& sum_exp, const Tensor& logits, const Tensor& row_max) = 0;
+  virtual void logits_pick_impl(Tensor& picked, const Tensor& logits, const Tensor& targets,
+                                int64_t vocab_start) = 0;
+  virtual void crossentropy_backward_sharded_impl(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                                  const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start,
+                                                  double dloss) = 0;
+  virtual void adamw_step_impl(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) = 0;
+  virtual void sgd_step_impl(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p) = 0;
+  virtual double sum_impl(const Tensor& x) = 0;
+  virtual double sum_squares_impl(const Tensor& x) = 0;
+  virtual void scale_impl(Tensor& x, double s) = 0;
+
+  // The value checks, on host copies of the index tensors: every token id in [0, vocab_size)
+  // (Error(usage): the data does not fit the model); every target below V.
+  static void check_token_ids(const Tensor& host_tokens, int64_t vocab_size);
+  static void check_targets(const char* op, const Tensor& host_targets, int64_t V);
+
+ private:
+  uint32_t floats_ = 0;  // bit d set: the backend takes DType d
 };
 
 Backend& cpu_backend();

@@ -1,5 +1,5 @@
-// The CUDA backend: shape, dtype and device checks (the same as the CPU backend's), index tensors
-// staged from the host, GEMMs through cuBLASLt, and dispatch to the kernels of kernels/*.cu.
+// The CUDA backend: the front's checked ops (backend.cpp) on one GPU, index tensors staged from
+// the host, GEMMs through cuBLASLt, and dispatch to the kernels of kernels/*.cu.
 #include "dl/backend/cuda/cuda_backend.hpp"
 
 #include <cublasLt.h>
@@ -29,10 +29,6 @@ namespace dl {
 namespace {
 
 constexpr size_t kWorkspaceBytes = 32u << 20;  // cuBLASLt workspace (32 MiB suits Hopper)
-
-void expect(bool ok, const char* op, const std::string& what) {
-  if (!ok) throw_runtime(op, ": ", what);
-}
 
 std::string desc(const Tensor& t) { return t.defined() ? t.describe() + " on " + t.device().name() : "-"; }
 
@@ -212,7 +208,8 @@ void CudaBackend::Impl::gemm(const char* op, DType dt, bool ta, bool tb, int64_t
 
 // ---------------------------------------------------------------------------------------------
 
-CudaBackend::CudaBackend(int device) : impl_(std::make_unique<Impl>()) {
+CudaBackend::CudaBackend(int device)
+    : Backend({DType::f32, DType::bf16, DType::f16}), impl_(std::make_unique<Impl>()) {
   Impl& I = *impl_;
   I.info = cuda_probe();
   if (!I.info.usable) throw_usage("no usable CUDA GPU: ", I.info.reason);
@@ -283,9 +280,7 @@ void CudaBackend::zero(Tensor& t) {
   impl_->after("zero");
 }
 
-void CudaBackend::copy(Tensor& dst, const Tensor& src) {
-  expect(dst.dtype() == src.dtype() && dst.numel() == src.numel(), "copy",
-         "needs the same dtype and element count: " + desc(dst) + " <- " + desc(src));
+void CudaBackend::copy_impl(Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   if (dst.device().is_cpu() && src.device().is_cpu()) {
     dst.copy_from(src);
@@ -301,11 +296,9 @@ void CudaBackend::copy(Tensor& dst, const Tensor& src) {
 
 void* CudaBackend::native_stream() const { return impl_->stream; }
 
-void CudaBackend::convert(Tensor& dst, const Tensor& src) {
-  expect(dst.numel() == src.numel() && !dst.device().is_cpu() && !src.device().is_cpu(), "convert",
-         desc(dst) + " <- " + desc(src));
+void CudaBackend::convert_impl(Tensor& dst, const Tensor& src) {
   if (dst.dtype() == src.dtype()) {
-    copy(dst, src);
+    copy_impl(dst, src);
     return;
   }
   cuda::convert(dst.dtype(), dst.raw(), src.dtype(), src.raw(), src.numel(), impl_->stream);
@@ -313,28 +306,12 @@ void CudaBackend::convert(Tensor& dst, const Tensor& src) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Checks shared by the ops.
+// Index tensors.
 
 namespace {
 
-// Float tensors of one op: on `dev`, f32, bf16 or f16, all of one dtype; undefined ones are skipped.
-void expect_float(const char* op, Device dev, std::initializer_list<const Tensor*> ts) {
-  DType d = DType::f32;
-  bool first = true;
-  for (const Tensor* t : ts) {
-    if (!t->defined()) continue;
-    expect(t->device() == dev, op, "tensor " + t->describe() + " is on " + t->device().name() + ", not " + dev.name());
-    if (first) {
-      d = t->dtype();
-      first = false;
-    }
-    expect(t->dtype() == d && (d == DType::f32 || is_16bit_float(d)), op,
-           "the CUDA backend takes f32, bf16 or f16 tensors of one dtype, got " + t->describe());
-  }
-}
-
 // An i32 index tensor (tokens, targets) on the device: uploaded when it is on the host. `host`
-// gets a host copy either way (for the checks the CPU backend makes).
+// gets a host copy either way (for the value checks, Backend::check_token_ids and check_targets).
 struct Index {
   Tensor host;
   Tensor dev;
@@ -345,7 +322,6 @@ struct Index {
 
 // Stages index tensors; a free function would need the Impl, so these live here.
 static Index stage_index(CudaBackend::Impl& I, CudaBackend& be, const Tensor& t, const char* op) {
-  expect(t.defined() && t.dtype() == DType::i32, op, "index tensor must be i32, got " + desc(t));
   Index ix;
   if (t.device().is_cpu()) {
     ix.host = t;
@@ -354,7 +330,6 @@ static Index stage_index(CudaBackend::Impl& I, CudaBackend& be, const Tensor& t,
       DL_CUDA_CALL(cudaMemcpyAsync(ix.dev.raw(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice, I.stream), op,
                    ": uploading ", desc(t));
   } else {
-    expect(t.device() == be.device(), op, "index tensor " + desc(t) + " is on another device");
     ix.dev = t;
     ix.host = Tensor::empty(t.shape(), DType::i32);
     be.copy(ix.host, t);
@@ -377,34 +352,21 @@ static void finish_index_output(CudaBackend::Impl& I, Tensor& t, const Tensor& d
 // ---------------------------------------------------------------------------------------------
 // Encoder.
 
-void CudaBackend::encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
-                                  int64_t vocab_start, int64_t vocab_size) {
+void CudaBackend::encoder_forward_impl(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                                       int64_t vocab_start, int64_t vocab_size) {
   const char* op = "encoder_forward";
-  expect_float(op, device(), {&out, &wte, &wpe});
-  expect(tokens.ndim() == 2, op, "tokens must be i32[B,T], got " + desc(tokens));
   const int64_t B = tokens.size(0), T = tokens.size(1), C = wte.size(1);
-  expect(out.numel() == B * T * C && (!wpe.defined() || (wpe.size(1) == C && wpe.size(0) >= T)), op,
-         "out " + desc(out) + ", wte " + desc(wte) + ", wpe " + desc(wpe) + ", tokens " + desc(tokens));
   Index ix = stage_index(*impl_, *this, tokens, op);
-  const int32_t* t = ix.host.data<int32_t>();
-  for (int64_t i = 0; i < tokens.numel(); ++i) {
-    if (t[i] < 0 || t[i] >= vocab_size)
-      throw_usage("token id ", t[i], " at batch row ", i / T, ", position ", i % T,
-                  " is outside the model's vocabulary of ", vocab_size, " (check model.vocab_size against the data)");
-  }
+  check_token_ids(ix.host, vocab_size);
   cuda::encoder_forward(out.dtype(), out.raw(), ix.ptr(), wte.raw(), wpe.defined() ? wpe.raw() : nullptr, B, T, C,
                         vocab_start, wte.size(0), impl_->stream);
   impl_->after(op);
 }
 
-void CudaBackend::encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
-                                   int64_t vocab_start) {
+void CudaBackend::encoder_backward_impl(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                                        int64_t vocab_start) {
   const char* op = "encoder_backward";
-  expect_float(op, device(), {&dout, &dwte, &dwpe});
-  expect(tokens.ndim() == 2, op, "tokens must be i32[B,T], got " + desc(tokens));
   const int64_t B = tokens.size(0), T = tokens.size(1), C = dwte.size(1), rows = dwte.size(0);
-  expect(dout.numel() == B * T * C && (!dwpe.defined() || (dwpe.size(1) == C && dwpe.size(0) >= T)), op,
-         "dout " + desc(dout) + ", dwte " + desc(dwte) + ", dwpe " + desc(dwpe) + ", tokens " + desc(tokens));
   Index ix = stage_index(*impl_, *this, tokens, op);
   // Group the batch rows by token row (counting sort, rows ascending within a token), so one
   // block per distinct token adds its rows in a fixed order.
@@ -456,27 +418,20 @@ void CudaBackend::encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dou
 // ---------------------------------------------------------------------------------------------
 // LayerNorm.
 
-void CudaBackend::layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
-                                    const Tensor& bias) {
+void CudaBackend::layernorm_forward_impl(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp,
+                                         const Tensor& weight, const Tensor& bias) {
   const char* op = "layernorm_forward";
-  expect_float(op, device(), {&out, &mean, &rstd, &inp, &weight, &bias});
   const int64_t C = inp.size(-1), N = inp.numel() / C;
-  expect(out.numel() == N * C && mean.numel() == N && rstd.numel() == N && weight.numel() == C && bias.numel() == C,
-         op, "inp " + desc(inp) + ", out " + desc(out) + ", weight " + desc(weight) + ", mean " + desc(mean));
   cuda::layernorm_forward(inp.dtype(), out.raw(), mean.raw(), rstd.raw(), inp.raw(), weight.raw(), bias.raw(), N, C,
                           impl_->stream);
   impl_->after(op);
 }
 
-void CudaBackend::layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout,
-                                     const Tensor& inp, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
-                                     bool accumulate) {
+void CudaBackend::layernorm_backward_impl(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                                          const Tensor& inp, const Tensor& weight, const Tensor& mean,
+                                          const Tensor& rstd, bool accumulate) {
   const char* op = "layernorm_backward";
-  expect_float(op, device(), {&dinp, &dweight, &dbias, &dout, &inp, &weight, &mean, &rstd});
   const int64_t C = inp.size(-1), N = inp.numel() / C;
-  expect(dinp.numel() == N * C && dout.numel() == N * C && dweight.numel() == C && dbias.numel() == C &&
-             mean.numel() == N && rstd.numel() == N,
-         op, "dinp " + desc(dinp) + ", dout " + desc(dout) + ", inp " + desc(inp) + ", dweight " + desc(dweight));
   const DType dt = inp.dtype();
   Tensor stats = impl_->alloc({2 * N}, DType::f32, "layernorm_backward statistics");
   const int64_t chunks = cuda::column_chunks(N);
@@ -497,39 +452,30 @@ void CudaBackend::layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbia
 // is the weight read column-major: [OC,IC] for in_out ([IC,OC] row-major), or the transpose of
 // [IC,OC] for out_in ([OC,IC] row-major).
 
-static void matmul_dims(const char* op, const Tensor& inp, const Tensor& weight, WeightLayout layout, int64_t& N,
-                        int64_t& IC, int64_t& OC) {
-  expect(weight.ndim() == 2, op, "weight must be 2-D, got " + desc(weight));
+static void matmul_dims(const Tensor& inp, const Tensor& weight, WeightLayout layout, int64_t& N, int64_t& IC,
+                        int64_t& OC) {
   IC = inp.size(-1);
   N = inp.numel() / IC;
-  const int64_t w_in = layout == WeightLayout::in_out ? weight.size(0) : weight.size(1);
   OC = layout == WeightLayout::in_out ? weight.size(1) : weight.size(0);
-  expect(w_in == IC, op, "input " + desc(inp) + " does not match weight " + desc(weight));
 }
 
-void CudaBackend::matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                                 WeightLayout layout) {
+void CudaBackend::matmul_forward_impl(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                                      WeightLayout layout) {
   const char* op = "matmul_forward";
-  expect_float(op, device(), {&out, &inp, &weight, &bias});
   int64_t N, IC, OC;
-  matmul_dims(op, inp, weight, layout, N, IC, OC);
-  expect(out.numel() == N * OC && (!bias.defined() || bias.numel() == OC), op,
-         "out " + desc(out) + " for input " + desc(inp) + " x weight " + desc(weight));
+  matmul_dims(inp, weight, layout, N, IC, OC);
   const bool in_out = layout == WeightLayout::in_out;
   impl_->gemm(op, inp.dtype(), /*ta=*/!in_out, /*tb=*/false, OC, N, IC, weight.raw(), in_out ? OC : IC, inp.raw(), IC,
               out.raw(), OC, 0.0f, bias.defined() ? bias.raw() : nullptr);
   impl_->after(op);
 }
 
-void CudaBackend::matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                                  const Tensor& weight, WeightLayout layout, bool accumulate) {
+void CudaBackend::matmul_backward_impl(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout,
+                                       const Tensor& inp, const Tensor& weight, WeightLayout layout,
+                                       bool accumulate) {
   const char* op = "matmul_backward";
-  expect_float(op, device(), {&dout, &dinp, &dweight, &dbias, &inp, &weight});
   int64_t N, IC, OC;
-  matmul_dims(op, inp, weight, layout, N, IC, OC);
-  expect(dout.numel() == N * OC && (!dinp.defined() || dinp.numel() == N * IC) &&
-             dweight.numel() == weight.numel() && (!dbias.defined() || dbias.numel() == OC),
-         op, "dout " + desc(dout) + ", inp " + desc(inp) + ", weight " + desc(weight));
+  matmul_dims(inp, weight, layout, N, IC, OC);
   const DType dt = inp.dtype();
   const bool in_out = layout == WeightLayout::in_out;
   if (dinp.defined()) {
@@ -562,36 +508,26 @@ Shape CudaBackend::attention_state_shape(int64_t B, int64_t T, int64_t C, int n_
   return {B, n_head, 2 * T};
 }
 
-static void attention_dims(const char* op, const Tensor& qkv, int n_head, int64_t& B, int64_t& T, int64_t& C) {
-  expect(qkv.ndim() == 3 && qkv.size(2) % 3 == 0, op, "qkv must be [B,T,3C], got " + desc(qkv));
+static void attention_dims(const Tensor& qkv, int64_t& B, int64_t& T, int64_t& C) {
   B = qkv.size(0);
   T = qkv.size(1);
   C = qkv.size(2) / 3;
-  expect(n_head > 0 && C % n_head == 0, op, "C=" + std::to_string(C) + " not divisible by " +
-                                                std::to_string(n_head) + " heads");
 }
 
-void CudaBackend::attention_forward(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) {
+void CudaBackend::attention_forward_impl(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) {
   const char* op = "attention_forward";
-  expect_float(op, device(), {&out, &state, &qkv});
   int64_t B, T, C;
-  attention_dims(op, qkv, n_head, B, T, C);
-  expect(out.numel() == B * T * C && state.nbytes() >= static_cast<size_t>(B * n_head * T) * sizeof(float), op,
-         "out " + desc(out) + ", state " + desc(state) + " (needs attention_state_shape), qkv " + desc(qkv));
+  attention_dims(qkv, B, T, C);
   cuda::attention_forward(qkv.dtype(), out.raw(), static_cast<float*>(state.raw()), qkv.raw(), B, T, C, n_head,
                           impl_->stream);
   impl_->after(op);
 }
 
-void CudaBackend::attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
-                                     const Tensor& state, int n_head) {
+void CudaBackend::attention_backward_impl(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                                          const Tensor& state, int n_head) {
   const char* op = "attention_backward";
-  expect_float(op, device(), {&dqkv, &dout, &qkv, &out, &state});
   int64_t B, T, C;
-  attention_dims(op, qkv, n_head, B, T, C);
-  expect(dqkv.numel() == qkv.numel() && dout.numel() == B * T * C && out.numel() == B * T * C &&
-             state.nbytes() >= static_cast<size_t>(B * n_head * T) * sizeof(float),
-         op, "dqkv " + desc(dqkv) + ", dout " + desc(dout) + ", out " + desc(out) + ", state " + desc(state));
+  attention_dims(qkv, B, T, C);
   Tensor delta = impl_->alloc({B * n_head * T}, DType::f32, "attention_backward delta");
   cuda::attention_backward(qkv.dtype(), dqkv.raw(), static_cast<float*>(delta.raw()), dout.raw(), qkv.raw(), out.raw(),
                            static_cast<const float*>(state.raw()), B, T, C, n_head, impl_->stream);
@@ -601,54 +537,38 @@ void CudaBackend::attention_backward(Tensor& dqkv, const Tensor& dout, const Ten
 // ---------------------------------------------------------------------------------------------
 // Element-wise.
 
-void CudaBackend::gelu_forward(Tensor& out, const Tensor& inp) {
-  expect_float("gelu_forward", device(), {&out, &inp});
-  expect(out.numel() == inp.numel(), "gelu_forward", desc(out) + " vs " + desc(inp));
+void CudaBackend::gelu_forward_impl(Tensor& out, const Tensor& inp) {
   cuda::gelu_forward(inp.dtype(), out.raw(), inp.raw(), inp.numel(), impl_->stream);
   impl_->after("gelu_forward");
 }
 
-void CudaBackend::gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) {
-  expect_float("gelu_backward", device(), {&dinp, &dout, &inp});
-  expect(dinp.numel() == inp.numel() && dout.numel() == inp.numel(), "gelu_backward",
-         desc(dinp) + ", " + desc(dout) + ", " + desc(inp));
+void CudaBackend::gelu_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) {
   cuda::gelu_backward(inp.dtype(), dinp.raw(), dout.raw(), inp.raw(), inp.numel(), accumulate, impl_->stream);
   impl_->after("gelu_backward");
 }
 
-void CudaBackend::relu_forward(Tensor& out, const Tensor& inp) {
-  expect_float("relu_forward", device(), {&out, &inp});
-  expect(out.numel() == inp.numel(), "relu_forward", desc(out) + " vs " + desc(inp));
+void CudaBackend::relu_forward_impl(Tensor& out, const Tensor& inp) {
   cuda::relu_forward(inp.dtype(), out.raw(), inp.raw(), inp.numel(), impl_->stream);
   impl_->after("relu_forward");
 }
 
-void CudaBackend::relu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) {
-  expect_float("relu_backward", device(), {&dinp, &dout, &inp});
-  expect(dinp.numel() == inp.numel() && dout.numel() == inp.numel(), "relu_backward",
-         desc(dinp) + ", " + desc(dout) + ", " + desc(inp));
+void CudaBackend::relu_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) {
   cuda::relu_backward(inp.dtype(), dinp.raw(), dout.raw(), inp.raw(), inp.numel(), accumulate, impl_->stream);
   impl_->after("relu_backward");
 }
 
-void CudaBackend::add(Tensor& out, const Tensor& a, const Tensor& b) {
-  expect_float("add", device(), {&out, &a, &b});
-  expect(out.numel() == a.numel() && a.numel() == b.numel(), "add",
-         desc(out) + " = " + desc(a) + " + " + desc(b));
+void CudaBackend::add_impl(Tensor& out, const Tensor& a, const Tensor& b) {
   cuda::add(a.dtype(), out.raw(), a.raw(), b.raw(), a.numel(), impl_->stream);
   impl_->after("add");
 }
 
-void CudaBackend::bias_add(Tensor& out, const Tensor& bias) {
-  expect_float("bias_add", device(), {&out, &bias});
+void CudaBackend::bias_add_impl(Tensor& out, const Tensor& bias) {
   const int64_t C = bias.numel();
-  expect(C > 0 && out.numel() % C == 0, "bias_add", desc(out) + " += " + desc(bias));
   cuda::bias_add(out.dtype(), out.raw(), bias.raw(), out.numel() / C, C, impl_->stream);
   impl_->after("bias_add");
 }
 
-void CudaBackend::scale(Tensor& x, double s) {
-  expect_float("scale", device(), {&x});
+void CudaBackend::scale_impl(Tensor& x, double s) {
   cuda::scale(x.dtype(), x.raw(), static_cast<float>(s), x.numel(), impl_->stream);
   impl_->after("scale");
 }
@@ -656,25 +576,12 @@ void CudaBackend::scale(Tensor& x, double s) {
 // ---------------------------------------------------------------------------------------------
 // Cross-entropy.
 
-static void check_targets(const char* op, const Index& ix, int64_t N, int64_t V, const Tensor& logits) {
-  expect(ix.host.numel() == N, op,
-         "targets must be i32 with one entry per logits row: logits " + desc(logits) + ", targets " + desc(ix.host));
-  const int32_t* t = ix.host.data<int32_t>();
-  for (int64_t r = 0; r < N; ++r)
-    if (t[r] >= V) throw_usage(op, ": target ", t[r], " at row ", r, " is outside the ", V, " classes of the output");
-}
-
-void CudaBackend::crossentropy_forward(Tensor& losses, Tensor& correct, const Tensor& logits, const Tensor& targets) {
+void CudaBackend::crossentropy_forward_impl(Tensor& losses, Tensor& correct, const Tensor& logits,
+                                            const Tensor& targets) {
   const char* op = "crossentropy_forward";
-  expect_float(op, device(), {&logits});
   const int64_t V = logits.size(-1), N = logits.numel() / V;
-  expect(losses.defined() && losses.device() == device() && losses.numel() == N &&
-             (losses.dtype() == logits.dtype() || losses.dtype() == DType::f32),
-         op, "losses " + desc(losses) + " for logits " + desc(logits));
-  expect(!correct.defined() || (correct.numel() == N && correct.dtype() == DType::i32), op,
-         "correct " + desc(correct) + " for logits " + desc(logits));
   Index ix = stage_index(*impl_, *this, targets, op);
-  check_targets(op, ix, N, V, logits);
+  check_targets(op, ix.host, V);
   Tensor correct_dev = correct.defined() ? index_output(*impl_, correct, op) : Tensor();
   cuda::crossentropy_forward(logits.dtype(), losses.dtype(), losses.raw(),
                              correct.defined() ? static_cast<int32_t*>(correct_dev.raw()) : nullptr, logits.raw(),
@@ -683,66 +590,53 @@ void CudaBackend::crossentropy_forward(Tensor& losses, Tensor& correct, const Te
   impl_->after(op);
 }
 
-void CudaBackend::crossentropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets, double dloss) {
+void CudaBackend::crossentropy_backward_impl(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                             double dloss) {
   const char* op = "crossentropy_backward";
-  expect_float(op, device(), {&dlogits, &logits});
   const int64_t V = logits.size(-1), N = logits.numel() / V;
-  expect(dlogits.numel() == logits.numel(), op, desc(dlogits) + " vs " + desc(logits));
   Index ix = stage_index(*impl_, *this, targets, op);
-  check_targets(op, ix, N, V, logits);
+  check_targets(op, ix.host, V);
   cuda::crossentropy_backward(logits.dtype(), dlogits.raw(), logits.raw(), ix.ptr(), N, V, static_cast<float>(dloss),
                               impl_->stream);
   impl_->after(op);
 }
 
-void CudaBackend::argmax(Tensor& out, const Tensor& logits) {
+void CudaBackend::argmax_impl(Tensor& out, const Tensor& logits) {
   const char* op = "argmax";
-  expect_float(op, device(), {&logits});
   const int64_t V = logits.size(-1), N = logits.numel() / V;
-  expect(out.dtype() == DType::i32 && out.numel() == N, op, desc(out) + " for logits " + desc(logits));
   Tensor dev = index_output(*impl_, out, op);
   cuda::argmax(logits.dtype(), static_cast<int32_t*>(dev.raw()), logits.raw(), N, V, impl_->stream);
   finish_index_output(*impl_, out, dev, op);
   impl_->after(op);
 }
 
-void CudaBackend::logits_row_max(Tensor& row_max, const Tensor& logits) {
+void CudaBackend::logits_row_max_impl(Tensor& row_max, const Tensor& logits) {
   const char* op = "logits_row_max";
-  expect_float(op, device(), {&logits, &row_max});
   const int64_t V = logits.size(-1), N = logits.numel() / V;
-  expect(row_max.numel() == N, op, desc(row_max) + " for logits " + desc(logits));
   cuda::logits_row_max(logits.dtype(), row_max.raw(), logits.raw(), N, V, impl_->stream);
   impl_->after(op);
 }
 
-void CudaBackend::logits_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& row_max) {
+void CudaBackend::logits_sum_exp_impl(Tensor& sum_exp, const Tensor& logits, const Tensor& row_max) {
   const char* op = "logits_sum_exp";
-  expect_float(op, device(), {&logits, &sum_exp, &row_max});
   const int64_t V = logits.size(-1), N = logits.numel() / V;
-  expect(sum_exp.numel() == N && row_max.numel() == N, op, desc(sum_exp) + " for logits " + desc(logits));
   cuda::logits_sum_exp(logits.dtype(), sum_exp.raw(), logits.raw(), row_max.raw(), N, V, impl_->stream);
   impl_->after(op);
 }
 
-void CudaBackend::logits_pick(Tensor& picked, const Tensor& logits, const Tensor& targets, int64_t vocab_start) {
+void CudaBackend::logits_pick_impl(Tensor& picked, const Tensor& logits, const Tensor& targets, int64_t vocab_start) {
   const char* op = "logits_pick";
-  expect_float(op, device(), {&logits, &picked});
   const int64_t V = logits.size(-1), N = logits.numel() / V;
-  expect(picked.numel() == N && targets.numel() == N, op,
-         desc(picked) + " for logits " + desc(logits) + ", targets " + desc(targets));
   Index ix = stage_index(*impl_, *this, targets, op);
   cuda::logits_pick(logits.dtype(), picked.raw(), logits.raw(), ix.ptr(), N, V, vocab_start, impl_->stream);
   impl_->after(op);
 }
 
-void CudaBackend::crossentropy_backward_sharded(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
-                                                const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start,
-                                                double dloss) {
+void CudaBackend::crossentropy_backward_sharded_impl(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                                     const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start,
+                                                     double dloss) {
   const char* op = "crossentropy_backward_sharded";
-  expect_float(op, device(), {&dlogits, &logits, &row_max, &sum_exp});
   const int64_t V = logits.size(-1), N = logits.numel() / V;
-  expect(dlogits.numel() == logits.numel() && row_max.numel() == N && sum_exp.numel() == N && targets.numel() == N,
-         op, desc(dlogits) + " for logits " + desc(logits) + ", targets " + desc(targets));
   Index ix = stage_index(*impl_, *this, targets, op);
   cuda::crossentropy_backward_sharded(logits.dtype(), dlogits.raw(), logits.raw(), ix.ptr(), row_max.raw(),
                                       sum_exp.raw(), N, V, vocab_start, static_cast<float>(dloss), impl_->stream);
@@ -752,19 +646,8 @@ void CudaBackend::crossentropy_backward_sharded(Tensor& dlogits, const Tensor& l
 // ---------------------------------------------------------------------------------------------
 // Optimizers and reductions.
 
-// An optimizer's gradient: the parameter's dtype, or bf16/f16 under f32 master weights.
-static void expect_grad(const char* op, Device dev, const Tensor& grad, const Tensor& param) {
-  expect(grad.defined() && grad.device() == dev &&
-             (grad.dtype() == param.dtype() || (param.dtype() == DType::f32 && is_16bit_float(grad.dtype()))),
-         op, "grad " + desc(grad) + " for param " + desc(param));
-}
-
-void CudaBackend::adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) {
+void CudaBackend::adamw_step_impl(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) {
   const char* op = "adamw_step";
-  expect_float(op, device(), {&param, &m, &v});
-  expect_grad(op, device(), grad, param);
-  expect(grad.numel() == param.numel() && m.numel() == param.numel() && v.numel() == param.numel(), op,
-         "param " + desc(param) + ", grad " + desc(grad) + ", m " + desc(m) + ", v " + desc(v));
   const double bc1 = 1.0 - std::pow(p.beta1, static_cast<double>(p.step));
   const double bc2 = 1.0 - std::pow(p.beta2, static_cast<double>(p.step));
   cuda::AdamWConsts k{};
@@ -781,12 +664,8 @@ void CudaBackend::adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tenso
   impl_->after(op);
 }
 
-void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p) {
+void CudaBackend::sgd_step_impl(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p) {
   const char* op = "sgd_step";
-  expect_float(op, device(), {&param, &momentum});
-  expect_grad(op, device(), grad, param);
-  expect(grad.numel() == param.numel() && (p.momentum == 0.0 || momentum.numel() == param.numel()), op,
-         "param " + desc(param) + ", grad " + desc(grad) + ", momentum " + desc(momentum));
   cuda::SgdConsts k{};
   k.lr = static_cast<float>(p.lr);
   k.momentum = static_cast<float>(p.momentum);
@@ -810,13 +689,11 @@ static double reduce_to_double(CudaBackend::Impl& I, const Tensor& x, bool squar
   return out;
 }
 
-double CudaBackend::sum(const Tensor& x) {
-  expect_float("sum", device(), {&x});
+double CudaBackend::sum_impl(const Tensor& x) {
   return reduce_to_double(*impl_, x, false, "sum");
 }
 
-double CudaBackend::sum_squares(const Tensor& x) {
-  expect_float("sum_squares", device(), {&x});
+double CudaBackend::sum_squares_impl(const Tensor& x) {
   return reduce_to_double(*impl_, x, true, "sum_squares");
 }
 

@@ -64,58 +64,13 @@ class CudaBackend final : public Backend {
 
   Device device() const override;
   std::string name() const override;
-
   Tensor empty(Shape shape, DType dtype) override;
   void zero(Tensor& t) override;
-  void copy(Tensor& dst, const Tensor& src) override;
-
-  void encoder_forward(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe, int64_t vocab_start,
-                       int64_t vocab_size) override;
-  void encoder_backward(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
-                        int64_t vocab_start) override;
-  void layernorm_forward(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
-                         const Tensor& bias) override;
-  void layernorm_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                          const Tensor& weight, const Tensor& mean, const Tensor& rstd, bool accumulate) override;
-  void matmul_forward(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
-                      WeightLayout layout) override;
-  void matmul_backward(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
-                       const Tensor& weight, WeightLayout layout, bool accumulate) override;
   // The state is the log-sum-exp of each query row's scores, f32, stored in the bytes of a
   // [B, H, 2T] tensor of the model's dtype (2T elements hold T f32 values even in bf16 or f16).
   Shape attention_state_shape(int64_t B, int64_t T, int64_t C, int n_head) const override;
-  void attention_forward(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) override;
-  void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& state,
-                          int n_head) override;
-  void gelu_forward(Tensor& out, const Tensor& inp) override;
-  void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override;
-  void relu_forward(Tensor& out, const Tensor& inp) override;
-  void relu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override;
-  void add(Tensor& out, const Tensor& a, const Tensor& b) override;
-  void bias_add(Tensor& out, const Tensor& bias) override;
-  // losses may be f32 when the logits are bf16 or f16 (a 16-bit loss loses the digits that matter).
-  void crossentropy_forward(Tensor& losses, Tensor& correct, const Tensor& logits, const Tensor& targets) override;
-  void crossentropy_backward(Tensor& dlogits, const Tensor& logits, const Tensor& targets, double dloss) override;
-  void argmax(Tensor& out, const Tensor& logits) override;
-  void logits_row_max(Tensor& row_max, const Tensor& logits) override;
-  void logits_sum_exp(Tensor& sum_exp, const Tensor& logits, const Tensor& row_max) override;
-  void logits_pick(Tensor& picked, const Tensor& logits, const Tensor& targets, int64_t vocab_start) override;
-  void crossentropy_backward_sharded(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
-                                     const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start,
-                                     double dloss) override;
-  // param, m and v share a dtype (f32, bf16 or f16); grad has it too, or is bf16 or f16 under f32
-  // master weights (mixed precision).
-  void adamw_step(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override;
-  // param and momentum share a dtype; grad as for adamw_step.
-  void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p) override;
-  double sum(const Tensor& x) override;
-  double sum_squares(const Tensor& x) override;
-  void scale(Tensor& x, double s) override;
 
   // Beyond the Backend interface.
-  // dst = src converted (between f32, bf16 and f16, rounded to nearest even; the same dtype: a
-  // copy); both on this device.
-  void convert(Tensor& dst, const Tensor& src) override;
   // Waits for every op queued so far; throws naming `what` if one of them failed.
   void synchronize(const char* what = "synchronize");
   CudaArenaStats arena_stats() const;
@@ -126,6 +81,50 @@ class CudaBackend final : public Backend {
   struct Impl;  // CUDA handles, the arena, scratch (cuda_backend.cpp)
 
  private:
+  // The ops (Backend's front has checked their arguments; cuda_backend.cpp stages host index
+  // tensors and checks their values).
+  void copy_impl(Tensor& dst, const Tensor& src) override;
+  // Between f32, bf16 and f16 (the same dtype: a copy).
+  void convert_impl(Tensor& dst, const Tensor& src) override;
+  void encoder_forward_impl(Tensor& out, const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                            int64_t vocab_start, int64_t vocab_size) override;
+  void encoder_backward_impl(Tensor& dwte, Tensor& dwpe, const Tensor& dout, const Tensor& tokens,
+                             int64_t vocab_start) override;
+  void layernorm_forward_impl(Tensor& out, Tensor& mean, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                              const Tensor& bias) override;
+  void layernorm_backward_impl(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                               const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                               bool accumulate) override;
+  void matmul_forward_impl(Tensor& out, const Tensor& inp, const Tensor& weight, const Tensor& bias,
+                           WeightLayout layout) override;
+  void matmul_backward_impl(Tensor& dinp, Tensor& dweight, Tensor& dbias, const Tensor& dout, const Tensor& inp,
+                            const Tensor& weight, WeightLayout layout, bool accumulate) override;
+  void attention_forward_impl(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) override;
+  void attention_backward_impl(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
+                               const Tensor& state, int n_head) override;
+  void gelu_forward_impl(Tensor& out, const Tensor& inp) override;
+  void gelu_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override;
+  void relu_forward_impl(Tensor& out, const Tensor& inp) override;
+  void relu_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override;
+  void add_impl(Tensor& out, const Tensor& a, const Tensor& b) override;
+  void bias_add_impl(Tensor& out, const Tensor& bias) override;
+  void crossentropy_forward_impl(Tensor& losses, Tensor& correct, const Tensor& logits,
+                                 const Tensor& targets) override;
+  void crossentropy_backward_impl(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                  double dloss) override;
+  void argmax_impl(Tensor& out, const Tensor& logits) override;
+  void logits_row_max_impl(Tensor& row_max, const Tensor& logits) override;
+  void logits_sum_exp_impl(Tensor& sum_exp, const Tensor& logits, const Tensor& row_max) override;
+  void logits_pick_impl(Tensor& picked, const Tensor& logits, const Tensor& targets, int64_t vocab_start) override;
+  void crossentropy_backward_sharded_impl(Tensor& dlogits, const Tensor& logits, const Tensor& targets,
+                                          const Tensor& row_max, const Tensor& sum_exp, int64_t vocab_start,
+                                          double dloss) override;
+  void adamw_step_impl(Tensor& param, const Tensor& grad, Tensor& m, Tensor& v, const AdamWParams& p) override;
+  void sgd_step_impl(Tensor& param, const Tensor& grad, Tensor& momentum, const SgdParams& p) override;
+  double sum_impl(const Tensor& x) override;
+  double sum_squares_impl(const Tensor& x) override;
+  void scale_impl(Tensor& x, double s) override;
+
   std::unique_ptr<Impl> impl_;
 };
 
