@@ -4,6 +4,7 @@
 
 #include <regex>
 
+#include "dl/backend/build_info.hpp"
 #include "dl/core/version.hpp"
 #include "support/support.hpp"
 

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <set>
 
+#include "dl/backend/build_info.hpp"
 #include "dl/bench/all.hpp"
 #include "dl/bench/collective.hpp"
 #include "dl/bench/gemm.hpp"

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "dl/backend/build_info.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/cli/units.hpp"

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "dl/backend/build_info.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/version.hpp"

@@ -4,6 +4,7 @@
 #include <ctime>
 #include <iostream>
 
+#include "dl/backend/build_info.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/config/config.hpp"
