@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "dl/config/config.hpp"
-#include "dl/nn/model.hpp"
+#include "dl/core/batch.hpp"
 
 namespace dl {
 

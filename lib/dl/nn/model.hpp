@@ -6,16 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include "dl/core/batch.hpp"
 #include "dl/nn/params.hpp"
 
 namespace dl {
-
-// One micro-batch on the host. GPT: inputs i32[B,T] token ids, targets i32[B,T].
-// MLP: inputs f32[B,F] features, targets i32[B] class ids. A negative target is ignored.
-struct Batch {
-  Tensor inputs;
-  Tensor targets;
-};
 
 // Sums over the micro-batch, so callers can normalise over any number of micro-batches/ranks.
 struct ForwardStats {
