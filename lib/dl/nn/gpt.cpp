@@ -12,17 +12,6 @@ int64_t gpt_param_count(const GptConfig& c) {
   return int64_t(c.vocab_size) * C + int64_t(c.block_size) * C + L * per_layer + 2 * C;
 }
 
-GptConfig gpt_config_from(const ModelConfig& m) {
-  GptConfig g;
-  g.n_layer = static_cast<int>(m.n_layer);
-  g.n_head = static_cast<int>(m.n_head);
-  g.n_embd = static_cast<int>(m.n_embd);
-  g.block_size = static_cast<int>(m.block_size);
-  g.vocab_size = static_cast<int>(m.vocab_size);
-  g.init_std = m.init_std;
-  return g;
-}
-
 namespace {
 TensorSlice segments(int dim, std::vector<std::pair<int64_t, int64_t>> segs) { return TensorSlice{dim, std::move(segs)}; }
 }  // namespace

@@ -16,7 +16,6 @@
 // Every local tensor is a slice of the whole-model tensor (ParamInfo::slice), so initial values,
 // checkpoints and the loss are the same for every layout.
 #pragma once
-#include "dl/config/config.hpp"
 #include "dl/nn/model.hpp"
 
 namespace dl {
@@ -36,8 +35,6 @@ struct GptConfig {
 
 // Parameter count for a config, as GptModel declares it (shared with the planner).
 int64_t gpt_param_count(const GptConfig& c);
-// The model section of a training config as a GptConfig.
-GptConfig gpt_config_from(const ModelConfig& m);
 
 struct GptParallel {
   int tp_size = 1, tp_rank = 0;

@@ -13,6 +13,7 @@
 #include "dl/core/error.hpp"
 #include "dl/data/dataset.hpp"
 #include "dl/nn/gpt.hpp"
+#include "dl/nn/gpt_from_config.hpp"
 #include "dl/nn/mlp.hpp"
 
 namespace dl::plan {

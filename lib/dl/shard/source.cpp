@@ -9,6 +9,7 @@
 #include "dl/core/error.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/nn/gpt.hpp"
+#include "dl/nn/gpt_from_config.hpp"
 
 namespace dl::shard {
 

@@ -11,6 +11,7 @@
 #include "dl/env/env.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/nn/gpt.hpp"
+#include "dl/nn/gpt_from_config.hpp"
 #include "dl/nn/mlp.hpp"
 #include "dl/train/device_select.hpp"
 #include "dl/train/run.hpp"
