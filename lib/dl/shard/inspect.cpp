@@ -12,7 +12,7 @@
 #include "dl/io/crc32c.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/io/safetensors.hpp"
-#include "dl/train/checkpoint.hpp"
+#include "dl/checkpoint/format.hpp"
 
 namespace dl::shard {
 

@@ -1,6 +1,6 @@
 // dl-shard inspect: the tensors of a safetensors file or a dl-train checkpoint (names, dtypes,
 // shapes, bytes, CRC-32C per tensor) and the verification of every file against the
-// checkpoint's manifest (trainer_state.json, lib/dl/train/checkpoint.hpp). Files are streamed in
+// checkpoint's manifest (trainer_state.json, lib/dl/checkpoint/format.hpp). Files are streamed in
 // chunks: nothing is loaded whole, so checkpoints larger than memory inspect fine.
 #pragma once
 #include <cstdint>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "dl/cli/table.hpp"
-#include "dl/train/checkpoint.hpp"
+#include "dl/checkpoint/format.hpp"
 
 namespace dl::shard {
 

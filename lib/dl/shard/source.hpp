@@ -1,6 +1,6 @@
 // What dl-shard split and merge need to know about a dl-train checkpoint before they touch its
 // tensors: which directory it is, that every file passes its CRC-32C, which model it holds, and
-// that its pieces are exactly the ones its layout's ranks write (lib/dl/train/checkpoint.hpp).
+// that its pieces are exactly the ones its layout's ranks write (lib/dl/checkpoint/format.hpp).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -13,7 +13,7 @@
 #include "dl/nn/mlp.hpp"
 #include "dl/nn/params.hpp"
 #include "dl/parallel/mesh.hpp"
-#include "dl/train/checkpoint.hpp"
+#include "dl/checkpoint/format.hpp"
 
 namespace dl::shard {
 

@@ -20,7 +20,7 @@
 #include "dl/io/tensorboard.hpp"
 #include "dl/parallel/mesh.hpp"
 #include "dl/parallel/zero.hpp"
-#include "dl/train/checkpoint.hpp"
+#include "dl/checkpoint/checkpoint.hpp"
 #include "dl/train/step.hpp"
 #include "dl/train/trainer.hpp"
 

@@ -32,8 +32,7 @@
 
 #include "dl/config/config.hpp"
 #include "dl/core/slice.hpp"
-#include "dl/dist/comm.hpp"
-#include "dl/nn/model.hpp"
+#include "dl/nn/params.hpp"
 #include "dl/optim/loss_scale.hpp"
 #include "dl/parallel/zero.hpp"
 
@@ -80,6 +79,8 @@ nlohmann::json tensors_json(const ParamSet& params, DType dtype);
 std::map<std::string, std::string> checkpoint_file_metadata(int64_t step);
 // "step_00000040".
 std::string checkpoint_dir_name(int64_t step);
+// "shards/rank00003.<ext>": a rank's file in a sharded checkpoint.
+std::string checkpoint_rank_file(int rank, const char* ext);
 // The manifest (trainer_state.json), written last: `optimizer` is {name, steps, state}, `files`
 // maps each file to {crc32c, bytes}.
 nlohmann::json checkpoint_manifest(const std::string& model_type, const TrainerState& state,
@@ -87,20 +88,6 @@ nlohmann::json checkpoint_manifest(const std::string& model_type, const TrainerS
                                    const nlohmann::json& tensors, const nlohmann::json& pieces,
                                    const nlohmann::json& files);
 inline constexpr const char* kCheckpointManifest = "trainer_state.json";
-
-// Everything a rank contributes to a checkpoint.
-struct CheckpointSource {
-  Model& model;
-  parallel::ZeroEngine& engine;
-  dist::Comm& world;
-  CheckpointLayout layout;
-};
-
-// Collective: every rank calls it. Writes the checkpoint for state.step under `root`
-// (RUN/checkpoints, on a filesystem every rank sees) and keeps the newest `keep`. Returns the
-// published directory.
-std::filesystem::path save_checkpoint(const std::filesystem::path& root, CheckpointSource& src,
-                                      const TrainerState& state, const Config& config, int64_t keep);
 
 // Checkpoint directories under root, newest step first (complete ones only: the manifest exists).
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& root);
@@ -112,8 +99,6 @@ std::string verify_checkpoint(const std::filesystem::path& dir);
 // The newest checkpoint that verifies; warns about (and skips) corrupt ones. Throws a usage error
 // when `root` holds no usable checkpoint.
 std::filesystem::path latest_good_checkpoint(const std::filesystem::path& root);
-// Collective: rank 0 chooses the newest good checkpoint and every rank gets the same one.
-std::filesystem::path agree_on_checkpoint(const std::filesystem::path& root, dist::Comm& world);
 
 // Reads whole tensors back from their pieces (any layout), one tensor at a time.
 class CheckpointReader {
@@ -140,10 +125,6 @@ class CheckpointReader {
   std::filesystem::path dir_;
   std::unique_ptr<Impl> impl_;
 };
-
-// Loads weights (and, with an engine, optimizer state) into a model built for any layout; every
-// tensor's name and whole shape is checked. Returns the trainer state.
-TrainerState load_checkpoint(const std::filesystem::path& dir, Model& model, parallel::ZeroEngine* engine);
 
 // The GPT2Config JSON transformers reads (config.json beside model.safetensors).
 std::string hf_gpt2_config_json(const ModelConfig& model);

@@ -1,0 +1,35 @@
+// Writing a checkpoint from a training run and loading one into a model of any layout: the
+// collectives every rank calls (the format itself: dl/checkpoint/format.hpp).
+#pragma once
+#include <filesystem>
+
+#include "dl/checkpoint/format.hpp"
+#include "dl/config/config.hpp"
+#include "dl/dist/comm.hpp"
+#include "dl/nn/model.hpp"
+#include "dl/parallel/zero.hpp"
+
+namespace dl {
+
+// Everything a rank contributes to a checkpoint.
+struct CheckpointSource {
+  Model& model;
+  parallel::ZeroEngine& engine;
+  dist::Comm& world;
+  CheckpointLayout layout;
+};
+
+// Collective: every rank calls it. Writes the checkpoint for state.step under `root`
+// (RUN/checkpoints, on a filesystem every rank sees) and keeps the newest `keep`. Returns the
+// published directory.
+std::filesystem::path save_checkpoint(const std::filesystem::path& root, CheckpointSource& src,
+                                      const TrainerState& state, const Config& config, int64_t keep);
+
+// Collective: rank 0 chooses the newest good checkpoint and every rank gets the same one.
+std::filesystem::path agree_on_checkpoint(const std::filesystem::path& root, dist::Comm& world);
+
+// Loads weights (and, with an engine, optimizer state) into a model built for any layout; every
+// tensor's name and whole shape is checked. Returns the trainer state.
+TrainerState load_checkpoint(const std::filesystem::path& dir, Model& model, parallel::ZeroEngine* engine);
+
+}  // namespace dl
