@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dl/backend/cuda/cuda_backend.hpp"
+#include "dl/train/device_select.hpp"
 
 namespace {
 
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
     args.push_back(argv[i]);
   }
   if (!query) {
+    dl::prepare_cuda_process();  // the GPU, arena and notice the tools get (DL_CUDA_ARENA, DL_CUDA_SYNC)
     const dl::CudaDeviceInfo info = dl::cuda_probe();
     if (!info.usable) {
       std::printf("skipped: no CUDA device (%s): test_cuda needs a usable GPU\n", info.reason.c_str());

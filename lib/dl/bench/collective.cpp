@@ -16,6 +16,7 @@
 #include "dl/dist/comm.hpp"
 #include "dl/dist/gloo_comm.hpp"
 #include "dl/dist/launch_env.hpp"
+#include "dl/train/device_select.hpp"
 
 #ifdef DL_HAVE_CUDA
 #include "dl/backend/cuda/cuda_backend.hpp"
@@ -181,7 +182,7 @@ class HostTransport final : public Transport {
 // the host's polling; the checked calls wait for completion.
 class NcclTransport final : public Transport {
  public:
-  NcclTransport(Comm& host, double timeout_s) : be_(cuda_backend()) {
+  NcclTransport(Comm& host, double timeout_s) : be_(open_cuda_backend()) {
     std::string why;
     dev_ = make_nccl_collectives(host, timeout_s, &why);
     if (!dev_)

@@ -1,6 +1,13 @@
 #include "dl/train/device_select.hpp"
 
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
 #include "dl/cli/app.hpp"
+#include "dl/cli/table.hpp"
+#include "dl/cli/units.hpp"
+#include "dl/dist/launch_env.hpp"
 
 #ifdef DL_HAVE_CUDA
 #include "dl/backend/cuda/cuda_backend.hpp"
@@ -44,6 +51,7 @@ std::string cuda_unsupported(const Config& c) {
 
 GpuCheck training_gpu_check([[maybe_unused]] const Config& c) {
 #ifdef DL_HAVE_CUDA
+  prepare_cuda_process();
   const CudaDeviceInfo gpu = cuda_probe();
   if (!gpu.usable) return {GpuBlock::no_gpu, gpu.reason};
   if (std::string unsupported = cuda_unsupported(c); !unsupported.empty()) return {GpuBlock::unsupported, unsupported};
@@ -82,10 +90,44 @@ const DeviceWords kTrainWords{
 Backend& select_backend(const Config& c, bool log) {
   const DeviceKind kind = choose_device(c.train.device, [&] { return training_gpu_check(c); }, kTrainWords, log);
 #ifdef DL_HAVE_CUDA
-  if (kind == DeviceKind::cuda) return cuda_backend();
+  if (kind == DeviceKind::cuda) return open_cuda_backend();
 #endif
   DL_CHECK(kind == DeviceKind::cpu, "the GPU was chosen in a build without a CUDA backend");
   return cpu_only(c.train, log);
 }
+
+void prepare_cuda_process() {
+#ifdef DL_HAVE_CUDA
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const dist::LaunchEnv launch = dist::detect_launch_env(dist::process_environment());
+    CudaProcessOptions o;
+    o.local_rank = launch.local_rank;
+    o.local_world = launch.local_world;
+    const char* sync = std::getenv("DL_CUDA_SYNC");
+    o.sync_each_op = sync && *sync && std::strcmp(sync, "0") != 0;
+    o.on_open = [](const CudaBackend& be) {
+      const CudaDeviceInfo& i = be.info();
+      log_info(str("CUDA: cuda:", i.device, " ", i.name, " (sm_", i.cc_major, i.cc_minor, ", ", i.multiprocessors,
+                   " SMs, ", format_bytes(double(i.total_bytes), true), "), device arena ",
+                   format_bytes(double(be.arena_stats().capacity), true), " reserved",
+                   be.syncs_each_op() ? "; DL_CUDA_SYNC=1: synchronizing after every op" : ""));
+    };
+    set_cuda_process_options(std::move(o));
+  });
+#endif
+}
+
+#ifdef DL_HAVE_CUDA
+CudaBackend& open_cuda_backend() {
+  prepare_cuda_process();
+  if (const char* env = std::getenv("DL_CUDA_ARENA"); env && *env && !cuda_process_options().arena_bytes) {
+    CudaProcessOptions o = cuda_process_options();
+    o.arena_bytes = static_cast<size_t>(parse_size(env, "DL_CUDA_ARENA", true));
+    set_cuda_process_options(std::move(o));
+  }
+  return cuda_backend();
+}
+#endif
 
 }  // namespace dl

@@ -43,4 +43,15 @@ DeviceKind choose_device(DeviceChoice want, const std::function<GpuCheck()>& che
 // settings are supported there, else the CPU with a notice on stderr (when `log`).
 Backend& select_backend(const Config& config, bool log);
 
+// Tells the CUDA backend about this process before it probes the GPU (nothing in a build
+// without CUDA): the GPU its launcher's local rank takes and how many ranks share it (LOCAL_RANK
+// and its kin, dl/dist/launch_env.hpp), DL_CUDA_SYNC, and the notice logged when the GPU opens.
+// Reads the environment once; every path of the library to cuda_probe() calls it first.
+void prepare_cuda_process();
+// The process's CUDA backend, opened on first use after prepare_cuda_process() with the arena
+// size DL_CUDA_ARENA asks for (read only here, so a bad value stops only a run that opens the
+// GPU). Every path of the library to cuda_backend() goes through it.
+class CudaBackend;
+CudaBackend& open_cuda_backend();
+
 }  // namespace dl

@@ -18,11 +18,7 @@
 #include "dl/backend/cuda/arena.hpp"
 #include "dl/backend/cuda/cuda_check.hpp"
 #include "dl/backend/cuda/kernels.hpp"
-#include "dl/cli/app.hpp"
-#include "dl/cli/table.hpp"
-#include "dl/cli/units.hpp"
 #include "dl/core/half.hpp"
-#include "dl/dist/launch_env.hpp"
 
 namespace dl {
 
@@ -49,17 +45,20 @@ cudaDataType_t cuda_type(DType dt) {
   }
 }
 
-size_t arena_bytes_for(const CudaDeviceInfo& info) {
-  if (const char* env = std::getenv("DL_CUDA_ARENA"); env && *env)
-    return static_cast<size_t>(parse_size(env, "DL_CUDA_ARENA", true));
+size_t arena_bytes_for(const CudaDeviceInfo& info, const CudaProcessOptions& process) {
+  if (process.arena_bytes) return *process.arena_bytes;
   // Ranks of this node that land on this GPU share it (cuda_device_for_this_process).
-  const dist::LaunchEnv le = dist::detect_launch_env(dist::process_environment());
   const int n = std::max(1, info.device_count);
-  const int sharers = std::max(1, (le.local_world + n - 1 - info.device) / n);
+  const int sharers = std::max(1, (process.local_world + n - 1 - info.device) / n);
   // Leave room for the CUDA context's own growth, cuBLAS, cuDNN and NCCL.
   const double headroom = 1.5 * (1u << 30);
   double usable = std::max(0.0, 0.9 * static_cast<double>(info.free_bytes) - headroom);
   return static_cast<size_t>(usable / sharers);
+}
+
+CudaProcessOptions& process_options() {
+  static CudaProcessOptions options;
+  return options;
 }
 
 }  // namespace
@@ -208,7 +207,10 @@ void CudaBackend::Impl::gemm(const char* op, DType dt, bool ta, bool tb, int64_t
 
 // ---------------------------------------------------------------------------------------------
 
-CudaBackend::CudaBackend(int device)
+void set_cuda_process_options(CudaProcessOptions options) { process_options() = std::move(options); }
+const CudaProcessOptions& cuda_process_options() { return process_options(); }
+
+CudaBackend::CudaBackend(int device, const CudaProcessOptions& options)
     : Backend({DType::f32, DType::bf16, DType::f16}), impl_(std::make_unique<Impl>()) {
   Impl& I = *impl_;
   I.info = cuda_probe();
@@ -217,8 +219,7 @@ CudaBackend::CudaBackend(int device)
     throw_usage("CUDA device ", device, " does not exist (", I.info.device_count, " found)");
   I.device = device;
   I.info.device = device;
-  const char* sync = std::getenv("DL_CUDA_SYNC");
-  I.sync_each_op = sync && *sync && std::strcmp(sync, "0") != 0;
+  I.sync_each_op = options.sync_each_op;
   DL_CUDA_CALL(cudaSetDevice(device), "selecting cuda:", device);
   cudaDeviceProp prop{};
   DL_CUDA_CALL(cudaGetDeviceProperties(&prop, device), "reading the properties of cuda:", device);
@@ -234,15 +235,11 @@ CudaBackend::CudaBackend(int device)
   DL_CUBLAS_CALL(cublasLtCreate(&I.lt), "creating the cuBLASLt handle");
   DL_CUBLAS_CALL(cublasCreate(&I.blas), "creating the cuBLAS handle");
   DL_CUBLAS_CALL(cublasSetStream(I.blas, I.stream), "binding the cuBLAS handle to the stream");
-  const size_t capacity = arena_bytes_for(I.info);
+  const size_t capacity = arena_bytes_for(I.info, options);
   I.arena = std::make_shared<cuda::DeviceArena>(device, capacity);
   I.workspace = I.arena->allocate(kWorkspaceBytes, "the cuBLASLt workspace");
   I.sum_result = static_cast<double*>(I.arena->allocate(sizeof(double), "the sum result"));
   I.sum_partial = static_cast<double*>(I.arena->allocate(sizeof(double) * cuda::kSumBlocks, "the sum partials"));
-  log_info(str("CUDA: cuda:", device, " ", prop.name, " (sm_", prop.major, prop.minor, ", ", prop.multiProcessorCount,
-               " SMs, ", format_bytes(double(I.info.total_bytes), true), "), device arena ",
-               format_bytes(double(I.arena->stats().capacity), true), " reserved",
-               I.sync_each_op ? "; DL_CUDA_SYNC=1: synchronizing after every op" : ""));
 }
 
 CudaBackend::~CudaBackend() {
@@ -262,6 +259,7 @@ CudaBackend::~CudaBackend() {
 Device CudaBackend::device() const { return Device::cuda(impl_->device); }
 std::string CudaBackend::name() const { return "cuda"; }
 const CudaDeviceInfo& CudaBackend::info() const { return impl_->info; }
+bool CudaBackend::syncs_each_op() const { return impl_->sync_each_op; }
 CudaArenaStats CudaBackend::arena_stats() const { return impl_->arena->stats(); }
 
 void CudaBackend::synchronize(const char* what) {
@@ -706,7 +704,8 @@ CudaBackend& cuda_backend() {
   if (!backend) {
     CudaDeviceInfo info = cuda_probe();
     if (!info.usable) throw_usage("no usable CUDA GPU: ", info.reason);
-    backend = std::make_unique<CudaBackend>(info.device);
+    backend = std::make_unique<CudaBackend>(info.device, process_options());
+    if (process_options().on_open) process_options().on_open(*backend);
   }
   return *backend;
 }

@@ -4,8 +4,13 @@
 // include it.
 //
 // Memory: every tensor this backend creates lives in one device arena per process, reserved up
-// front (DL_CUDA_ARENA=<size>, e.g. 40GiB; default 90% of the GPU's free memory shared among
-// the ranks on the node that use it) and reported when it is created.
+// front (CudaProcessOptions::arena_bytes, from DL_CUDA_ARENA=<size>, e.g. 40GiB; default 90% of
+// the GPU's free memory shared among the ranks on the node that use it) and reported when it is
+// created.
+//
+// The backend reads no environment and knows no launcher: the program tells it where the
+// process sits on its node and what it asks of the GPU (CudaProcessOptions) before it probes or
+// opens the GPU (dl/train/device_select.hpp reads them from the launcher and the environment).
 //
 // Index tensors (i32 tokens, targets, correct, argmax output) may live on the host or on the
 // device: host ones are checked there (token ids against the vocabulary, as on the CPU) and
@@ -17,7 +22,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "dl/backend/backend.hpp"
@@ -38,8 +45,27 @@ struct CudaDeviceInfo {
 };
 CudaDeviceInfo cuda_probe();
 
-// The device this process uses: LOCAL_RANK (or SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK)
-// modulo the device count, so several ranks on one GPU share it.
+class CudaBackend;
+
+// What the program tells the backend about this process.
+struct CudaProcessOptions {
+  int local_rank = 0;   // this process among its node's ranks: it takes GPU local_rank % device count
+  int local_world = 1;  // the node's ranks: those that land on one GPU share its memory
+  // The device arena's bytes; unset: 90% of the GPU's free memory less 1.5 GiB (the CUDA
+  // context, cuBLAS, cuDNN and NCCL grow beside it), split evenly among the ranks sharing the GPU.
+  std::optional<size_t> arena_bytes;
+  bool sync_each_op = false;  // synchronize after every op, so a faulting kernel's op is named
+  // Called once when cuda_backend() has opened the GPU (the program logs what it got).
+  std::function<void(const CudaBackend&)> on_open;
+};
+// Sets the options cuda_probe() and cuda_backend() use; until then, one process alone on the
+// node with the default arena. Set them before the first cuda_backend(): the backend is opened
+// once per process.
+void set_cuda_process_options(CudaProcessOptions options);
+const CudaProcessOptions& cuda_process_options();
+
+// The device this process uses: its local rank (CudaProcessOptions) modulo the device count, so
+// several ranks on one GPU share it.
 int cuda_device_for_this_process(int device_count);
 
 // Compiled-in and run-time versions of the CUDA runtime, driver, cuBLAS, cuDNN and NCCL, one
@@ -55,9 +81,9 @@ struct CudaArenaStats {
 
 class CudaBackend final : public Backend {
  public:
-  // Binds `device`, creates the stream, the cuBLASLt handle and the arena. Throws
-  // Error(usage) when no usable GPU is there.
-  explicit CudaBackend(int device);
+  // Binds `device`, creates the stream, the cuBLASLt handle and the arena (sized by `options`).
+  // Throws Error(usage) when no usable GPU is there.
+  CudaBackend(int device, const CudaProcessOptions& options);
   ~CudaBackend() override;
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
@@ -77,6 +103,7 @@ class CudaBackend final : public Backend {
   // The cudaStream_t every op of this backend runs on (NCCL joins it, so no extra sync is needed).
   void* native_stream() const;
   const CudaDeviceInfo& info() const;
+  bool syncs_each_op() const;
 
   struct Impl;  // CUDA handles, the arena, scratch (cuda_backend.cpp)
 

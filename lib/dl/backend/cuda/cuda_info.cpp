@@ -6,7 +6,6 @@
 #include <cstdlib>
 
 #include "dl/backend/cuda/cuda_backend.hpp"
-#include "dl/dist/launch_env.hpp"
 
 #ifdef DL_HAVE_CUDNN
 #include <cudnn.h>
@@ -28,8 +27,7 @@ std::string version_3(int code, int major_div, int minor_div) {
 
 int cuda_device_for_this_process(int device_count) {
   if (device_count <= 0) return 0;
-  const dist::LaunchEnv env = dist::detect_launch_env(dist::process_environment());
-  return env.local_rank % device_count;
+  return cuda_process_options().local_rank % device_count;
 }
 
 CudaDeviceInfo cuda_probe() {

@@ -17,6 +17,7 @@
 #include "dl/core/rng.hpp"
 #include "dl/env/native.hpp"
 #include "dl/plan/gpus.hpp"
+#include "dl/train/device_select.hpp"
 
 namespace dl::bench {
 
@@ -238,6 +239,7 @@ class CudaGemm final : public GemmRunner {
 
 CudaBenchDevice cuda_bench_device() {
   CudaBenchDevice d;
+  prepare_cuda_process();
   const CudaDeviceInfo probe = cuda_probe();
   if (!probe.usable) {
     d.why = probe.reason;
@@ -270,7 +272,7 @@ CudaBenchDevice cuda_bench_device() {
 
 std::vector<double> time_on_backend_stream(int warmup, int repeat, const std::function<void(int)>& run,
                                            const std::function<void()>& wait) {
-  auto stream = static_cast<cudaStream_t>(cuda_backend().native_stream());
+  auto stream = static_cast<cudaStream_t>(open_cuda_backend().native_stream());
   return time_with_events(stream, warmup, repeat, run, wait);
 }
 
