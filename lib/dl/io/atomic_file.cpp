@@ -11,6 +11,7 @@
 
 #include "dl/core/error.hpp"
 #include "dl/io/crc32c.hpp"
+#include "dl/io/file_ops.hpp"
 
 namespace dl {
 
@@ -36,25 +37,35 @@ fs::path parent_or_dot(const fs::path& p) {
   return parent.empty() ? fs::path(".") : parent;
 }
 
-void fsync_path(const fs::path& p, int flags) {
+// `published`, when given, is the entry whose rename this folder sync makes durable: the fault
+// hook counts the sync as that file's, and the error names it.
+void fsync_path(const fs::path& p, int flags, const fs::path& published = {}) {
   int fd = ::open(p.c_str(), flags | O_CLOEXEC);
   if (fd < 0) throw_runtime("cannot open ", p.string(), " to sync it: ", errno_text(errno));
-  int rc = ::fsync(fd);
+  int rc = fileio::fsync(fd, published.empty() ? p : published);
   int err = errno;
   ::close(fd);
   // Some filesystems cannot fsync a folder (EINVAL); nothing more can be done there, and the
   // data of the files themselves is already synced.
-  if (rc != 0 && err != EINVAL) throw_runtime("cannot sync ", p.string(), ": ", errno_text(err));
+  if (rc != 0 && err != EINVAL)
+    throw_runtime("cannot sync ", p.string(), published.empty() ? "" : " after renaming " + published.string(), ": ",
+                  errno_text(err));
+}
+
+// fsync of the folder holding `entry`, after `entry` was renamed into it.
+void fsync_parent_of(const fs::path& entry) {
+  fs::path parent = entry.parent_path();
+  fsync_path(parent.empty() ? fs::path(".") : parent, O_RDONLY | O_DIRECTORY, entry);
 }
 
 // rename() without replacing an existing target. renameat2(RENAME_NOREPLACE) closes the window
 // between "check it does not exist" and "rename"; filesystems without it get the check instead.
 void rename_no_replace(const fs::path& from, const fs::path& to) {
-  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return;
+  if (fileio::rename(from, to, /*no_replace=*/true) == 0) return;
   int err = errno;
   if (err == EINVAL || err == ENOSYS) {
     if (fs::exists(to)) err = EEXIST;
-    else if (::rename(from.c_str(), to.c_str()) == 0) return;
+    else if (fileio::rename(from, to) == 0) return;
     else err = errno;
   }
   if (err == EEXIST || err == ENOTEMPTY)
@@ -87,7 +98,7 @@ void publish_dir_atomic(const fs::path& tmp_dir, const fs::path& final_dir) {
   if (ec) throw_runtime("cannot list ", tmp_dir.string(), " to sync it: ", ec.message());
   fsync_dir(tmp_dir);
   rename_no_replace(tmp_dir, final_dir);
-  fsync_dir(parent_or_dot(final_dir));
+  fsync_parent_of(final_dir);
   // A move between folders changes two folders; both must reach the disk.
   std::error_code ec_a, ec_b;
   fs::path from_parent = fs::weakly_canonical(parent_or_dot(tmp_dir), ec_a);
@@ -125,7 +136,7 @@ void AtomicFileWriter::open(const fs::path& path) {
   struct stat st {};
   const bool replacing = ::stat(path.c_str(), &st) == 0;
   if (replacing) mode = st.st_mode & 07777;
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  fd_ = fileio::open(tmp_, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode, path);
   if (fd_ < 0) {
     int err = errno;
     tmp_.clear();
@@ -140,7 +151,7 @@ void AtomicFileWriter::open(const fs::path& path) {
 void AtomicFileWriter::write_fd(const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
-    ssize_t k = ::write(fd_, p, n);
+    ssize_t k = fileio::write(fd_, p, n, path_);
     if (k < 0) {
       if (errno == EINTR) continue;
       int err = errno;
@@ -177,7 +188,7 @@ void AtomicFileWriter::write(const void* data, size_t n) {
 void AtomicFileWriter::commit() {
   if (fd_ < 0) throw_runtime("AtomicFileWriter::commit on a writer that is not open (", path_.string(), ")");
   flush_buffer();
-  if (::fsync(fd_) != 0) {
+  if (fileio::fsync(fd_, path_) != 0) {
     std::string msg = str("cannot sync ", path_.string(), ": ", errno_text(errno));
     abandon();
     throw_runtime(msg);
@@ -189,13 +200,13 @@ void AtomicFileWriter::commit() {
     abandon();
     throw_runtime("cannot close ", path_.string(), ": ", errno_text(err));
   }
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+  if (fileio::rename(tmp_, path_) != 0) {
     err = errno;
     abandon();
     throw_runtime("cannot rename the temp file over ", path_.string(), ": ", errno_text(err));
   }
   tmp_.clear();  // published: nothing left to clean up
-  fsync_dir(parent_or_dot(path_));
+  fsync_parent_of(path_);
 }
 
 void AtomicFileWriter::abandon() noexcept {

@@ -10,6 +10,7 @@
 
 #include "dl/core/error.hpp"
 #include "dl/io/atomic_file.hpp"
+#include "dl/io/file_ops.hpp"
 
 namespace dl {
 
@@ -119,7 +120,7 @@ void JsonlWriter::write_line(std::string line) {
   const char* p = line.data();
   size_t n = line.size();
   while (n > 0) {
-    ssize_t k = ::write(fd_, p, n);
+    ssize_t k = fileio::write(fd_, p, n, path_);
     if (k < 0) {
       if (errno == EINTR) continue;
       throw_runtime("cannot append to ", path_.string(), ": ", std::strerror(errno));

@@ -9,6 +9,7 @@
 
 #include "dl/core/error.hpp"
 #include "dl/io/crc32c.hpp"
+#include "dl/io/file_ops.hpp"
 
 namespace dl {
 
@@ -114,18 +115,12 @@ TensorBoardWriter::TensorBoardWriter(const fs::path& dir) {
 
   // O_EXCL: a second writer started within the same second (a restarted run) gets its own file
   // instead of interleaving records with the first.
-  for (int n = 0; !file_; ++n) {
+  for (int n = 0; fd_ < 0; ++n) {
     path_ = dir / (n == 0 ? base : base + "." + std::to_string(n));
-    int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
+    fd_ = fileio::open(path_, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644, path_);
+    if (fd_ < 0) {
       if (errno == EEXIST && n < 1000) continue;
       throw_runtime("cannot create the TensorBoard event file ", path_.string(), ": ", std::strerror(errno));
-    }
-    file_ = ::fdopen(fd, "wb");
-    if (!file_) {
-      int err = errno;
-      ::close(fd);
-      throw_runtime("cannot open the TensorBoard event file ", path_.string(), ": ", std::strerror(err));
     }
   }
   write_record(detail::tb_file_version_event(t));
@@ -133,22 +128,38 @@ TensorBoardWriter::TensorBoardWriter(const fs::path& dir) {
 }
 
 TensorBoardWriter::~TensorBoardWriter() {
-  if (file_) std::fclose(file_);
+  if (fd_ < 0) return;
+  try {
+    flush();
+  } catch (const std::exception&) {
+    // Already reported by the flush that failed first; a destructor cannot report again.
+  }
+  ::close(fd_);
 }
 
-void TensorBoardWriter::write_record(const std::string& data) {
-  const std::string rec = detail::tb_record(data);
-  if (std::fwrite(rec.data(), 1, rec.size(), file_) != rec.size())
-    throw_runtime("cannot write to the TensorBoard event file ", path_.string(), ": ", std::strerror(errno));
-}
+void TensorBoardWriter::write_record(const std::string& data) { pending_ += detail::tb_record(data); }
 
 void TensorBoardWriter::add_scalar(std::string_view tag, float value, int64_t step, double wall_time) {
   write_record(detail::tb_scalar_event(tag, value, step, wall_time));
 }
 
 void TensorBoardWriter::flush() {
-  if (std::fflush(file_) != 0)
-    throw_runtime("cannot write to the TensorBoard event file ", path_.string(), ": ", std::strerror(errno));
+  // A failed write drops the buffered records and the error ends the run; TensorBoard's reader
+  // skips a torn last record.
+  const char* p = pending_.data();
+  size_t n = pending_.size();
+  while (n > 0) {
+    ssize_t k = fileio::write(fd_, p, n, path_);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      pending_.clear();
+      throw_runtime("cannot write to the TensorBoard event file ", path_.string(), ": ", std::strerror(err));
+    }
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  pending_.clear();
 }
 
 }  // namespace dl

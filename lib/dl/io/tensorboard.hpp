@@ -2,7 +2,6 @@
 // hand-encoded tensorflow.Event protobufs (REFERENCE.md "File formats").
 #pragma once
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -30,7 +29,8 @@ class TensorBoardWriter {
   void write_record(const std::string& data);
 
   std::filesystem::path path_;
-  std::FILE* file_ = nullptr;
+  int fd_ = -1;
+  std::string pending_;  // records not yet written (flush() writes them)
 };
 
 namespace detail {
