@@ -106,6 +106,7 @@ TEST_CASE("a collective that a peer never joins fails within the timeout, naming
   CHECK(err.find("Timed out waiting 2000ms") != std::string::npos);
   CHECK(err.find("allreduce") != std::string::npos);
   CHECK(err.find("world ranks 0,1") != std::string::npos);
+  CHECK(err.find("failed on world rank 0 waiting for peer world rank 1") != std::string::npos);
   CHECK(err.find("timeout_s") != std::string::npos);
   rs.procs[1]->wait(30);
 }

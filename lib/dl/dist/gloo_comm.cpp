@@ -140,11 +140,16 @@ class GlooComm final : public Comm {
   }
 
   [[noreturn]] void fail(const std::string& op, const Tensor& t, const std::string& why, int peer) const {
-    std::string peers = peer >= 0 ? "peer world rank " + std::to_string(world_ranks_[static_cast<size_t>(peer)])
-                                  : "world ranks " + ranks_text(world_ranks_);
-    throw_runtime(op, " of ", t.defined() ? t.describe() : std::string("-"), " in group '", name_, "' (", peers,
-                  ") failed: ", why, ". A peer may have exited or hung; every wait gives up after [dist] timeout_s = ",
-                  shared_->timeout_s, " s");
+    // Name the peers a user can look for (every other member, or the one a send/recv waited on)
+    // and this rank, so each rank's message says whom it lost.
+    std::vector<int> others;
+    for (int i = 0; i < size(); ++i)
+      if (i != rank() && (peer < 0 || i == peer)) others.push_back(world_ranks_[static_cast<size_t>(i)]);
+    const std::string peers = (others.size() == 1 ? "peer world rank " : "peer world ranks ") + ranks_text(others);
+    throw_runtime(op, " of ", t.defined() ? t.describe() : std::string("-"), " in group '", name_, "' (world ranks ",
+                  ranks_text(world_ranks_), ") failed on world rank ", world_ranks_[static_cast<size_t>(rank())],
+                  " waiting for ", peers, ": ", why, ". The peer may have exited, hung or become unreachable; "
+                  "every wait gives up after [dist] timeout_s = ", shared_->timeout_s, " s");
   }
 
   void allreduce(Tensor& t, ReduceOp op) override {
