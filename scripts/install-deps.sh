@@ -10,6 +10,7 @@ packages=(
   libboost-dev libboost-filesystem-dev libboost-system-dev
   libopenblas-dev libgloo-dev
   python3-torch python3-numpy
+  iproute2 openmpi-bin slurm-wlm munge  # reliability tests: network namespaces, mpirun, a one-node Slurm
 )
 
 missing=()

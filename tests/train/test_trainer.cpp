@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dl/train/trainer.hpp"
 #include "support/support.hpp"
 #include "support/tiny_gpt.hpp"
 
@@ -131,4 +132,16 @@ TEST_CASE("dl-train eval --data evaluates the data it names; a bad spec exits 2"
     CHECK(r.err.find("error") != std::string::npos);
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("the default run directory: the Slurm job and step when there is one (shared by every rank), else the time") {
+  CHECK(dl::default_run_dir("configs/c.toml", {{"SLURM_JOB_ID", "42"}, {"SLURM_STEP_ID", "3"}}) == "runs/c-slurm-42.3");
+  CHECK(dl::default_run_dir("c.toml", {{"SLURM_JOB_ID", "42"}}) == "runs/c-slurm-42");
+  CHECK(dl::default_run_dir_is_shared({{"SLURM_JOB_ID", "42"}}));
+  CHECK_FALSE(dl::default_run_dir_is_shared({{"SLURM_JOB_ID", ""}}));
+  CHECK_FALSE(dl::default_run_dir_is_shared({{"RANK", "0"}}));
+  const std::string local = dl::default_run_dir("configs/c.toml", {}).string();
+  REQUIRE(local.size() == std::string("runs/c-20261125-120000").size());
+  CHECK(local.rfind("runs/c-20", 0) == 0);
+  CHECK(local[15] == '-');
 }

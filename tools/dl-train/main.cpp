@@ -1,7 +1,6 @@
 // dl-train: train a model from a TOML config; evaluate or sample a run's checkpoint.
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <ctime>
 #include <iostream>
 
 #include "dl/backend/build_info.hpp"
@@ -17,13 +16,6 @@
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string default_run_dir(const std::string& config_path) {
-  char stamp[32];
-  std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return "runs/" + fs::path(config_path).stem().string() + "-" + stamp;
-}
 
 std::string keys_help() {
   std::string s = "Config keys (--set KEY=VALUE; see configs/ for examples):\n";
@@ -59,7 +51,7 @@ int main(int argc, char** argv) {
   bool json = false, print_config = false, quiet = false, help_keys = false;
   app.add_option("config", config_path, "Training config (TOML); optional with --resume");
   app.add_option("--set", sets, "Override a config key: --set model.n_layer=4 (repeatable)")->type_name("KEY=VALUE");
-  app.add_option("--run-dir", run_dir, "Run directory to create (default runs/<config>-<time>)");
+  app.add_option("--run-dir", run_dir, "Run directory to create (default runs/<config>-<time>; under Slurm runs/<config>-slurm-<job>.<step>)");
   app.add_option("--resume", resume_dir, "Continue the run in DIR from its newest good checkpoint");
   app.add_option("--steps", steps, "Train until this many steps in total (overrides train.steps)");
   app.add_option("--device", device, "cpu | cuda | auto (overrides train.device)");
@@ -138,6 +130,7 @@ int main(int argc, char** argv) {
     if (steps >= 0) sets.push_back("train.steps=" + std::to_string(steps));
     if (!device.empty()) sets.push_back("train.device=\"" + device + "\"");
     dl::TrainOptions o;
+    const auto env = dl::dist::process_environment();
     if (!resume_dir.empty()) {
       if (!run_dir.empty() && fs::path(run_dir) != fs::path(resume_dir))
         dl::throw_usage("--resume continues the run in its own directory; drop --run-dir");
@@ -148,7 +141,7 @@ int main(int argc, char** argv) {
     } else {
       if (config_path.empty()) dl::throw_usage("no config: dl-train CONFIG.toml (or --resume RUN_DIR); see --help");
       o.config = dl::load_config(config_path, sets);
-      o.run_dir = run_dir.empty() ? default_run_dir(config_path) : run_dir;
+      o.run_dir = run_dir.empty() ? dl::default_run_dir(config_path, env) : fs::path(run_dir);
     }
     if (print_config) {
       std::cout << dl::config_to_toml(o.config);
@@ -157,7 +150,7 @@ int main(int argc, char** argv) {
     o.json = json;
     o.quiet = quiet;
     o.env_lock = env_lock;
-    const auto role = dl::dist::launch_role(nproc_per_node, nnodes, dl::dist::process_environment());
+    const auto role = dl::dist::launch_role(nproc_per_node, nnodes, env);
     if (role == dl::dist::LaunchRole::launcher) {
       // Every rank runs this same command line (plus the run directory chosen here, so all of
       // them agree on it).
@@ -170,9 +163,10 @@ int main(int argc, char** argv) {
       if (run_dir.empty() && resume_dir.empty()) lo.args.insert(lo.args.end(), {"--run-dir", o.run_dir.string()});
       return dl::dist::launch_local_ranks(lo);
     }
-    // Started by another launcher (torchrun, srun, mpirun): the default run directory's time stamp
-    // could differ between ranks, so it must be given.
-    if (role == dl::dist::LaunchRole::external_rank && run_dir.empty() && resume_dir.empty())
+    // Started by another launcher (torchrun, mpirun): the default run directory's time stamp
+    // could differ between ranks, so it must be given (under Slurm the job id names it).
+    if (role == dl::dist::LaunchRole::external_rank && run_dir.empty() && resume_dir.empty() &&
+        !dl::default_run_dir_is_shared(env))
       dl::throw_usage("several ranks must share one run directory: pass --run-dir (the same on every rank)");
     dl::TrainSummary s = dl::run_training(o);
     if (!json && s.rank == 0) std::cout << dl::format_train_summary(s, dl::OutputFormat::table);

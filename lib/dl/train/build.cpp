@@ -1,6 +1,7 @@
 // Building a run from a config: threads, the communicators, the model; loading a finished run.
 #include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <thread>
 
 #include "dl/cli/app.hpp"
@@ -142,6 +143,24 @@ Config load_run_config(const fs::path& run_dir, const std::vector<std::string>& 
   fs::path cfg = run_dir / "config.toml";
   if (!fs::exists(cfg)) throw_usage(run_dir.string(), " is not a dl-train run directory (no config.toml)");
   return load_config(cfg, overrides);
+}
+
+fs::path default_run_dir(const std::string& config_path, const std::map<std::string, std::string>& env) {
+  const std::string stem = fs::path(config_path).stem().string();
+  if (default_run_dir_is_shared(env)) {
+    const auto step = env.find("SLURM_STEP_ID");
+    return fs::path("runs") / str(stem, "-slurm-", env.at("SLURM_JOB_ID"),
+                                  step != env.end() && !step->second.empty() ? "." + step->second : "");
+  }
+  char stamp[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return fs::path("runs") / (stem + "-" + stamp);
+}
+
+bool default_run_dir_is_shared(const std::map<std::string, std::string>& env) {
+  const auto job = env.find("SLURM_JOB_ID");
+  return job != env.end() && !job->second.empty();
 }
 
 LoadedRun load_run(const fs::path& run_dir, const std::vector<std::string>& overrides) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 #include <functional>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -62,6 +63,14 @@ TrainSummary run_training(const TrainOptions& options);
 
 // The resolved config of an existing run directory (RUN/config.toml) with overrides applied.
 Config load_run_config(const std::filesystem::path& run_dir, const std::vector<std::string>& overrides = {});
+
+// The run directory when none is given: runs/<config stem>-slurm-<job id>[.<step id>] inside a
+// Slurm job, the same on every rank of the job step (and the next srun of the job gets its own),
+// else runs/<config stem>-<local time, to the second>.
+std::filesystem::path default_run_dir(const std::string& config_path, const std::map<std::string, std::string>& env);
+// Whether every rank computes the same default_run_dir (Slurm's job id), so ranks started by an
+// outside launcher need no --run-dir.
+bool default_run_dir_is_shared(const std::map<std::string, std::string>& env);
 
 struct EvalOptions {
   std::filesystem::path run_dir;
