@@ -85,8 +85,9 @@ class TwoNodes {
     a.insert(a.end(), args.begin(), args.end());
     a.insert(a.end(), {"--nnodes", "2", "--node-rank", std::to_string(node), "--nproc-per-node", "1", "--rdzv",
                        addr(0) + ":" + std::to_string(port), "--set", "parallel.dp=2", "--set", "train.batch_size=2"});
-    // Gloo binds and advertises this node's address (the host name resolves to loopback here).
-    return std::make_unique<Process>(ip_, a, std::vector<std::string>{kNoProbes, "DL_GLOO_HOST=" + addr(node)});
+    // No DL_GLOO_HOST: the host name resolves to loopback in both namespaces, so each rank must
+    // find on its own the address that reaches node 0.
+    return std::make_unique<Process>(ip_, a, std::vector<std::string>{kNoProbes});
   }
 
  private:

@@ -10,6 +10,10 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -338,10 +342,39 @@ void GlooRequest::wait() {
   done_ = true;
 }
 
-// The address Gloo binds and advertises: loopback when every rank is local, else this host.
+// The IPv4 address this host sends from to reach `peer` (the routing table's choice; connecting
+// a UDP socket sends nothing). Empty when the peer does not resolve or is unreachable.
+std::string local_address_towards(const std::string& peer) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(peer.c_str(), "9", &hints, &res) != 0 || !res) return "";
+  std::string out;
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_in me{};
+    socklen_t len = sizeof me;
+    char text[INET_ADDRSTRLEN] = {};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0 &&
+        ::inet_ntop(AF_INET, &me.sin_addr, text, sizeof text))
+      out = text;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(res);
+  return out;
+}
+
+// The address Gloo binds and advertises: loopback when every rank is local; across nodes the
+// address that reaches rank 0's host (the host name often resolves to 127.0.1.1, which a peer
+// would dial in vain until the timeout), else the host name. DL_GLOO_HOST overrides.
 std::string device_hostname(const LaunchEnv& env) {
   if (const char* h = std::getenv("DL_GLOO_HOST")) return h;
   if (env.local_world == env.world) return "127.0.0.1";
+  if (!env.master_addr.empty()) {
+    const std::string a = local_address_towards(env.master_addr);
+    if (!a.empty() && a.rfind("127.", 0) != 0) return a;
+  }
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   return host;
