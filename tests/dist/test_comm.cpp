@@ -128,6 +128,11 @@ TEST_CASE("launch environments: dlkit, torchrun, Open MPI, Slurm, and contradict
   CHECK(e.source == "openmpi");
   CHECK(e.rank == 2);
   CHECK(e.master_port == 29500);
+  // mpirun on one node: every rank local, the rendezvous on this host.
+  e = detect_launch_env(EnvMap{{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                               {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  CHECK(e.master_addr == "127.0.0.1");
+  CHECK(e.master_port == 29500);
   e = detect_launch_env(EnvMap{{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
                                {"SLURM_JOB_NODELIST", "gpu[07-10,12],login1"}, {"SLURM_TASKS_PER_NODE", "4(x2)"},
                                {"SLURM_JOB_ID", "99"}});
@@ -156,6 +161,8 @@ TEST_CASE("launch environments: dlkit, torchrun, Open MPI, Slurm, and contradict
   fails({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "x"}, {"OMPI_COMM_WORLD_RANK", "0"}}, "contradicts");
   fails({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}}, "SLURM_JOB_NODELIST");
   fails({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}, "MASTER_ADDR");
+  fails({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}},
+        "MASTER_ADDR");
 }
 
 TEST_CASE("launch role: a launch around the process wins, then the ranks asked for") {

@@ -119,9 +119,12 @@ LaunchEnv detect_launch_env(const EnvMap& env) {
     e.world = to_int(env, "OMPI_COMM_WORLD_SIZE", e.source);
     e.local_rank = to_int_or(env, "OMPI_COMM_WORLD_LOCAL_RANK", e.source, e.rank);
     e.local_world = to_int_or(env, "OMPI_COMM_WORLD_LOCAL_SIZE", e.source, e.world);
-    if (e.world > 1 && !get(env, "MASTER_ADDR"))
-      throw_usage("Open MPI environment: set MASTER_ADDR (rank 0's host) and MASTER_PORT for the rendezvous, e.g. "
-                  "mpirun -x MASTER_ADDR=$(hostname) -x MASTER_PORT=29500 dl-train ...");
+    // mpirun sets ranks but no rendezvous address: on one node (every rank local, as mpirun says
+    // in OMPI_COMM_WORLD_LOCAL_SIZE) it is this host; across nodes it must be given.
+    const bool one_node = get(env, "OMPI_COMM_WORLD_LOCAL_SIZE") && e.local_world == e.world;
+    if (e.world > 1 && !get(env, "MASTER_ADDR") && !one_node)
+      throw_usage("Open MPI environment across nodes: set MASTER_ADDR (rank 0's host) and MASTER_PORT for the "
+                  "rendezvous, e.g. mpirun -x MASTER_ADDR=$(hostname) -x MASTER_PORT=29500 dl-train ...");
     master_from(env, e, "127.0.0.1");
   } else if (slurm) {
     e.source = "slurm";
