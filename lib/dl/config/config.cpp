@@ -567,6 +567,8 @@ Config load_config(const fs::path& file, const std::vector<std::string>& overrid
   return parse_impl(text.str(), file.string(), fs::absolute(file).parent_path(), overrides);
 }
 
+std::string toml_float(double x) { return format_float(x); }
+
 std::string config_to_toml(const Config& config) {
   std::string out;
   std::string_view section;

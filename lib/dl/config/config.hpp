@@ -141,6 +141,8 @@ std::string config_to_toml(const Config& config);
 
 // A TOML basic string literal with every character escaped as TOML requires ("a\"b" -> "\"a\\\"b\"").
 std::string toml_quote(std::string_view s);
+// A TOML float literal that reads back as the same double ("0.001", "2.0", "1e-08").
+std::string toml_float(double x);
 
 // One line per key for --help and docs: "model.n_layer (int, default 4): ..."
 struct ConfigKeyDoc {
