@@ -10,6 +10,9 @@
 #include "dl/core/version.hpp"
 #include "dl/dist/launch_env.hpp"
 #include "dl/dist/launcher.hpp"
+#include "dl/io/atomic_file.hpp"
+#include "dl/sweep/runs.hpp"
+#include "dl/sweep/sweep.hpp"
 #include "dl/train/report.hpp"
 #include "dl/train/trainer.hpp"
 
@@ -40,6 +43,8 @@ int main(int argc, char** argv) {
       "  srun -N2 --ntasks-per-node 8 dl-train big.toml --run-dir runs/big   # Slurm, torchrun, mpirun work too\n"
       "  dl-train sample --run-dir runs/a --prompt '123+456='\n"
       "  dl-train eval --run-dir runs/a --format json\n"
+      "  dl-train sweep lr.sweep.toml --jobs 2             # trials, ranked; best.toml in the sweep dir\n"
+      "  dl-train runs runs/a runs/b --plot val_loss -o val.svg\n"
       "\n"
       "Exit codes: 0 ok, 1 failure, 2 bad usage or input, 3 diverged (NaN/Inf), 130 interrupted\n"
       "after a checkpoint. Run `dl-train --help-keys` for every config key.");
@@ -103,6 +108,38 @@ int main(int argc, char** argv) {
   eval->add_option("--max-batches", e_batches, "Evaluate at most N batches (0 = all)");
   eval->add_option("--format", e_format, "table | json | jsonl | csv | md");
 
+  auto* sweep = app.add_subcommand("sweep", "Run a hyperparameter sweep (grid, random, tpe; asha early stopping)");
+  sweep->footer(
+      "Examples:\n"
+      "  dl-train sweep lr.sweep.toml --dir sweeps/lr --jobs 2\n"
+      "  dl-train sweep --resume sweeps/lr                   # after Ctrl-C or a crash\n"
+      "  dl-train sweep lr.sweep.toml --format json > trials.json\n"
+      "The sweep file's format, the methods and how resume stays exact: docs/SWEEPS.md.");
+  std::string w_file, w_dir, w_resume, w_format = "table";
+  int64_t w_jobs = 0;
+  bool w_quiet = false;
+  sweep->add_option("sweep_file", w_file, "Sweep file (TOML); not with --resume");
+  sweep->add_option("--dir", w_dir, "Sweep directory to create (default sweeps/<sweep>-<time>)");
+  sweep->add_option("--resume", w_resume, "Continue the sweep in DIR");
+  sweep->add_option("--jobs", w_jobs, "Trials at once (default: the sweep file's jobs, else 1); they share the cores")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  sweep->add_option("--format", w_format, "table | json | jsonl | csv | md");
+  sweep->add_flag("-q,--quiet", w_quiet, "No per-trial log lines on stderr");
+
+  auto* runs = app.add_subcommand("runs", "Compare run (or sweep) directories: differing config keys, final metrics, plots");
+  runs->footer(
+      "Examples:\n"
+      "  dl-train runs runs/a runs/b sweeps/lr\n"
+      "  dl-train runs sweeps/lr --plot val_loss -o val_loss.svg --log-y");
+  std::vector<std::string> r_dirs;
+  std::string r_format = "table", r_plot, r_out;
+  bool r_log = false;
+  runs->add_option("dirs", r_dirs, "Run directories or sweep directories")->required();
+  runs->add_option("--format", r_format, "table | json | jsonl | csv | md");
+  runs->add_option("--plot", r_plot, "Draw this metric against step for every run as an SVG (-o FILE)");
+  runs->add_option("-o,--output", r_out, "The SVG file to write (with --plot)");
+  runs->add_flag("--log-y", r_log, "Logarithmic y axis (with --plot)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -118,6 +155,45 @@ int main(int argc, char** argv) {
       dl::SampleOptions o{s_run, s_prompt, s_tokens, s_temp, s_topk, s_count, s_prompts, s_seed};
       auto fmt = dl::parse_output_format(s_format);
       std::cout << dl::format_sample_report(dl::run_sample(o), fmt);
+      return dl::kExitOk;
+    }
+    if (*sweep) {
+      dl::sweep::SweepOptions o;
+      const auto fmt = dl::parse_output_format(w_format);
+      if (!w_resume.empty()) {
+        if (!w_file.empty()) dl::throw_usage("--resume continues the sweep in DIR with its own sweep file; drop ", w_file);
+        if (!w_dir.empty() && fs::path(w_dir) != fs::path(w_resume)) dl::throw_usage("--resume continues in DIR; drop --dir");
+        o.dir = w_resume;
+        o.resume = true;
+      } else {
+        if (w_file.empty()) dl::throw_usage("no sweep file: dl-train sweep SWEEP.toml (or --resume DIR); see --help");
+        o.sweep_file = w_file;
+        o.dir = w_dir.empty() ? dl::timestamped_dir("sweeps", w_file).string() : w_dir;
+      }
+      o.jobs = w_jobs;
+      o.quiet = w_quiet;
+      o.progress = !w_quiet && dl::stderr_is_terminal();
+      o.trainer = fs::read_symlink("/proc/self/exe");
+      dl::set_log_quiet(w_quiet);
+      const auto result = dl::sweep::run_sweep(o);
+      if (result.interrupted)
+        throw dl::Error(dl::ErrorKind::interrupted, "sweep interrupted; every trial saved its checkpoint (continue with "
+                                                    "dl-train sweep --resume " + o.dir.string() + ")");
+      std::cout << dl::sweep::sweep_table(result).render(fmt);
+      dl::log_info("best config: " + (o.dir / "best.toml").string());
+      return dl::kExitOk;
+    }
+    if (*runs) {
+      std::vector<fs::path> dirs(r_dirs.begin(), r_dirs.end());
+      const auto data = dl::sweep::read_runs(dirs);
+      if (!r_plot.empty()) {
+        if (r_out.empty()) dl::throw_usage("--plot ", r_plot, " needs -o FILE.svg");
+        dl::write_file_atomic(r_out, dl::sweep::runs_svg(data, r_plot, r_log));
+        return dl::kExitOk;
+      }
+      if (!r_out.empty() || r_log) dl::throw_usage("-o and --log-y go with --plot METRIC");
+      const auto fmt = dl::parse_output_format(r_format);
+      std::cout << dl::sweep::runs_table(data, fmt == dl::OutputFormat::table).render(fmt);
       return dl::kExitOk;
     }
     if (*eval) {

@@ -152,10 +152,14 @@ fs::path default_run_dir(const std::string& config_path, const std::map<std::str
     return fs::path("runs") / str(stem, "-slurm-", env.at("SLURM_JOB_ID"),
                                   step != env.end() && !step->second.empty() ? "." + step->second : "");
   }
+  return timestamped_dir("runs", config_path);
+}
+
+fs::path timestamped_dir(const fs::path& root, const std::string& file) {
   char stamp[32];
   std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return fs::path("runs") / (stem + "-" + stamp);
+  return root / (fs::path(file).stem().string() + "-" + stamp);
 }
 
 bool default_run_dir_is_shared(const std::map<std::string, std::string>& env) {

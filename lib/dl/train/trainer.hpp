@@ -71,6 +71,8 @@ std::filesystem::path default_run_dir(const std::string& config_path, const std:
 // Whether every rank computes the same default_run_dir (Slurm's job id), so ranks started by an
 // outside launcher need no --run-dir.
 bool default_run_dir_is_shared(const std::map<std::string, std::string>& env);
+// <root>/<file's stem>-<local time, to the second>: a fresh directory name for a run or a sweep.
+std::filesystem::path timestamped_dir(const std::filesystem::path& root, const std::string& file);
 
 struct EvalOptions {
   std::filesystem::path run_dir;
