@@ -305,3 +305,21 @@ print(json.dumps({'attrs': root.attrib, 'paths': [p.attrib for p in root.iter(ns
     }
   }
 }
+
+TEST_CASE("dl-cost estimate SWEEP.toml prices the base config trained for the sweep's step budget") {
+  auto cost = [](const std::vector<std::string>& args) {
+    auto r = run(tool("dl-cost"), args);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    return r;
+  };
+  const std::string tiny = (fixture().dir / "tiny.toml").string();
+  // grid: 9 trials x 90 steps; asha: 9 x 10 + 3 x 20 more + 1 x 60 more = 210, what the sweep trains.
+  CHECK(cost({"estimate", (fixture().dir / "grid.toml").string(), "--format", "json"}).out ==
+        cost({"estimate", tiny, "--set", "train.steps=810", "--format", "json"}).out);
+  auto asha = cost({"estimate", (fixture().dir / "asha.toml").string(), "--format", "json"});
+  CHECK(asha.out == cost({"estimate", tiny, "--set", "train.steps=210", "--format", "json"}).out);
+  CHECK(asha.err.find("210 steps in all (asha, expected)") != std::string::npos);
+  CHECK(asha.err.find("worst case 210 steps") != std::string::npos);
+  CHECK(steps_trained(sweep_rows("asha.toml", "asha")) == 210);
+}

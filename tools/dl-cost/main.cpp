@@ -1,6 +1,7 @@
 // dl-cost: time and money an experiment takes on each cloud GPU offer, the catalog of offers,
 // and when buying a machine pays off. The arithmetic lives in lib/dl/cost (docs/COST.md).
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <iostream>
 
 #include "dl/backend/build_info.hpp"
@@ -10,6 +11,8 @@
 #include "dl/core/error.hpp"
 #include "dl/core/version.hpp"
 #include "dl/cost/estimate.hpp"
+#include "dl/sweep/asha.hpp"
+#include "dl/sweep/spec.hpp"
 
 namespace {
 
@@ -88,7 +91,9 @@ int main(int argc, char** argv) {
   std::string batch_tokens;
   double preempt = 0.05;
   auto* est = app.add_subcommand("estimate", "Hours and dollars of one experiment on every offer, cheapest first");
-  est->add_option("config", config, "dl-train config: tokens = steps x batch x accumulation x dp x block_size");
+  est->add_option("config", config,
+                  "dl-train config (tokens = steps x batch x accumulation x dp x block_size), or a sweep file "
+                  "(every trial's steps, early stopping included, priced on its base config)");
   est->add_option("--set", sets, "Override a config key: --set train.steps=50000 (repeatable)")->type_name("KEY=VALUE");
   est->add_option("--tokens", tokens, "Training tokens instead of a config: 10B, 3e11 (with --params)");
   est->add_option("--params", params, "Model parameters: 124M, 7B (FLOPs per token; memory check)");
@@ -121,6 +126,7 @@ int main(int argc, char** argv) {
       "parameter traffic over the interconnect. Each row has a low/high range. The table says which.\n"
       "Examples:\n"
       "  dl-cost estimate configs/gpt2-124m.toml --precision bf16\n"
+      "  dl-cost estimate lr.sweep.toml                      # a whole dl-train sweep\n"
       "  dl-cost estimate --tokens 10B --params 124M --gpus 1,8 --deadline 24h\n"
       "  dl-cost estimate --params 7B --layers 32 --hidden 4096 --heads 32 --seq 4096 --tokens 1T --gpus 64 --gpu H100\n"
       "  dl-cost estimate --hours 36 --on lambda/gpu_1x_a100_sxm4 --spot --budget 200\n"
@@ -228,6 +234,22 @@ int main(int argc, char** argv) {
     dl::cost::EstimateInputs in;
     in.config_path = config;
     in.sets = sets;
+    // A sweep prices as its base config trained for the sweep's step budget (sweep/asha.hpp).
+    std::vector<std::string> sweep_notes;
+    if (!config.empty() && dl::sweep::is_sweep_file(config)) {
+      const auto spec = dl::sweep::load_sweep(config);
+      const auto b = dl::sweep::step_budget(spec);
+      const auto steps = static_cast<int64_t>(std::ceil(b.expected));
+      in.config_path = spec.base_config.string();
+      in.sets.push_back("train.steps=" + std::to_string(steps));
+      sweep_notes.push_back(dl::str("# sweep ", config, ": ", b.trials, " trials of up to ", b.steps_per_trial,
+                                    " steps = ", steps, " steps in all", spec.asha ? " (asha, expected)" : "",
+                                    ", priced as ", spec.base_config.filename().string(),
+                                    " (parameters that change the model or batch are not priced per trial)"));
+      if (spec.asha)
+        sweep_notes.push_back(dl::str("# worst case ", static_cast<int64_t>(std::ceil(b.worst)), " steps: x",
+                                      dl::format_fixed(b.worst / b.expected, 2), " the hours and dollars above"));
+    }
     if (!tokens.empty()) in.tokens = dl::parse_count(tokens, "--tokens");
     if (!params.empty()) in.params = dl::parse_count(params, "--params");
     if (!flops.empty()) in.flops = dl::parse_count(flops, "--flops");
@@ -252,11 +274,13 @@ int main(int argc, char** argv) {
     if (!budget.empty()) in.budget = parse_usd(budget, "--budget");
     if (!deadline.empty()) in.deadline = dl::parse_hours(deadline, "--deadline");
     auto r = dl::cost::make_estimate(in);
+    r.notes.insert(r.notes.begin(), sweep_notes.begin(), sweep_notes.end());
     for (const auto& w : r.warnings) dl::log_warn(w);
     std::cout << dl::cost::render_estimate(r, fmt, rows_shown(ef, fmt));
     std::cout.flush();
     if (machine(fmt)) {
       for (const auto& c : r.callouts) dl::log_info(c);
+      for (const auto& n : sweep_notes) dl::log_info(n.substr(2));
       for (const auto& s : r.skipped) dl::log_info("skipped " + s);
     }
     bool any = false;
