@@ -78,7 +78,7 @@ TEST_CASE("the decisions depend on the results, not on the order they arrived in
     for (size_t step = 0; step < 9; ++step) {
       t[order[step]].results = {r0[order[step]]};
       AshaDecision d = asha_decide(t, 2, 3, Goal::minimize);
-      // Once promoted, a trial stays promoted, and only trials of the final top 3 ever are.
+      // Only trials of the final top 3 are ever promoted, whatever the order.
       for (size_t i = 0; i < 9; ++i)
         if (d.target[i] == 1) CHECK((i == 1 || i == 3 || i == 5));
       if (step == 8) promoted_when_complete = d.target;

@@ -323,3 +323,18 @@ TEST_CASE("dl-cost estimate SWEEP.toml prices the base config trained for the sw
   CHECK(asha.err.find("worst case 210 steps") != std::string::npos);
   CHECK(steps_trained(sweep_rows("asha.toml", "asha")) == 210);
 }
+
+TEST_CASE("a multi-rank trial runs through dl-train's launcher (nproc_per_node)") {
+  write_file(fixture().dir / "ranks.toml", "base = \"tiny.toml\"\nnproc_per_node = 2\n[method]\nname = \"grid\"\n"
+                                           "[parameters]\n\"parallel.dp\" = [2]\n\"train.batch_size\" = [16]\n");
+  auto r = train({"sweep", (fixture().dir / "ranks.toml").string(), "--dir", (fixture().dir / "ranks").string(),
+                  "--format", "json", "-q"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  json rows = json::parse(r.out);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0]["status"] == "completed");
+  const json summary = json::parse(read_file(fixture().dir / "ranks" / "trial-0000" / "summary.json"));
+  CHECK(summary["layout"]["dp"] == 2);
+  CHECK(read_file(fixture().dir / "ranks" / "logs" / "trial-0000.log").find("[rank 0]") != std::string::npos);
+}
