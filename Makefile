@@ -34,6 +34,7 @@ bench: deps
 	$(MAKE) build
 	./scripts/bench.sh $(BUILD)
 	./scripts/bench-dist.sh $(BUILD)
+	./scripts/bench-sweep.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)
