@@ -180,6 +180,9 @@ int main(int argc, char** argv) {
         throw dl::Error(dl::ErrorKind::interrupted, "sweep interrupted; every trial saved its checkpoint (continue with "
                                                     "dl-train sweep --resume " + o.dir.string() + ")");
       std::cout << dl::sweep::sweep_table(result).render(fmt);
+      if (!dl::sweep::best_trial(result))
+        dl::throw_runtime("no trial of the sweep reported ", result.spec.metric, ": every trial failed or diverged (their "
+                          "logs: ", (o.dir / "logs").string(), ")");
       dl::log_info("best config: " + (o.dir / "best.toml").string());
       return dl::kExitOk;
     }

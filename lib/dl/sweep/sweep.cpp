@@ -466,7 +466,7 @@ SweepResult run_sweep(const SweepOptions& o) {
   const bool finished = runner.run();
   SweepResult r{st.spec, st.dir, st.trials, !finished};
   st.save();
-  if (finished) write_file_atomic(st.dir / "best.toml", best_config_toml(r));
+  if (finished && best_trial(r)) write_file_atomic(st.dir / "best.toml", best_config_toml(r));
   return r;
 }
 
@@ -503,11 +503,17 @@ Table sweep_table(const SweepResult& r) {
   return table;
 }
 
-std::string best_config_toml(const SweepResult& r) {
+const TrialRecord* best_trial(const SweepResult& r) {
   const auto order = ranking(r);
   if (order.empty() || r.trials[order.front()].results.empty() || !std::isfinite(r.trials[order.front()].results.back()))
-    throw_runtime("sweep ", r.dir.string(), ": no trial reported ", r.spec.metric, "; no best config");
-  const TrialRecord& best = r.trials[order.front()];
+    return nullptr;
+  return &r.trials[order.front()];
+}
+
+std::string best_config_toml(const SweepResult& r) {
+  const TrialRecord* b = best_trial(r);
+  if (!b) throw_runtime("sweep ", r.dir.string(), ": no trial reported ", r.spec.metric, "; no best config");
+  const TrialRecord& best = *b;
   std::vector<std::string> sets;
   for (size_t i = 0; i < r.spec.params.size(); ++i) sets.push_back(r.spec.params[i].key + "=" + best.values[i]);
   if (r.spec.asha) {

@@ -56,6 +56,8 @@ std::filesystem::path trial_dir(const std::filesystem::path& sweep_dir, int64_t 
 
 // Ranked trials (best first): trial, parameters, metric, steps, time, status, reason.
 Table sweep_table(const SweepResult& result);
+// The best trial (rank 1), or nullptr when no trial reported the metric (all failed or diverged).
+const TrialRecord* best_trial(const SweepResult& result);
 // The base config with the best trial's parameters, resolved as dl-train --print-config shows it.
 std::string best_config_toml(const SweepResult& result);
 
