@@ -9,10 +9,12 @@
 // Sampler. Nothing about it depends on the number of threads, ranks or previous runs, so a
 // resumed or re-sharded run reads exactly the same examples.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dl/config/config.hpp"
@@ -40,12 +42,32 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
   virtual std::vector<int32_t> encode(const std::string& text) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
-  virtual std::string name() const = 0;  // "bytes" | "ids"
+  virtual std::string name() const = 0;  // "bytes" | "ids" | "gpt2"
+  // Number of ids the tokenizer can decode (0: any id, e.g. the ids tokenizer).
+  virtual int64_t vocab_size() const { return 0; }
+  // The id put between documents of a multi-file source (GPT-2's <|endoftext|>); none for bytes.
+  virtual std::optional<int32_t> document_separator() const { return std::nullopt; }
+  // The files the tokenizer was loaded from (copied into a run so that it can be reloaded).
+  virtual std::vector<std::string> files() const { return {}; }
+  // The first position >= from (or text.size()) where `text` may be cut so that encoding the two
+  // parts gives the ids of the whole: how text is split across threads.
+  virtual size_t split_point(std::string_view text, size_t from) const { return std::min(from, text.size()); }
+
+  // Encodes on one thread, keeping what helps the next call (GPT-2's merge cache).
+  class Encoder {
+   public:
+    virtual ~Encoder() = default;
+    virtual void encode_append(std::string_view text, std::vector<int32_t>& out) = 0;
+  };
+  virtual std::unique_ptr<Encoder> make_encoder() const;
 };
 // Byte-level (ids 0..255), used for text:, csv: is not tokenized, synthetic:addition.
 std::unique_ptr<Tokenizer> make_byte_tokenizer();
 // For token shards whose vocabulary dlkit does not ship: text is whitespace-separated ids.
 std::unique_ptr<Tokenizer> make_id_tokenizer();
+// data.tokenizer: "bytes" (the byte tokenizer) or "gpt2:DIR" (GPT-2's BPE from DIR's vocab.json +
+// merges.txt or tokenizer.json; gpt2_tokenizer.hpp). Throws dl::Error(usage) naming what is wrong.
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
 
 class Dataset {
  public:

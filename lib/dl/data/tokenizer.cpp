@@ -1,8 +1,10 @@
-// The two tokenizers dlkit ships: raw bytes, and whitespace-separated decimal ids.
+// The tokenizers dlkit ships: raw bytes, whitespace-separated decimal ids, and (gpt2_tokenizer.cpp)
+// GPT-2's BPE, chosen by make_tokenizer.
 #include <cctype>
 #include <charconv>
 
 #include "dl/data/dataset.hpp"
+#include "dl/data/gpt2_tokenizer.hpp"
 
 namespace dl {
 
@@ -26,10 +28,15 @@ class ByteTokenizer final : public Tokenizer {
     return out;
   }
   std::string name() const override { return "bytes"; }
+  int64_t vocab_size() const override { return 256; }
 };
 
 class IdTokenizer final : public Tokenizer {
  public:
+  size_t split_point(std::string_view text, size_t from) const override {
+    while (from < text.size() && !std::isspace(static_cast<unsigned char>(text[from]))) ++from;
+    return from;
+  }
   std::vector<int32_t> encode(const std::string& text) const override {
     std::vector<int32_t> ids;
     size_t i = 0;
@@ -60,9 +67,31 @@ class IdTokenizer final : public Tokenizer {
   std::string name() const override { return "ids"; }
 };
 
+// Any tokenizer's encoder: encode() on a copy of the text.
+class PlainEncoder final : public Tokenizer::Encoder {
+ public:
+  explicit PlainEncoder(const Tokenizer& t) : t_(t) {}
+  void encode_append(std::string_view text, std::vector<int32_t>& out) override {
+    auto ids = t_.encode(std::string(text));
+    out.insert(out.end(), ids.begin(), ids.end());
+  }
+
+ private:
+  const Tokenizer& t_;
+};
+
 }  // namespace
+
+std::unique_ptr<Tokenizer::Encoder> Tokenizer::make_encoder() const { return std::make_unique<PlainEncoder>(*this); }
 
 std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteTokenizer>(); }
 std::unique_ptr<Tokenizer> make_id_tokenizer() { return std::make_unique<IdTokenizer>(); }
+
+std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
+  if (spec == "bytes") return make_byte_tokenizer();
+  if (spec.starts_with("gpt2:") && spec.size() > 5) return std::make_unique<Gpt2Tokenizer>(spec.substr(5));
+  throw_usage("data.tokenizer = \"", spec, "\" is not a tokenizer; use \"bytes\" or \"gpt2:DIR\" (a folder with ",
+              "vocab.json + merges.txt or tokenizer.json)");
+}
 
 }  // namespace dl
