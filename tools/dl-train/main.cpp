@@ -8,6 +8,8 @@
 #include "dl/cli/table.hpp"
 #include "dl/config/config.hpp"
 #include "dl/core/version.hpp"
+#include "dl/data/gpt2_tokenizer.hpp"
+#include "dl/data/tokenize.hpp"
 #include "dl/dist/launch_env.hpp"
 #include "dl/dist/launcher.hpp"
 #include "dl/io/atomic_file.hpp"
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
       "  dl-train eval --run-dir runs/a --format json\n"
       "  dl-train sweep lr.sweep.toml --jobs 2             # trials, ranked; best.toml in the sweep dir\n"
       "  dl-train runs runs/a runs/b --plot val_loss -o val.svg\n"
+      "  dl-train tokenize book.txt --tokenizer gpt2 -o data/book   # text to token shards\n"
       "\n"
       "Exit codes: 0 ok, 1 failure, 2 bad usage or input, 3 diverged (NaN/Inf), 130 interrupted\n"
       "after a checkpoint. Run `dl-train --help-keys` for every config key.");
@@ -139,6 +142,25 @@ int main(int argc, char** argv) {
   runs->add_option("--plot", r_plot, "Draw this metric against step for every run as an SVG (-o FILE)");
   runs->add_option("-o,--output", r_out, "The SVG file to write (with --plot)");
   runs->add_flag("--log-y", r_log, "Logarithmic y axis (with --plot)");
+  auto* tokenize = app.add_subcommand("tokenize", "Tokenize text files into llm.c token shards (for tokens: data)");
+  tokenize->footer(
+      "Files are documents: GPT-2's <|endoftext|> goes between them. Shards are OUT/train_NNNNNN.bin\n"
+      "(and OUT/val_NNNNNN.bin), the same ids as text: data with data.tokenizer = \"gpt2:DIR\".\n"
+      "Examples:\n"
+      "  dl-train tokenize book.txt --tokenizer gpt2 -o data/book --val-fraction 0.05\n"
+      "  dl-train tokenize 'corpus/*.txt' --tokenizer gpt2 -o data/corpus --shard-tokens 100000000\n"
+      "  then: data.source = \"tokens:data/book/train_*.bin\", data.val_source = \"tokens:data/book/val_*.bin\"");
+  dl::TokenizeOptions t_opt;
+  std::string t_tokenizer;
+  tokenize->add_option("sources", t_opt.sources, "Text files or globs (quoted), in order")->required();
+  tokenize->add_option("--tokenizer", t_tokenizer, "Folder with GPT-2's vocab.json + merges.txt or tokenizer.json")
+      ->required();
+  tokenize->add_option("-o,--out", t_opt.out_dir, "Output folder (new or without shards)")->required();
+  tokenize->add_option("--shard-tokens", t_opt.shard_tokens, "Tokens per shard")
+      ->check(CLI::Range(int64_t{1}, int64_t{INT32_MAX}));
+  tokenize->add_option("--val-fraction", t_opt.val_fraction, "Share of the bytes, at the end, written as val_*.bin")
+      ->check(CLI::Range(0.0, 0.999));
+  tokenize->add_option("--threads", t_opt.threads, "Threads (0 = every core)")->check(CLI::NonNegativeNumber);
 
   try {
     app.parse(argc, argv);
@@ -197,6 +219,13 @@ int main(int argc, char** argv) {
       if (!r_out.empty() || r_log) dl::throw_usage("-o and --log-y go with --plot METRIC");
       const auto fmt = dl::parse_output_format(r_format);
       std::cout << dl::sweep::runs_table(data, fmt == dl::OutputFormat::table).render(fmt);
+      return dl::kExitOk;
+    }
+    if (*tokenize) {
+      dl::Gpt2Tokenizer tok(t_tokenizer);
+      const dl::TokenizeSummary s = dl::tokenize_to_shards(tok, t_opt);
+      std::cerr << dl::describe_tokenize_summary(s);
+      std::cout << dl::format_tokenize_shards(s);
       return dl::kExitOk;
     }
     if (*eval) {

@@ -88,6 +88,9 @@ nlohmann::json checkpoint_manifest(const std::string& model_type, const TrainerS
                                    const nlohmann::json& tensors, const nlohmann::json& pieces,
                                    const nlohmann::json& files);
 inline constexpr const char* kCheckpointManifest = "trainer_state.json";
+// A run's copy of its GPT-2 tokenizer files (vocab.json + merges.txt, or tokenizer.json), beside
+// RUN/checkpoints/: what dl-train sample and eval on the run read, and dl-shard merge copies.
+inline constexpr const char* kRunTokenizerDir = "tokenizer";
 
 // Checkpoint directories under root, newest step first (complete ones only: the manifest exists).
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& root);

@@ -415,11 +415,31 @@ struct Checker {
   }
   void check(const std::string& key, std::string& v, const Spec& spec) {
     if (spec.source) resolve_source(key, v, spec);
+    if (spec.tokenizer) resolve_tokenizer(key, v);
   }
   template <class E>
   void check(const std::string& key, Choice<E>& v, const Spec&) {
     if (auto it = unknown_choices.find(key); it != unknown_choices.end())
       throw_usage(where(key), ": ", key, " must be one of ", choices_text(v), "; got ", quote(it->second));
+  }
+
+  // Checks a tokenizer and makes its folder absolute.
+  void resolve_tokenizer(const std::string& key, std::string& v) {
+    if (v == "bytes") return;
+    if (!v.starts_with("gpt2:") || v.size() == 5)
+      throw_usage(where(key), ": ", key, " must be \"bytes\" or \"gpt2:DIR\" (a folder with vocab.json + merges.txt or ",
+                  "tokenizer.json); got ", quote(v));
+    auto it = origins.find(key);
+    const bool from_set = it != origins.end() && it->second.from_set;
+    const fs::path base = it == origins.end() ? default_base : it->second.base;
+    const fs::path p(v.substr(5));
+    const fs::path abs = p.is_relative() ? (base / p).lexically_normal() : p.lexically_normal();
+    std::error_code ec;
+    if (!fs::is_directory(abs, ec))
+      throw_usage(where(key), ": ", key, ": no such folder: ", abs.string(),
+                  !p.is_relative() ? "" : from_set ? " (paths in --set are relative to the current directory)"
+                                                   : " (paths are relative to the config file's folder)");
+    v = "gpt2:" + abs.string();
   }
 
   // Checks a data source and makes its path absolute.
@@ -451,7 +471,8 @@ struct Checker {
     std::string note = !relative ? ""
                        : from_set ? " (paths in --set are relative to the current directory)"
                                   : " (paths are relative to the config file's folder)";
-    if (*k == SourceKind::tokens) {
+    // tokens: is always a glob; text: may be one (its files are documents).
+    if (*k == SourceKind::tokens || (*k == SourceKind::text && arg.find_first_of("*?[") != std::string::npos)) {
       // Glob metacharacters in the base folder itself must match literally.
       std::string pattern = arg;
       if (relative) {
@@ -463,7 +484,7 @@ struct Checker {
         pattern = (fs::path(b) / p).lexically_normal().string();
       }
       if (glob_files(pattern).empty()) throw_usage(where(key), ": ", key, ": no files match ", pattern, note);
-      v = "tokens:" + pattern;
+      v = kind + ":" + pattern;
       return;
     }
     fs::path abs = relative ? (base / p).lexically_normal() : p.lexically_normal();

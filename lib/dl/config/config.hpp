@@ -30,10 +30,13 @@ struct ModelConfig {
 };
 
 struct DataConfig {
-  // "synthetic:addition" | "text:PATH" | "tokens:GLOB" | "csv:PATH". Paths in a config file are
+  // "synthetic:addition" | "text:PATH" (or a glob: files are documents) | "tokens:GLOB" | "csv:PATH". Paths in a config file are
   // relative to that file's folder; the resolved config holds absolute paths.
   std::string source = "synthetic:addition";
   std::string val_source;     // optional separate validation source, same forms
+  // text: data, sample prompts and eval: "bytes" | "gpt2:DIR" (vocab.json + merges.txt or
+  // tokenizer.json in DIR; relative to the config file's folder, absolute once resolved)
+  std::string tokenizer = "bytes";
   double val_fraction = 0.1;  // held-out tail when val_source is empty
   int64_t digits = 3;         // synthetic:addition operand digits
   int64_t label_column = -1;  // csv: label column index, negative counts from the end

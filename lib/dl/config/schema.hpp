@@ -28,6 +28,7 @@ struct Spec {
   bool lo_open = false;
   bool hi_open = false;
   bool source = false;     // strings: a data source "synthetic:NAME" | "text:PATH" | "tokens:GLOB" | "csv:PATH"
+  bool tokenizer = false;  // strings: "bytes" | "gpt2:DIR"
   bool may_be_empty = false;  // strings: "" is allowed (an optional source); arrays: [] is allowed
   bool auto_int = false;   // ints: the TOML may say "auto", stored as -1 (and -1 itself is accepted)
 
@@ -36,6 +37,7 @@ struct Spec {
   Spec& max(double v) { hi = v, hi_open = false; return *this; }    // x <= v
   Spec& below(double v) { hi = v, hi_open = true; return *this; }   // x < v
   Spec& data_source() { source = true; return *this; }
+  Spec& tokenizer_spec() { tokenizer = true; return *this; }
   Spec& optional() { may_be_empty = true; return *this; }
   Spec& or_auto() { auto_int = true; return *this; }
 
@@ -67,6 +69,7 @@ void visit_config(C& c, V&& v) {
   // [data]
   v("data", "source", c.data.source, help("training data; relative paths are from the config file's folder").data_source());
   v("data", "val_source", c.data.val_source, help("separate validation data, same forms as data.source; empty: hold out data.val_fraction of the training data").data_source().optional());
+  v("data", "tokenizer", c.data.tokenizer, help("how text: data, sample prompts and eval text become ids: \"bytes\" or \"gpt2:DIR\" (GPT-2's BPE from DIR's vocab.json + merges.txt or tokenizer.json)").tokenizer_spec());
   v("data", "val_fraction", c.data.val_fraction, help("fraction of the data held out for validation when data.val_source is empty").min(0).max(0.5));
   v("data", "digits", c.data.digits, help("synthetic:addition: digits per operand").min(1).max(18));
   v("data", "label_column", c.data.label_column, help("csv: column holding the class label; negative counts from the end"));

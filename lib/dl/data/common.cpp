@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
+#include <glob.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,6 +44,24 @@ MappedFile::~MappedFile() {
 
 void MappedFile::advise_random() const {
   if (data_) ::madvise(const_cast<unsigned char*>(data_), size_, MADV_RANDOM);
+}
+
+std::vector<std::string> expand_glob(const std::string& pattern, const std::string& what) {
+  glob_t g{};
+  int rc = ::glob(pattern.c_str(), GLOB_MARK, nullptr, &g);
+  std::vector<std::string> files;
+  if (rc == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) {
+      std::string p = g.gl_pathv[i];
+      if (!p.empty() && p.back() != '/') files.push_back(p);  // GLOB_MARK marks folders
+    }
+  ::globfree(&g);
+  if (rc != 0 && rc != GLOB_NOMATCH) throw_usage(what, ": cannot read the folders of '", pattern, "'");
+  if (files.empty()) {
+    bool wildcard = pattern.find_first_of("*?[") != std::string::npos;
+    throw_usage(what, wildcard ? ": the pattern matches no files" : ": no such file");
+  }
+  return files;
 }
 
 int64_t val_count(int64_t n, double fraction) {

@@ -31,6 +31,9 @@ DataSplits open_datasets(const DataConfig& data, int64_t block_size, uint64_t se
   }
 
   if (block_size < 1) throw_usage("model.block_size = ", block_size, " must be at least 1");
+  if (data.tokenizer != "bytes" && (train.kind == SourceKind::synthetic || (val && val->kind == SourceKind::synthetic)))
+    throw_usage("data.tokenizer = \"", data.tokenizer, "\" applies to text: and tokens: data, not to synthetic:",
+                train.arg, "; drop it");
   DataSplits out = open_sequence(train, data, block_size, seed, val ? Role::train : Role::split);
   if (val) {
     DataSplits v = open_sequence(*val, data, block_size, seed, Role::val);
@@ -41,7 +44,7 @@ DataSplits open_datasets(const DataConfig& data, int64_t block_size, uint64_t se
     out.val = std::move(v.val);
   }
   // One vocabulary for both splits: the model must embed every id either split can hold.
-  int64_t vocab = out.train->min_vocab_size();
+  int64_t vocab = std::max(out.train->min_vocab_size(), out.tokenizer->vocab_size());
   if (out.val) vocab = std::max(vocab, out.val->min_vocab_size());
   static_cast<SequenceDataset&>(*out.train).set_min_vocab(vocab);
   if (out.val) static_cast<SequenceDataset&>(*out.val).set_min_vocab(vocab);

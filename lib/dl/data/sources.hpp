@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dl/config/choice.hpp"
 #include "dl/data/dataset.hpp"
@@ -32,6 +33,10 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// The files a path or glob names, sorted (folders left out). Throws dl::Error(usage) naming `what`
+// when nothing matches ("no such file" for a plain path).
+std::vector<std::string> expand_glob(const std::string& pattern, const std::string& what);
+
 // Number of examples held out for validation from `n`: round(n * fraction), at least 1 when
 // fraction > 0. Does not check that something is left for training.
 int64_t val_count(int64_t n, double fraction);
@@ -51,7 +56,7 @@ SourceSpec parse_source(const std::string& source, std::string_view key);
 enum class Role { split, train, val };
 
 DataSplits open_addition(const DataConfig& data, int64_t block_size, uint64_t seed, Role role);
-DataSplits open_text(const std::string& path, const DataConfig& data, int64_t block_size, Role role);
+DataSplits open_text(const std::string& pattern, const DataConfig& data, int64_t block_size, Role role);
 DataSplits open_tokens(const std::string& pattern, const DataConfig& data, int64_t block_size, Role role);
 // csv: both files are parsed together so that label ids and feature statistics agree;
 // `val_path` empty means "hold out data.val_fraction of `train_path`".

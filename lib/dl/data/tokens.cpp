@@ -9,7 +9,6 @@
 // the validation split when the source is split.
 #include <algorithm>
 #include <cstring>
-#include <glob.h>
 
 #include "dl/data/sources.hpp"
 
@@ -42,24 +41,6 @@ struct ShardSet {
     return shards[s].tokens + (w - first_window[s]) * T;
   }
 };
-
-std::vector<std::string> expand_glob(const std::string& pattern, const std::string& what) {
-  glob_t g{};
-  int rc = ::glob(pattern.c_str(), GLOB_MARK, nullptr, &g);
-  std::vector<std::string> files;
-  if (rc == 0)
-    for (size_t i = 0; i < g.gl_pathc; ++i) {
-      std::string p = g.gl_pathv[i];
-      if (!p.empty() && p.back() != '/') files.push_back(p);  // GLOB_MARK marks folders
-    }
-  ::globfree(&g);
-  if (rc != 0 && rc != GLOB_NOMATCH) throw_usage(what, ": cannot read the folders of '", pattern, "'");
-  if (files.empty()) {
-    bool wildcard = pattern.find_first_of("*?[") != std::string::npos;
-    throw_usage(what, wildcard ? ": the pattern matches no files" : ": no such file");
-  }
-  return files;
-}
 
 // Validates and maps one shard.
 Shard open_shard(const std::string& path, const std::string& what, int64_t T) {
@@ -146,7 +127,8 @@ DataSplits open_tokens(const std::string& pattern, const DataConfig& data, int64
   auto set = open_shards(pattern, block_size);
   const int64_t total = set->windows();
   DataSplits out;
-  out.tokenizer = make_id_tokenizer();
+  // Shards hold ids; with a named tokenizer (data.tokenizer), prompts and samples are its text.
+  out.tokenizer = data.tokenizer == "bytes" ? make_id_tokenizer() : make_tokenizer(data.tokenizer);
   if (role == Role::split) {
     const int64_t n_val = val_count(total, data.val_fraction);
     if (total - n_val < 1)

@@ -67,6 +67,14 @@ void append_range(SafetensorsStreamWriter& w, const Tensor& t, int64_t lo, int64
   if (hi > lo) w.append(static_cast<const char*>(t.raw()) + static_cast<size_t>(lo) * es, static_cast<size_t>(hi - lo) * es);
 }
 
+std::string read_file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw_runtime(p.string(), ": cannot read the file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 WrittenFile committed(SafetensorsStreamWriter& w, const std::string& rel, size_t tensors) {
   WrittenFile f;
   f.tensor_bytes = w.data_bytes();
@@ -133,6 +141,21 @@ MergeResult merge_checkpoint(const MergeOptions& o) {
       }
   r.files.push_back(committed(model_w, o.output.filename().string(), model_entries.size()));
   if (opt_w) r.files.push_back(committed(*opt_w, opt_path.filename().string(), opt_entries.size()));
+  // The run's tokenizer files (RUN/tokenizer/, beside RUN/checkpoints/) go beside the model, so
+  // that the folder is a whole Hugging Face GPT-2 folder.
+  const fs::path tok_dir = r.checkpoint.parent_path().parent_path() / kRunTokenizerDir;
+  if (fs::is_directory(tok_dir, ec))
+    for (const auto& e : fs::directory_iterator(tok_dir)) {
+      if (!e.is_regular_file()) continue;
+      const std::string bytes = read_file_bytes(e.path());
+      WrittenFile f;
+      f.path = parent / e.path().filename();
+      f.file = e.path().filename().string();
+      f.file_bytes = bytes.size();
+      f.crc32c = crc32c(bytes.data(), bytes.size());
+      write_file_atomic(f.path, bytes);
+      r.files.push_back(f);
+    }
   return r;
 }
 

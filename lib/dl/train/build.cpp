@@ -124,8 +124,29 @@ bool dir_is_empty_or_missing(const fs::path& p) {
   return fs::is_directory(p, ec) && fs::directory_iterator(p, ec) == fs::directory_iterator();
 }
 
-std::future<void> write_run_files(const TrainOptions& opt) {
+void check_tokenizer_covers_model(const Config& c, const Tokenizer* tokenizer) {
+  if (!tokenizer || tokenizer->vocab_size() <= 0 || c.model.type != ModelType::gpt) return;
+  const int64_t v = tokenizer->vocab_size(), padded = (v + 127) / 128 * 128;
+  if (c.model.vocab_size > padded) {
+    const auto files = tokenizer->files();
+    throw_usage(files.empty() ? tokenizer->name() : files.front(), ": the tokenizer's vocabulary holds ", v,
+                " tokens, smaller than the model's ids (model.vocab_size = ", c.model.vocab_size,
+                "): the model could emit ids the tokenizer cannot decode; use the model's own tokenizer files, or "
+                "model.vocab_size <= ", padded);
+  }
+}
+
+std::future<void> write_run_files(const TrainOptions& opt, const Tokenizer* tokenizer) {
   write_file_atomic(opt.run_dir / "config.toml", config_to_toml(opt.config));
+  // The tokenizer travels with the run, so sample and eval read the text as training did.
+  const std::vector<std::string> tok_files = tokenizer ? tokenizer->files() : std::vector<std::string>{};
+  if (!tok_files.empty() && !fs::exists(opt.run_dir / kRunTokenizerDir)) {
+    const fs::path tmp = opt.run_dir / (std::string(kRunTokenizerDir) + ".tmp");
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    for (const std::string& f : tok_files) fs::copy_file(f, tmp / fs::path(f).filename());
+    publish_dir_atomic(tmp, opt.run_dir / kRunTokenizerDir);
+  }
   if (!opt.env_snapshot) return {};
   return std::async(std::launch::async, [dir = opt.run_dir] {
     EnvSnapshotOptions eo;
@@ -142,7 +163,11 @@ std::future<void> write_run_files(const TrainOptions& opt) {
 Config load_run_config(const fs::path& run_dir, const std::vector<std::string>& overrides) {
   fs::path cfg = run_dir / "config.toml";
   if (!fs::exists(cfg)) throw_usage(run_dir.string(), " is not a dl-train run directory (no config.toml)");
-  return load_config(cfg, overrides);
+  // The run's copy of its tokenizer, wherever the folder it was trained with is now.
+  std::vector<std::string> sets = overrides;
+  if (fs::is_directory(run_dir / kRunTokenizerDir))
+    sets.insert(sets.begin(), "data.tokenizer=\"gpt2:" + fs::absolute(run_dir / kRunTokenizerDir).string() + "\"");
+  return load_config(cfg, sets);
 }
 
 fs::path default_run_dir(const std::string& config_path, const std::map<std::string, std::string>& env) {
@@ -174,6 +199,7 @@ LoadedRun load_run(const fs::path& run_dir, const std::vector<std::string>& over
   Backend& be = select_backend(r.config, false);
   r.data = open_datasets(r.config.data, r.config.model.block_size, static_cast<uint64_t>(r.config.train.seed));
   r.mesh = std::make_unique<Mesh>(parallel::MeshShape{}, dist::make_self_comm());
+  check_tokenizer_covers_model(r.config, r.data.tokenizer.get());
   r.model = build_model(r.config, *r.data.train, be, nullptr);
   r.checkpoint = latest_good_checkpoint(run_dir / "checkpoints");
   r.state = load_checkpoint(r.checkpoint, *r.model, nullptr);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dl/core/rng.hpp"
+#include "dl/data/gpt2_tokenizer.hpp"
 #include "dl/parallel/pipeline.hpp"
 #include "dl/train/generate.hpp"
 #include "dl/train/run.hpp"
@@ -65,18 +66,18 @@ std::vector<std::string> demo_samples(Model& model, const Dataset& val, const To
       go.max_tokens = static_cast<int64_t>(p.expected.size()) + 2;
       go.stop = val.stop_text();
       auto ids = generate(model, tok->encode(p.prompt), go, rng);
-      out.push_back(val.render(p.prompt, tok->decode(ids)));
+      out.push_back(val.render(p.prompt, utf8_for_display(tok->decode(ids))));
     }
     return out;
   }
-  if (tok->name() != "bytes") return out;
+  if (tok->name() == "ids") return out;  // ids as text say nothing
   Batch b = val.make_batch({0});
   int64_t plen = std::min<int64_t>(24, b.inputs.numel());
   std::vector<int32_t> prompt(b.inputs.data<int32_t>(), b.inputs.data<int32_t>() + plen);
   go.max_tokens = 80;
   go.temperature = 0.8;
   auto ids = generate(model, prompt, go, rng);
-  std::string text = tok->decode(prompt) + tok->decode(ids);
+  std::string text = utf8_for_display(tok->decode(prompt) + tok->decode(ids));
   for (char& ch : text)
     if (ch == '\n' || ch == '\r' || ch == '\t') ch = ' ';
   out.push_back(text);
@@ -119,7 +120,7 @@ SampleReport run_sample(const SampleOptions& o) {
     rep.prompts.push_back(o.prompt);
   } else {
     for (const auto& p : val->prompts(o.data_prompts)) rep.prompts.push_back(p.prompt);
-    if (rep.prompts.empty()) rep.prompts.push_back(tok.name() == "bytes" ? "\n" : "0");
+    if (rep.prompts.empty()) rep.prompts.push_back(tok.name() == "ids" ? "0" : "\n");
   }
   RandomStream rng(stream_key(o.seed ? o.seed : static_cast<uint64_t>(r.config.train.seed), "sample"));
   GenerateOptions go;
@@ -130,7 +131,8 @@ SampleReport run_sample(const SampleOptions& o) {
   for (const auto& p : rep.prompts) {
     std::vector<int32_t> ids = tok.encode(p);
     for (int64_t c = 0; c < std::max<int64_t>(1, o.count); ++c) {
-      std::string completion = tok.decode(generate(*r.model, ids, go, rng));
+      // Shown text: a completion can end inside a character (GPT-2's byte tokens); as GPT-2 does.
+      std::string completion = utf8_for_display(tok.decode(generate(*r.model, ids, go, rng)));
       rep.completions.push_back(completion);
       rep.rendered.push_back(val->render(p, completion));
     }

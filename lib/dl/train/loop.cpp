@@ -151,6 +151,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   const parallel::MeshShape shape = parallel::resolve_mesh(cfg.parallel, cfg.model, env.world);
   if (!opt.env_lock.empty() && root) check_machine_against(opt.env_lock);
   DataSplits data = open_datasets(cfg.data, cfg.model.block_size, seed);
+  check_tokenizer_covers_model(cfg, data.tokenizer.get());
   if (!opt.resume && !dir_is_empty_or_missing(opt.run_dir))
     throw_usage("run directory ", opt.run_dir.string(),
                 " already exists and is not empty: continue it with --resume ", opt.run_dir.string(),
@@ -173,7 +174,7 @@ TrainSummary run_training(const TrainOptions& opt) {
     log_info(str("mixed precision: ", cfg.train.precision, " compute, fp32 master weights",
                  scaler.enabled() ? str(", dynamic loss scale from ", format_si(scaler.scale(), "", 3)) : std::string()));
   // Joined on every way out (the future's destructor waits).
-  std::future<void> env_snapshot = root ? write_run_files(opt) : std::future<void>();
+  std::future<void> env_snapshot = root ? write_run_files(opt, data.tokenizer.get()) : std::future<void>();
   mesh.world().barrier();
 
   // Micro-batches per step: gradient accumulation times pipeline micro-batches.

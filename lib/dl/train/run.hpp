@@ -46,9 +46,13 @@ int64_t units_per_example(const Model& m, const Config& c);
 // Parameters of the whole model, each counted once over every rank (a collective).
 int64_t count_params(Model& model, parallel::Mesh& mesh);
 bool dir_is_empty_or_missing(const std::filesystem::path& p);
-// Rank 0 of a new or resumed run: RUN/config.toml now, RUN/env.lock in the background (the
+// Rank 0 of a new or resumed run: RUN/config.toml and, for a GPT-2 tokenizer, its files in
+// RUN/tokenizer/ (published atomically once) now; RUN/env.lock in the background (the
 // environment snapshot probes the machine for about half a second while training starts).
-std::future<void> write_run_files(const TrainOptions& opt);
+std::future<void> write_run_files(const TrainOptions& opt, const Tokenizer* tokenizer);
+// A model must not emit ids its tokenizer cannot decode: model.vocab_size may exceed the
+// tokenizer's vocabulary only by padding to the next multiple of 128 (50257 -> 50304).
+void check_tokenizer_covers_model(const Config& c, const Tokenizer* tokenizer);
 
 // A single-process model rebuilt from a run's config and its newest good checkpoint (saved
 // under any layout): what eval and sample work on.

@@ -1,0 +1,92 @@
+// A run with data.tokenizer = "gpt2:DIR": it keeps its tokenizer (RUN/tokenizer/), so sample and
+// eval read text as training did even after DIR is gone; dl-shard merge puts the tokenizer files
+// beside model.safetensors; a model vocabulary the tokenizer cannot cover exits 2 naming the file.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "support/support.hpp"
+
+using namespace dl::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string config(const std::string& text_glob, int64_t vocab_size) {
+  return R"([model]
+type = "gpt"
+n_layer = 1
+n_head = 2
+n_embd = 8
+block_size = 16
+vocab_size = )" + std::to_string(vocab_size) + R"(
+
+[data]
+source = "text:)" + text_glob + R"("
+tokenizer = "gpt2:tok"
+val_fraction = 0.2
+
+[train]
+steps = 2
+batch_size = 2
+threads = 1
+eval_batches = 1
+
+[log]
+samples = 0
+progress = "none"
+)";
+}
+
+}  // namespace
+
+TEST_CASE("a gpt2-tokenizer run keeps its tokenizer for sample, eval and dl-shard merge") {
+  TempDir d("tokrun");
+  fs::copy(shared_path("data/gpt2"), d / "tok");
+  std::string story;
+  for (int i = 0; i < 40; ++i) story += "The quick brown fox jumps over the lazy dog, isn't it? ";
+  write_file(d / "a.txt", story);
+  write_file(d / "b.txt", "Hello world. " + story);
+  write_file(d / "run.toml", config("*.txt", 50304));  // padded to a multiple of 128, as llm.c does
+  const fs::path run_dir = d / "run";
+  auto r = run(tool("dl-train"), {(d / "run.toml").string(), "--run-dir", run_dir.string(), "--quiet"});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_file(run_dir / "tokenizer" / "vocab.json") == read_file(d / "tok" / "vocab.json"));
+  CHECK(read_file(run_dir / "tokenizer" / "merges.txt") == read_file(d / "tok" / "merges.txt"));
+
+  // The folder the run was trained with is gone: the run's copy serves.
+  fs::rename(d / "tok", d / "tok-moved");
+  r = run(tool("dl-train"), {"sample", "--run-dir", run_dir.string(), "--prompt", "Hello world", "--tokens", "4",
+                             "--format", "json"});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j.dump().find("Hello world") != std::string::npos);
+  r = run(tool("dl-train"), {"eval", "--run-dir", run_dir.string(), "--data", "text:" + (d / "a.txt").string(),
+                             "--format", "json"});
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 0);
+
+  fs::create_directories(d / "hf");
+  r = run(tool("dl-shard"), {"merge", run_dir.string(), "-o", (d / "hf" / "model.safetensors").string()});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(fs::exists(d / "hf" / "model.safetensors"));
+  CHECK(read_file(d / "hf" / "vocab.json") == read_file(d / "tok-moved" / "vocab.json"));
+  CHECK(read_file(d / "hf" / "merges.txt") == read_file(d / "tok-moved" / "merges.txt"));
+}
+
+TEST_CASE("a tokenizer vocabulary smaller than the model's ids exits 2 naming the file") {
+  TempDir d("tokvocab");
+  fs::copy(shared_path("data/gpt2"), d / "tok");
+  std::string story;
+  for (int i = 0; i < 20; ++i) story += "The quick brown fox jumps over the lazy dog. ";
+  write_file(d / "a.txt", story);
+  write_file(d / "run.toml", config("a.txt", 60000));
+  auto r = run(tool("dl-train"), {(d / "run.toml").string(), "--run-dir", (d / "run").string(), "--quiet"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find((d / "tok" / "vocab.json").string() + ": the tokenizer's vocabulary holds 50257 tokens, smaller "
+                   "than the model's ids (model.vocab_size = 60000)") != std::string::npos);
+  CHECK(!fs::exists(d / "run"));
+}
