@@ -473,6 +473,27 @@ TEST_CASE("data source errors") {
         "x.toml:2: data.val_source: text: needs a path, e.g. text:data/input.txt");
 }
 
+TEST_CASE("data.tokenizer: bytes, or gpt2:DIR resolved like data paths; text: may be a glob") {
+  TempDir dir("config");
+  const fs::path base = fs::absolute(dir.path()).lexically_normal();
+  fs::create_directories(dir / "configs/gpt2");
+  write_file(dir / "configs/a.txt", "a");
+  write_file(dir / "configs/b.txt", "b");
+  write_file(dir / "configs/run.toml", "[data]\nsource = \"text:*.txt\"\ntokenizer = \"gpt2:gpt2\"\n");
+  Config c = load_config(dir / "configs/run.toml");
+  CHECK(c.data.tokenizer == "gpt2:" + (base / "configs/gpt2").string());
+  CHECK(c.data.source == "text:" + (base / "configs/*.txt").string());
+  CHECK(Config{}.data.tokenizer == "bytes");
+  CHECK(parse_config(config_to_toml(c), "dump.toml", "/") == c);
+  write_file(dir / "configs/bad.toml", "[data]\ntokenizer = \"gpt2:none\"\n");
+  CHECK(usage_error([&] { load_config(dir / "configs/bad.toml"); }) ==
+        (dir / "configs/bad.toml").string() + ":2: data.tokenizer: no such folder: " + (base / "configs/none").string() +
+            " (paths are relative to the config file's folder)");
+  CHECK(parse_error("[data]\ntokenizer = \"bpe\"\n") ==
+        "x.toml:2: data.tokenizer must be \"bytes\" or \"gpt2:DIR\" (a folder with vocab.json + merges.txt or "
+        "tokenizer.json); got \"bpe\"");
+}
+
 TEST_CASE("a missing config file") {
   CHECK(usage_error([] { load_config("/no/such/dir/run.toml"); }) == "config file not found: /no/such/dir/run.toml");
   TempDir dir("config");
@@ -569,7 +590,7 @@ TEST_CASE("config_to_toml lists every section and key in declaration order") {
 
 TEST_CASE("config_key_docs has one entry per key with type, default and help") {
   auto docs = config_key_docs();
-  CHECK(docs.size() == 56);
+  CHECK(docs.size() == 57);
   std::set<std::string> names;
   for (const auto& d : docs) {
     CAPTURE(d.key);
