@@ -35,6 +35,7 @@ bench: deps
 	./scripts/bench.sh $(BUILD)
 	./scripts/bench-dist.sh $(BUILD)
 	./scripts/bench-sweep.sh $(BUILD)
+	./scripts/bench-tokenize.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)
