@@ -5,7 +5,8 @@
 # with tiktoken's data-gym loader), in alternating rounds on the same 8 MB English text: the
 # repository's README.md and docs/*.md concatenated and repeated to 8,000,000 bytes (cut at a
 # line end). Then `dl-train tokenize` on that text with 1 and 2 threads (and every core when there
-# are more), checking its shards hold tiktoken's ids. Prints a table; writes BUILD/bench/tokenize.json.
+# are more), checking its shards hold tiktoken's ids: its whole time (reading, encoding, writing
+# and fsyncing the shard) and its threads' encoding alone, from the summary it prints. Prints a table; writes BUILD/bench/tokenize.json.
 #   REPEATS=3 (rounds; each round times 3 encodes per implementation; the median counts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,8 +57,8 @@ for r in $(seq 1 "$REPEATS"); do
 import json, re, struct, sys
 t, summary, shards, ref = sys.argv[1:5]
 line = open(summary).read()
-m = re.search(r"([0-9.]+) MB: ([0-9]+) train \+ ([0-9]+) val tokens in [0-9]+ shard\(s\), ([0-9.e+-]+) s", line)
-mb, tokens, secs = float(m.group(1)), int(m.group(2)) + int(m.group(3)), float(m.group(4))
+m = re.search(r"([0-9.]+) MB: ([0-9]+) train \+ ([0-9]+) val tokens in [0-9]+ shard\(s\), ([0-9.e+-]+) s .*encoding ([0-9.e+-]+) s", line)
+mb, tokens, secs, enc = float(m.group(1)), int(m.group(2)) + int(m.group(3)), float(m.group(4)), float(m.group(5))
 ids = []
 for row in open(shards):
     b = open(row.split("\t")[0], "rb").read()
@@ -65,7 +66,8 @@ for row in open(shards):
     ids += struct.unpack_from("<%dH" % n, b, 1024)
 same = ids == [int(x) for x in open(ref)]
 print(json.dumps({"impl": "dl-train tokenize", "threads": int(t), "tokens": tokens, "time_s": secs,
-                  "mb_per_s": mb / secs, "tokens_per_s": tokens / secs, "same_ids_as_tiktoken": same}))
+                  "mb_per_s": mb / secs, "tokens_per_s": tokens / secs, "encode_mb_per_s": mb / enc,
+                  "encode_tokens_per_s": tokens / enc, "same_ids_as_tiktoken": same}))
 PYEOF
   done
 done
@@ -77,7 +79,9 @@ def med(impl, threads=None):
     rs = [r for r in rows if r["impl"] == impl and (threads is None or r.get("threads") == threads)]
     return {"tokens": rs[0]["tokens"], "mb_per_s": statistics.median(r["mb_per_s"] for r in rs),
             "tokens_per_s": statistics.median(r["tokens_per_s"] for r in rs), "runs": len(rs),
-            **({"same_ids_as_tiktoken": all(r["same_ids_as_tiktoken"] for r in rs)} if threads else {})}
+            **({"same_ids_as_tiktoken": all(r["same_ids_as_tiktoken"] for r in rs),
+                "encode_mb_per_s": statistics.median(r["encode_mb_per_s"] for r in rs),
+                "encode_tokens_per_s": statistics.median(r["encode_tokens_per_s"] for r in rs)} if threads else {})}
 res = {"text_bytes": rows[0]["bytes"], "dlkit_1core": med("dlkit"), "tiktoken_1core": med("tiktoken")}
 res["tiktoken_version"] = next(r["version"] for r in rows if r["impl"] == "tiktoken")
 for t in sorted({r["threads"] for r in rows if r["impl"] == "dl-train tokenize"}):
@@ -90,6 +94,8 @@ for k, v in res.items():
     if isinstance(v, dict):
         print("%-34s %9.2f %13.0f %8d%s" % (k, v["mb_per_s"], v["tokens_per_s"], v["tokens"],
               "" if "same_ids_as_tiktoken" not in v else ("  ids == tiktoken's" if v["same_ids_as_tiktoken"] else "  IDS DIFFER")))
+        if "encode_mb_per_s" in v:
+            print("%-34s %9.2f %13.0f" % ("  (encoding alone)", v["encode_mb_per_s"], v["encode_tokens_per_s"]))
 print("dlkit / tiktoken on one core: %.2fx (tiktoken %s)" % (res["ratio_dlkit_over_tiktoken"], res["tiktoken_version"]))
 if res["ratio_dlkit_over_tiktoken"] < 1.0:
     print("bench: dlkit's tokenizer is slower than tiktoken on one core", file=sys.stderr)

@@ -45,7 +45,7 @@ int thread_count(int threads) {
 
 }  // namespace
 
-uint64_t tokenize_stream(const Tokenizer& tok, const std::vector<std::string>& files, const TokenStreamOptions& o,
+TokenStreamStats tokenize_stream(const Tokenizer& tok, const std::vector<std::string>& files, const TokenStreamOptions& o,
                          const std::function<void(const std::vector<int32_t>& ids, int part)>& on_ids) {
   const int threads = thread_count(o.threads);
   const size_t batch_size = static_cast<size_t>(threads) * 2;
@@ -54,6 +54,7 @@ uint64_t tokenize_stream(const Tokenizer& tok, const std::vector<std::string>& f
   for (int t = 0; t < threads; ++t) encoders.push_back(tok.make_encoder());
   const std::optional<int32_t> sep = tok.document_separator();
 
+  TokenStreamStats stats;
   std::vector<Chunk> batch;
   auto run_batch = [&] {
     std::atomic<size_t> next{0};
@@ -65,6 +66,7 @@ uint64_t tokenize_stream(const Tokenizer& tok, const std::vector<std::string>& f
         encoders[static_cast<size_t>(t)]->encode_append(text, c.ids);
       }
     };
+    const auto t0 = std::chrono::steady_clock::now();
     const int used = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), batch.size()));
     if (used <= 1) {
       work(0);
@@ -74,6 +76,7 @@ uint64_t tokenize_stream(const Tokenizer& tok, const std::vector<std::string>& f
       work(0);
       for (auto& th : pool) th.join();
     }
+    stats.encode_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (Chunk& c : batch) {
       on_ids(c.ids, c.part);
       if (c.ends_file && sep) on_ids({*sep}, c.part);
@@ -104,7 +107,8 @@ uint64_t tokenize_stream(const Tokenizer& tok, const std::vector<std::string>& f
     file_start += size;
   }
   if (!batch.empty()) run_batch();
-  return file_start;
+  stats.bytes = file_start;
+  return stats;
 }
 
 std::vector<int32_t> tokenize_files(const Tokenizer& tok, const std::vector<std::string>& files, int threads) {
@@ -190,10 +194,12 @@ TokenizeSummary tokenize_to_shards(const Tokenizer& tok, const TokenizeOptions& 
   so.chunk_bytes = o.chunk_bytes;
   if (o.val_fraction > 0)
     so.second_part_at = total - static_cast<uint64_t>(static_cast<double>(total) * o.val_fraction + 0.5);
-  s.bytes = tokenize_stream(tok, files, so, [&](const std::vector<int32_t>& ids, int part) {
+  const TokenStreamStats st = tokenize_stream(tok, files, so, [&](const std::vector<int32_t>& ids, int part) {
     (part == 0 ? s.train_tokens : s.val_tokens) += static_cast<int64_t>(ids.size());
     (part == 0 ? train : val).add(ids);
   });
+  s.bytes = st.bytes;
+  s.encode_seconds = st.encode_seconds;
   train.flush();
   val.flush();
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -210,6 +216,7 @@ std::string describe_tokenize_summary(const TokenizeSummary& s) {
   const double mb = static_cast<double>(s.bytes) / 1e6;
   return str("tokenized ", s.files, " file(s), ", mb, " MB: ", s.train_tokens, " train + ", s.val_tokens,
              " val tokens in ", s.shards.size(), " shard(s), ", s.seconds, " s (", s.seconds > 0 ? mb / s.seconds : 0.0,
+             " MB/s; encoding ", s.encode_seconds, " s, ", s.encode_seconds > 0 ? mb / s.encode_seconds : 0.0,
              " MB/s)\n");
 }
 

@@ -28,8 +28,13 @@ struct TokenStreamOptions {
   uint64_t second_part_at = UINT64_MAX;
 };
 
-// Calls on_ids(ids, part) for consecutive runs of the stream, in order. Returns the bytes read.
-uint64_t tokenize_stream(const Tokenizer& tok, const std::vector<std::string>& files, const TokenStreamOptions& o,
+struct TokenStreamStats {
+  uint64_t bytes = 0;           // text read
+  double encode_seconds = 0;    // wall time of the threads' encoding, without reading and writing
+};
+
+// Calls on_ids(ids, part) for consecutive runs of the stream, in order.
+TokenStreamStats tokenize_stream(const Tokenizer& tok, const std::vector<std::string>& files, const TokenStreamOptions& o,
                          const std::function<void(const std::vector<int32_t>& ids, int part)>& on_ids);
 
 // The whole stream in memory.
@@ -50,7 +55,8 @@ struct TokenizeSummary {
   int64_t train_tokens = 0, val_tokens = 0;
   std::vector<std::string> shards;  // written, in order: train_000000.bin ..., val_000000.bin ...
   std::vector<int64_t> shard_tokens;
-  double seconds = 0;
+  double seconds = 0;         // all of it: reading, encoding, writing the shards (with fsync)
+  double encode_seconds = 0;  // the threads' encoding alone
 };
 
 // Writes OUT_DIR/train_NNNNNN.bin (and val_NNNNNN.bin) as llm.c shards (256 x int32 header:
