@@ -199,7 +199,7 @@ TEST_CASE("unknown keys and sections suggest the closest known key") {
   // nothing close: list what exists
   CHECK(parse_error("[model]\nwibble = 1\n") ==
         "x.toml:2: unknown key 'model.wibble'; the keys of [model] are type, n_layer, n_head, n_embd, block_size, "
-        "vocab_size, init_std, hidden, activation");
+        "vocab_size, init_std, init_from, hidden, activation");
   CHECK(parse_error("[zzzzzzzz]\n") ==
         "x.toml:1: unknown section 'zzzzzzzz'; the sections are model, data, optim, schedule, train, parallel, dist, log");
   // a sub-table under a known section is an unknown key

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dl/plan/plan.hpp"
+#include "support/hf_gpt2.hpp"
 #include "support/support.hpp"
 
 using namespace dl::test;
@@ -171,15 +172,31 @@ const Curves& reference() {
   return ref;
 }
 
+struct Layout {
+  std::string name;
+  int nproc;
+  std::vector<std::string> sets;
+};
+
+// Trains `cfg` under each layout (runs in dir/run0, run1, ...) and checks its `steps` losses and
+// gradient norms against `ref` within 1e-5.
+void check_layouts(const fs::path& cfg, const fs::path& dir, const std::vector<Layout>& layouts, const Curves& ref,
+                   size_t steps, const std::string& what = "") {
+  int i = 0;
+  for (const auto& l : layouts) {
+    CAPTURE(l.name);
+    Run r = train(cfg, dir / ("run" + std::to_string(i++)), l.nproc, l.sets);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    REQUIRE(r.loss.size() == steps);
+    check_curves(what + l.name, r, ref, 1e-5);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every parallel layout gives the single-process losses and gradient norms") {
   const auto& ref = reference();
-  struct Layout {
-    std::string name;
-    int nproc;
-    std::vector<std::string> sets;
-  };
   // Global batch 8 sequences everywhere: batch_size x microbatches x dp.
   std::vector<Layout> layouts = {
       {"dp=2", 2, {"parallel.dp=2", "train.batch_size=4"}},
@@ -201,15 +218,7 @@ TEST_CASE("every parallel layout gives the single-process losses and gradient no
   };
   TempDir dir("layouts");
   write_file(dir / "c.toml", kGpt);
-  int i = 0;
-  for (const auto& l : layouts) {
-    CAPTURE(l.name);
-    Run r = train(dir / "c.toml", dir / ("run" + std::to_string(i++)), l.nproc, l.sets);
-    INFO(r.err);
-    REQUIRE(r.code == 0);
-    REQUIRE(r.loss.size() == 20);
-    check_curves(l.name, r, ref, 1e-5);
-  }
+  check_layouts(dir / "c.toml", dir.path(), layouts, ref, 20);
 }
 
 TEST_CASE("SGD without clipping: dp=2 zero=2 and tp=2 give the single-process losses and gradient norms") {
@@ -324,6 +333,51 @@ TEST_CASE("sharded checkpoints: resume is bit for bit; other layouts continue th
     REQUIRE(a.loss.size() == 20);
     check_curves(p.name, a, ref, 1e-5);
   }
+}
+
+namespace {
+
+// The final val_loss a run recorded.
+double final_val_loss(const fs::path& run_dir) {
+  double v = NAN;
+  for (const auto& l : lines(read_file(run_dir / "metrics.jsonl")))
+    if (json j = json::parse(l); j.contains("val_loss")) v = j["val_loss"].get<double>();
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("model.init_from into dp=2, ZeRO-3, tp=2 and pp=2 gives the single-process losses; a sharded checkpoint starts a run") {
+  TempDir dir("layout-init");
+  // A PyTorch-written GPT-2 folder (tests/scripts/hf_gpt2.py) with a vocabulary tp=2 divides.
+  const fs::path hf = dir / "hf";
+  write_hf_gpt2(hf, {{"n_layer", 2}, {"n_head", 4}, {"n_embd", 32}, {"n_positions", 16}, {"vocab_size", 512}, {"seed", 5}});
+  write_file(dir / "c.toml", "[model]\ninit_from = \"hf\"\n\n[data]\nsource = \"tokens:hf/train.bin\"\n"
+                             "val_source = \"tokens:hf/val.bin\"\n\n[optim]\nlr = 3e-3\n\n[schedule]\n"
+                             "decay_steps = 8\n\n[train]\nsteps = 8\nbatch_size = 8\nthreads = 1\neval_every = 0\n"
+                             "eval_batches = 1\n\n[log]\nevery = 1\nsamples = 0\nprogress = \"none\"\n"
+                             "tensorboard = false\n");
+  Run single = train(dir / "c.toml", dir / "single", 1, {});
+  INFO(single.err);
+  REQUIRE(single.code == 0);
+  REQUIRE(single.loss.size() == 8);
+  const std::vector<Layout> layouts = {
+      {"dp=2", 2, {"parallel.dp=2", "train.batch_size=4"}},
+      {"dp=2 zero=3", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3"}},
+      {"tp=2", 2, {"parallel.tp=2"}},
+      {"pp=2", 2, {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4"}},
+  };
+  check_layouts(dir / "c.toml", dir.path(), layouts, single, 8, "init_from ");
+  // The ZeRO-3 run's sharded checkpoint (one flat piece per rank) as model.init_from of a single
+  // process: its weights are the single run's to float tolerance, so is its loss.
+  const fs::path sharded = dir / "run1" / "checkpoints" / "step_00000008";
+  REQUIRE(fs::exists(sharded / "shards" / "rank00001.safetensors"));
+  Run from_shards = train(dir / "c.toml", dir / "from-shards", 1, {"model.init_from=" + sharded.string()}, {"--steps", "0"});
+  INFO(from_shards.err);
+  REQUIRE(from_shards.code == 0);
+  const double a = final_val_loss(dir / "from-shards"), b = final_val_loss(dir / "single");
+  MESSAGE("val loss from the zero=3 shards " << a << ", single process " << b);
+  CHECK(std::fabs(a - b) / b < 1e-5);
 }
 
 namespace {

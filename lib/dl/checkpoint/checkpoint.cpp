@@ -125,12 +125,28 @@ fs::path agree_on_checkpoint(const fs::path& root, dist::Comm& world) {
 // ---------------------------------------------------------------------------------------------
 // Loading into a model of any layout.
 
+void load_pieces(ParamSet& P, const std::vector<parallel::Piece>& pieces,
+                 const std::function<Tensor(const std::string&)>& whole, const PieceStorage& dst_of) {
+  Backend& be = P.backend();
+  std::map<size_t, std::vector<parallel::Piece>> by_param;
+  for (const auto& p : pieces) by_param[p.param].push_back(p);
+  for (auto& [i, ps] : by_param) {
+    const ParamInfo& info = P.info(i);
+    Tensor all = whole(info.name);
+    Tensor local = info.slice.whole() ? all : extract_slice(all, info.slice);
+    Tensor flat = local.view({local.numel()});
+    for (const auto& p : ps) {
+      Tensor dst = dst_of(p);
+      copy_converted(be, dst, flat.flat_slice(p.lo, {p.hi - p.lo}));  // f32 weights into a 16-bit model round
+    }
+  }
+}
+
 TrainerState load_checkpoint(const fs::path& dir, Model& model, parallel::ZeroEngine* engine) {
   CheckpointReader r(dir);
   if (r.model_type() != model.kind())
     throw_usage(dir.string(), ": checkpoint holds a '", r.model_type(), "' model, the config builds '", model.kind(), "'");
   ParamSet& P = model.params();
-  Backend& be = P.backend();
   for (size_t i = 0; i < P.size(); ++i) {
     const ParamInfo& info = P.info(i);
     Shape want = info.global_shape;
@@ -139,20 +155,8 @@ TrainerState load_checkpoint(const fs::path& dir, Model& model, parallel::ZeroEn
       throw_usage(dir.string(), ": tensor '", info.name, "' is ", shape_str(have), " but the model expects ", shape_str(want),
                   " (check model.* against the checkpoint's config.json)");
   }
-  // Writes the pieces this rank needs of one kind, each from its whole tensor.
-  auto fill = [&](const std::string& kind, const std::vector<parallel::Piece>& pieces,
-                  const std::function<Tensor(const parallel::Piece&)>& dst_of) {
-    std::map<size_t, std::vector<parallel::Piece>> by_param;
-    for (const auto& p : pieces) by_param[p.param].push_back(p);
-    for (auto& [i, ps] : by_param) {
-      const ParamInfo& info = P.info(i);
-      Tensor local = extract_slice(r.read(info.name, kind), info.slice);
-      Tensor flat = local.view({local.numel()});
-      for (const auto& p : ps) {
-        Tensor dst = dst_of(p);
-        copy_converted(be, dst, flat.flat_slice(p.lo, {p.hi - p.lo}));  // f32 weights into a 16-bit model round
-      }
-    }
+  auto fill = [&](const std::string& kind, const std::vector<parallel::Piece>& pieces, const PieceStorage& dst_of) {
+    load_pieces(P, pieces, [&](const std::string& name) { return r.read(name, kind); }, dst_of);
   };
   if (engine) {
     fill("param", engine->param_pieces_to_load(), [&](const parallel::Piece& p) { return engine->param_piece(p); });

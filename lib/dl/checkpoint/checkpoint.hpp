@@ -2,6 +2,9 @@
 // collectives every rank calls (the format itself: dl/checkpoint/format.hpp).
 #pragma once
 #include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "dl/checkpoint/format.hpp"
 #include "dl/config/config.hpp"
@@ -27,6 +30,13 @@ std::filesystem::path save_checkpoint(const std::filesystem::path& root, Checkpo
 
 // Collective: rank 0 chooses the newest good checkpoint and every rank gets the same one.
 std::filesystem::path agree_on_checkpoint(const std::filesystem::path& root, dist::Comm& world);
+
+// Where a piece of a parameter (or of its optimizer state) lives on this rank.
+using PieceStorage = std::function<Tensor(const parallel::Piece&)>;
+// Writes each of this rank's `pieces` from the whole tensor `whole(name)` returns (host, any float
+// dtype): its tensor-parallel slice, then the piece's flat range, converted to the storage's dtype.
+void load_pieces(ParamSet& params, const std::vector<parallel::Piece>& pieces,
+                 const std::function<Tensor(const std::string&)>& whole, const PieceStorage& dst_of);
 
 // Loads weights (and, with an engine, optimizer state) into a model built for any layout; every
 // tensor's name and whole shape is checked. Returns the trainer state.

@@ -138,28 +138,6 @@ json checkpoint_manifest(const std::string& model_type, const TrainerState& stat
   return m;
 }
 
-std::string hf_gpt2_config_json(const ModelConfig& m) {
-  json j{{"architectures", {"GPT2LMHeadModel"}},
-         {"model_type", "gpt2"},
-         {"vocab_size", m.vocab_size},
-         {"n_positions", m.block_size},
-         {"n_ctx", m.block_size},
-         {"n_embd", m.n_embd},
-         {"n_layer", m.n_layer},
-         {"n_head", m.n_head},
-         {"n_inner", nullptr},
-         {"activation_function", "gelu_new"},
-         {"layer_norm_epsilon", 1e-5},
-         {"initializer_range", m.init_std},
-         {"resid_pdrop", 0.0},
-         {"embd_pdrop", 0.0},
-         {"attn_pdrop", 0.0},
-         {"scale_attn_weights", true},
-         {"tie_word_embeddings", true},
-         {"torch_dtype", "float32"}};
-  return j.dump(2) + "\n";
-}
-
 // ---------------------------------------------------------------------------------------------
 // Finding and verifying.
 

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dl/config/config.hpp"
+#include "dl/config/hf_gpt2_config.hpp"
 #include "dl/core/slice.hpp"
 #include "dl/nn/params.hpp"
 #include "dl/optim/loss_scale.hpp"
@@ -129,8 +130,6 @@ class CheckpointReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// The GPT2Config JSON transformers reads (config.json beside model.safetensors).
-std::string hf_gpt2_config_json(const ModelConfig& model);
 // config.json of an mlp checkpoint.
 std::string mlp_config_json(const ModelConfig& model);
 

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "dl/config/hf_gpt2_config.hpp"
 #include "dl/config/schema.hpp"
 #include "dl/core/error.hpp"
 
@@ -416,6 +417,7 @@ struct Checker {
   void check(const std::string& key, std::string& v, const Spec& spec) {
     if (spec.source) resolve_source(key, v, spec);
     if (spec.tokenizer) resolve_tokenizer(key, v);
+    if (spec.folder && !v.empty()) resolve_folder(key, v);
   }
   template <class E>
   void check(const std::string& key, Choice<E>& v, const Spec&) {
@@ -429,17 +431,33 @@ struct Checker {
     if (!v.starts_with("gpt2:") || v.size() == 5)
       throw_usage(where(key), ": ", key, " must be \"bytes\" or \"gpt2:DIR\" (a folder with vocab.json + merges.txt or ",
                   "tokenizer.json); got ", quote(v));
-    auto it = origins.find(key);
-    const bool from_set = it != origins.end() && it->second.from_set;
-    const fs::path base = it == origins.end() ? default_base : it->second.base;
     const fs::path p(v.substr(5));
+    const auto [base, note] = path_base(key, p);
     const fs::path abs = p.is_relative() ? (base / p).lexically_normal() : p.lexically_normal();
     std::error_code ec;
-    if (!fs::is_directory(abs, ec))
-      throw_usage(where(key), ": ", key, ": no such folder: ", abs.string(),
-                  !p.is_relative() ? "" : from_set ? " (paths in --set are relative to the current directory)"
-                                                   : " (paths are relative to the config file's folder)");
+    if (!fs::is_directory(abs, ec)) throw_usage(where(key), ": ", key, ": no such folder: ", abs.string(), note);
     v = "gpt2:" + abs.string();
+  }
+
+  // Where a relative path in `key` resolves from, and the note errors about it add.
+  std::pair<fs::path, std::string> path_base(const std::string& key, const fs::path& p) const {
+    auto it = origins.find(key);
+    const bool from_set = it != origins.end() && it->second.from_set;
+    std::string note = !p.is_relative() ? ""
+                       : from_set      ? " (paths in --set are relative to the current directory)"
+                                       : " (paths are relative to the config file's folder)";
+    return {it == origins.end() ? default_base : it->second.base, note};
+  }
+
+  // Checks a folder path and makes it absolute.
+  void resolve_folder(const std::string& key, std::string& v) {
+    const fs::path p(v);
+    const auto [base, note] = path_base(key, p);
+    const fs::path abs = p.is_relative() ? (base / p).lexically_normal() : p.lexically_normal();
+    std::error_code ec;
+    if (!fs::exists(abs, ec)) throw_usage(where(key), ": ", key, ": folder not found: ", abs.string(), note);
+    if (!fs::is_directory(abs, ec)) throw_usage(where(key), ": ", key, ": not a folder: ", abs.string(), note);
+    v = abs.has_filename() ? abs.string() : abs.parent_path().string();
   }
 
   // Checks a data source and makes its path absolute.
@@ -463,14 +481,9 @@ struct Checker {
     if (arg.empty())
       throw_usage(where(key), ": ", key, ": ", kind, ": needs a ", *k == SourceKind::tokens ? "glob" : "path", ", e.g. ",
                   kind, *k == SourceKind::tokens ? ":data/shard_*.bin" : *k == SourceKind::csv ? ":data/train.csv" : ":data/input.txt");
-    auto it = origins.find(key);
-    bool from_set = it != origins.end() && it->second.from_set;
-    fs::path base = it == origins.end() ? default_base : it->second.base;
     fs::path p(arg);
     bool relative = p.is_relative();
-    std::string note = !relative ? ""
-                       : from_set ? " (paths in --set are relative to the current directory)"
-                                  : " (paths are relative to the config file's folder)";
+    const auto [base, note] = path_base(key, p);
     // tokens: is always a glob; text: may be one (its files are documents).
     if (*k == SourceKind::tokens || (*k == SourceKind::text && arg.find_first_of("*?[") != std::string::npos)) {
       // Glob metacharacters in the base folder itself must match literally.
@@ -517,10 +530,40 @@ struct Checker {
     throw_usage(at, ": ", std::forward<Args>(msg)...);
   }
 
+  // model.init_from: the folder's config.json fixes the model's shape; a [model] key that was set
+  // and says otherwise is an error naming both values.
+  void apply_init_from() {
+    ModelConfig& m = cfg.model;
+    const std::string from = key_of(&m.init_from);
+    if (m.type != ModelType::gpt)
+      fail({&m.type}, from, " starts a gpt model from pretrained weights; model.type is \"", m.type, "\"");
+    fs::path file;
+    HfGpt2Shape shape;
+    try {
+      file = init_from_config_json(m.init_from);
+      shape = read_hf_gpt2_config(file);
+    } catch (const Error& e) {
+      throw_usage(where(from), ": ", from, ": ", e.what());
+    }
+    auto take = [&](int64_t& field, int64_t value, const char* json_key) {
+      const std::string key = key_of(&field);
+      if (origins.count(key) && field != value)
+        throw_usage(where(key), ": ", key, " = ", field, ", but ", file.string(), " says ", json_key, " = ", value,
+                    " (", from, " fixes the model's shape: leave ", key, " out or set it to ", value, ")");
+      field = value;
+    };
+    take(m.n_layer, shape.n_layer, "n_layer");
+    take(m.n_head, shape.n_head, "n_head");
+    take(m.n_embd, shape.n_embd, "n_embd");
+    take(m.block_size, shape.n_positions, "n_positions");
+    take(m.vocab_size, shape.vocab_size, "vocab_size");
+  }
+
   void run() {
     visit_config(cfg, [&](std::string_view s, std::string_view k, auto& field, const Spec& spec) {
       check(std::string(s) + "." + std::string(k), field, spec);
     });
+    if (!cfg.model.init_from.empty()) apply_init_from();
     const auto& m = cfg.model;
     if (m.type == ModelType::gpt && m.n_embd % m.n_head != 0)
       fail({&m.n_embd, &m.n_head}, key_of(&m.n_embd), " (", m.n_embd, ") must be divisible by ", key_of(&m.n_head),

@@ -31,6 +31,7 @@ struct Spec {
   bool tokenizer = false;  // strings: "bytes" | "gpt2:DIR"
   bool may_be_empty = false;  // strings: "" is allowed (an optional source); arrays: [] is allowed
   bool auto_int = false;   // ints: the TOML may say "auto", stored as -1 (and -1 itself is accepted)
+  bool folder = false;     // strings: a folder that must exist; relative paths resolve like data paths
 
   Spec& min(double v) { lo = v, lo_open = false; return *this; }    // x >= v
   Spec& above(double v) { lo = v, lo_open = true; return *this; }   // x > v
@@ -40,6 +41,7 @@ struct Spec {
   Spec& tokenizer_spec() { tokenizer = true; return *this; }
   Spec& optional() { may_be_empty = true; return *this; }
   Spec& or_auto() { auto_int = true; return *this; }
+  Spec& existing_folder() { folder = true; return *this; }
 
   bool has_range() const { return lo > -std::numeric_limits<double>::infinity() || hi < std::numeric_limits<double>::infinity(); }
 };
@@ -64,6 +66,7 @@ void visit_config(C& c, V&& v) {
   v("model", "block_size", c.model.block_size, help("gpt: training sequence length and size of the position table").min(1).max(kIntMax));
   v("model", "vocab_size", c.model.vocab_size, help("gpt: vocabulary size (token ids 0 .. vocab_size-1)").min(2).max(kIntMax));
   v("model", "init_std", c.model.init_std, help("gpt: initial weights ~ N(0, init_std); mlp layers use Kaiming normal").min(0));
+  v("model", "init_from", c.model.init_from, help("gpt: start from the weights in this folder (a Hugging Face GPT-2 folder: config.json with model.safetensors or its sharded index; or a dl-train checkpoint step_* folder); its config.json sets the model's shape; empty: random weights").existing_folder().optional());
   v("model", "hidden", c.model.hidden, help("mlp: widths of the hidden layers").min(1).max(kIntMax));
   v("model", "activation", c.model.activation, help("mlp: activation after each hidden layer"));
   // [data]

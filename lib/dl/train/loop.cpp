@@ -3,10 +3,12 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "dl/checkpoint/init_from.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/core/parallel.hpp"
 #include "dl/core/rng.hpp"
+#include "dl/io/atomic_file.hpp"
 #include "dl/train/device_select.hpp"
 #include "dl/train/run.hpp"
 
@@ -31,18 +33,34 @@ int64_t profile_step_from_env() {
   return n;
 }
 
-// A new run's initial weights, or a resumed run's state from the newest checkpoint every rank
-// has (`last_ckpt`); metrics past that checkpoint were produced by the lost part of the run and
-// are dropped.
-TrainerState start_or_resume(const TrainOptions& opt, Model& model, parallel::ZeroEngine& engine, Mesh& mesh,
-                             fs::path* last_ckpt) {
+// A new run's initial weights (from the counter-based generator, or model.init_from's folder:
+// RUN/init_from.json records which), or a resumed run's state from the newest checkpoint every
+// rank has (`last_ckpt`); metrics past that checkpoint were produced by the lost part of the run
+// and are dropped.
+TrainerState start_or_resume(const TrainOptions& opt, const InitFrom* init, Model& model, parallel::ZeroEngine& engine,
+                             Mesh& mesh, fs::path* last_ckpt) {
   const uint64_t seed = static_cast<uint64_t>(opt.config.train.seed);
   const fs::path ckpt_root = opt.run_dir / "checkpoints", metrics = opt.run_dir / "metrics.jsonl";
   TrainerState state;
   state.rng_key = stream_key(seed, "trainer/samples");
   if (!opt.resume) {
-    engine.initialize(seed);
-    if (mesh.rank() == 0) fs::create_directories(ckpt_root);
+    nlohmann::json source;
+    if (init) {
+      const double t0 = monotonic_seconds();
+      init->load(model, engine);
+      mesh.world().barrier();  // every rank's pieces are in: the time is the slowest rank's
+      source = init->describe();
+      source["load_seconds"] = monotonic_seconds() - t0;
+      log_info(str("loaded ", source["tensors"].get<int64_t>(), " tensors from ", opt.config.model.init_from, " (",
+                   source["format"].get<std::string>(), ") in ", format_fixed(source["load_seconds"].get<double>(), 3),
+                   " s"));
+    } else {
+      engine.initialize(seed);
+    }
+    if (mesh.rank() == 0) {
+      fs::create_directories(ckpt_root);
+      if (init) write_file_atomic(opt.run_dir / "init_from.json", source.dump(2) + "\n");
+    }
     return state;
   }
   *last_ckpt = agree_on_checkpoint(ckpt_root, mesh.world());
@@ -152,6 +170,9 @@ TrainSummary run_training(const TrainOptions& opt) {
   if (!opt.env_lock.empty() && root) check_machine_against(opt.env_lock);
   DataSplits data = open_datasets(cfg.data, cfg.model.block_size, seed);
   check_tokenizer_covers_model(cfg, data.tokenizer.get());
+  // A new run's pretrained weights, checked (headers only) before anything is written.
+  std::unique_ptr<InitFrom> init =
+      opt.resume || cfg.model.init_from.empty() ? nullptr : std::make_unique<InitFrom>(cfg.model.init_from, cfg.model);
   if (!opt.resume && !dir_is_empty_or_missing(opt.run_dir))
     throw_usage("run directory ", opt.run_dir.string(),
                 " already exists and is not empty: continue it with --resume ", opt.run_dir.string(),
@@ -166,7 +187,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   mesh.world().barrier();  // every rank checked the run directory before rank 0 creates it
 
   fs::path last_ckpt;
-  TrainerState state = start_or_resume(opt, *model, engine, mesh, &last_ckpt);
+  TrainerState state = start_or_resume(opt, init.get(), *model, engine, mesh, &last_ckpt);
   LossScaler scaler = cfg.train.precision == Precision::fp16 ? LossScaler(cfg.train.loss_scale, cfg.train.loss_scale_window)
                                                     : LossScaler();
   if (opt.resume) scaler.restore(state.loss_scale);

@@ -1,0 +1,259 @@
+#include "dl/checkpoint/init_from.hpp"
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "dl/checkpoint/checkpoint.hpp"
+#include "dl/checkpoint/format.hpp"
+#include "dl/config/hf_gpt2_config.hpp"
+#include "dl/core/error.hpp"
+#include "dl/io/jsonl.hpp"
+#include "dl/io/safetensors.hpp"
+#include "dl/nn/gpt.hpp"
+#include "dl/nn/gpt_from_config.hpp"
+
+namespace dl {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kSingleFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr const char* kPrefix = "transformer.";  // GPT2LMHeadModel's names; GPT2Model's have none
+constexpr const char* kHead = "lm_head.weight";
+
+bool is_weight_dtype(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
+
+// h.<digits>.attn.bias / h.<digits>.attn.masked_bias: the causal-mask buffers that exports from
+// older transformers carry (openai-community/gpt2's model.safetensors has h.N.attn.bias); no weights.
+bool is_mask_buffer(const std::string& name) {
+  if (name.rfind("h.", 0) != 0) return false;
+  size_t i = 2;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == 2) return false;
+  const std::string rest = name.substr(i);
+  return rest == ".attn.bias" || rest == ".attn.masked_bias";
+}
+
+std::string expected_text(const Shape& shape) { return "F32, F16 or BF16 " + shape_str(shape); }
+
+}  // namespace
+
+struct InitFrom::Impl {
+  fs::path folder;
+  std::string format;      // "huggingface" or "dlkit-checkpoint"
+  fs::path weights_named;  // the file errors about missing tensors name (model.safetensors or the index)
+  // Hugging Face folder: the files and, for each model parameter, where it is stored.
+  std::vector<std::unique_ptr<SafetensorsReader>> files;
+  struct Stored {
+    size_t file = 0;
+    std::string key;
+  };
+  std::map<std::string, Stored> stored;
+  std::vector<std::string> skipped;  // mask buffers
+  std::string head = "tied to wte.weight";
+  // dl-train checkpoint.
+  std::unique_ptr<CheckpointReader> checkpoint;
+
+  Tensor read(const std::string& name) const {
+    if (checkpoint) return checkpoint->read(name, "param");
+    const Stored& s = stored.at(name);
+    return files[s.file]->read(s.key);
+  }
+
+  const fs::path& file_of(const std::string& name) const { return files[stored.at(name).file]->path(); }
+
+  void open_huggingface(const ParamSet& whole, const HfGpt2Shape& shape);
+  void open_checkpoint(const ParamSet& whole);
+  void check_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads);
+};
+
+void InitFrom::Impl::open_huggingface(const ParamSet& whole, const HfGpt2Shape& shape) {
+  format = "huggingface";
+  std::error_code ec;
+  // The files, and for a sharded folder which file the index says holds each tensor.
+  std::map<std::string, std::string> weight_map;
+  if (fs::exists(folder / kIndexFile, ec)) {
+    weights_named = folder / kIndexFile;
+    const json index = read_json_file(weights_named);
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+      throw_usage(weights_named.string(), ": no \"weight_map\" object (a sharded safetensors index maps each tensor to "
+                                          "its file)");
+    std::map<std::string, size_t> file_index;
+    for (const auto& [name, file] : index["weight_map"].items()) {
+      if (!file.is_string()) throw_usage(weights_named.string(), ": weight_map[\"", name, "\"] is not a file name");
+      const std::string rel = file.get<std::string>();
+      if (rel.empty() || rel.find('/') != std::string::npos || rel == "." || rel == "..")
+        throw_usage(weights_named.string(), ": weight_map[\"", name, "\"] = \"", rel,
+                    "\" is not a file name in the folder");
+      weight_map[name] = rel;
+      if (file_index.count(rel)) continue;
+      if (!fs::is_regular_file(folder / rel, ec))
+        throw_usage(weights_named.string(), ": names shard ", rel, " for tensor '", name, "', but ",
+                    (folder / rel).string(), " is missing");
+      file_index[rel] = files.size();
+      files.push_back(std::make_unique<SafetensorsReader>(folder / rel));
+    }
+    if (files.empty()) throw_usage(weights_named.string(), ": the weight_map is empty");
+  } else if (fs::exists(folder / kSingleFile, ec)) {
+    weights_named = folder / kSingleFile;
+    files.push_back(std::make_unique<SafetensorsReader>(weights_named));
+  } else {
+    throw_usage(folder.string(), ": no ", kSingleFile, " or ", kIndexFile,
+                " (a Hugging Face GPT-2 folder holds config.json and the weights in one of them)");
+  }
+
+  // Every tensor of every file, by its name without the prefix.
+  std::map<std::string, Stored> heads;
+  for (size_t f = 0; f < files.size(); ++f) {
+    const SafetensorsReader& r = *files[f];
+    for (const auto& t : r.tensors()) {
+      if (!weight_map.empty()) {
+        auto it = weight_map.find(t.name);
+        if (it == weight_map.end())
+          throw_usage(r.path().string(), ": tensor '", t.name, "' is not in ", weights_named.string(),
+                      "'s weight_map (the index and its shards disagree)");
+        if (it->second != r.path().filename().string())
+          throw_usage(r.path().string(), ": tensor '", t.name, "' is also here, but ", weights_named.string(),
+                      " places it in ", it->second);
+      }
+      const std::string name = t.name.rfind(kPrefix, 0) == 0 ? t.name.substr(std::strlen(kPrefix)) : t.name;
+      if (is_mask_buffer(name)) {
+        skipped.push_back(t.name);
+        continue;
+      }
+      auto& into = name == kHead ? heads : stored;
+      if (into.count(name))
+        throw_usage(r.path().string(), ": tensor '", t.name, "' is stored twice (with and without the '", kPrefix,
+                    "' prefix, or in two shards)");
+      into[name] = {f, t.name};
+    }
+  }
+  for (const auto& [name, rel] : weight_map) {
+    bool found = false;
+    for (const auto& f : files) found = found || (f->path().filename() == rel && f->contains(name));
+    if (!found)
+      throw_usage(weights_named.string(), ": weight_map places tensor '", name, "' in ", rel, ", which does not hold it");
+  }
+
+  // Exactly the model's parameters, each with its whole shape.
+  for (const auto& info : whole.infos()) {
+    auto it = stored.find(info.name);
+    if (it == stored.end())
+      throw_usage(weights_named.string(), ": no tensor '", info.name, "' (or '", kPrefix, info.name,
+                  "'); the model config.json describes needs it as ", expected_text(info.global_shape));
+    const SafetensorsInfo& t = files[it->second.file]->info(it->second.key);
+    if (t.shape != info.global_shape)
+      throw_usage(file_of(info.name).string(), ": tensor '", t.name, "' is ", shape_str(t.shape),
+                  ", the model config.json describes expects ", shape_str(info.global_shape),
+                  " (GPT-2's Conv1D weights are [in, out])");
+    if (!is_weight_dtype(t.dtype))
+      throw_usage(file_of(info.name).string(), ": tensor '", t.name, "' is ", dtype_name(t.dtype),
+                  "; model.init_from reads F32, F16 or BF16 weights");
+  }
+  std::set<std::string> declared;
+  for (const auto& info : whole.infos()) declared.insert(info.name);
+  for (const auto& [name, s] : stored)
+    if (!declared.count(name)) {
+      const SafetensorsInfo& t = files[s.file]->info(s.key);
+      throw_usage(files[s.file]->path().string(), ": tensor '", s.key, "' ", shape_str(t.shape),
+                  " is not a parameter of the GPT-2 model config.json describes (n_layer ", shape.n_layer, ", n_embd ",
+                  shape.n_embd, ", vocab_size ", shape.vocab_size, ")");
+    }
+  check_head(shape, heads);
+}
+
+// dl-train's GPT-2 ties the LM head to the token embedding: an lm_head.weight is taken only when
+// it is that embedding, bit for bit (a tied model saved with both copies).
+void InitFrom::Impl::check_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads) {
+  const fs::path cfg = folder / "config.json";
+  if (heads.empty()) {
+    if (!shape.tie_word_embeddings)
+      throw_usage(weights_named.string(), ": no tensor '", kHead, "', but ", cfg.string(),
+                  " says tie_word_embeddings = false (a separate LM head)");
+    return;
+  }
+  const Stored& h = heads.begin()->second;
+  const SafetensorsReader& r = *files[h.file];
+  const SafetensorsInfo& t = r.info(h.key);
+  const Shape wte_shape = files[stored.at("wte.weight").file]->info(stored.at("wte.weight").key).shape;
+  if (t.shape != wte_shape)
+    throw_usage(r.path().string(), ": tensor '", h.key, "' is ", shape_str(t.shape), ", expected ", shape_str(wte_shape),
+                " (the LM head has wte.weight's shape)");
+  const Tensor lm = r.read(h.key), wte = read("wte.weight");
+  if (lm.dtype() != wte.dtype() || std::memcmp(lm.raw(), wte.raw(), lm.nbytes()) != 0)
+    throw_usage(r.path().string(), ": tensor '", h.key, "' differs from wte.weight (", cfg.string(),
+                shape.tie_word_embeddings ? " says the head is tied" : " says tie_word_embeddings = false",
+                "); dl-train's GPT-2 ties the LM head to the token embedding, so an untied head cannot be loaded");
+  head = std::string(kHead) + " (equal to wte.weight)";
+}
+
+void InitFrom::Impl::open_checkpoint(const ParamSet& whole) {
+  format = "dlkit-checkpoint";
+  weights_named = folder / kCheckpointManifest;
+  if (std::string problem = verify_checkpoint(folder); !problem.empty()) throw_usage(problem);
+  checkpoint = std::make_unique<CheckpointReader>(folder);
+  if (checkpoint->model_type() != "gpt")
+    throw_usage(weights_named.string(), ": the checkpoint holds a '", checkpoint->model_type(),
+                "' model; model.init_from starts a gpt model");
+  std::set<std::string> declared;
+  for (const auto& info : whole.infos()) {
+    declared.insert(info.name);
+    if (!checkpoint->has(info.name, "param"))
+      throw_usage(weights_named.string(), ": no tensor '", info.name, "'; the model config.json describes needs it as ",
+                  shape_str(info.global_shape));
+    if (checkpoint->shape(info.name) != info.global_shape)
+      throw_usage(weights_named.string(), ": tensor '", info.name, "' is ", shape_str(checkpoint->shape(info.name)),
+                  ", the model config.json describes expects ", shape_str(info.global_shape));
+  }
+  for (const auto& name : checkpoint->names("param"))
+    if (!declared.count(name))
+      throw_usage(weights_named.string(), ": tensor '", name, "' is not a parameter of the GPT-2 model config.json "
+                                          "describes");
+}
+
+InitFrom::InitFrom(const fs::path& folder, const ModelConfig& model) : impl_(std::make_unique<Impl>()) {
+  impl_->folder = folder;
+  const HfGpt2Shape shape = read_hf_gpt2_config(init_from_config_json(folder));
+  // The whole model's parameters: names and whole shapes, as one process declares them.
+  const ParamSet whole = GptModel::declarations(gpt_config_from(model), GptParallel{});
+  if (fs::exists(folder / kCheckpointManifest))
+    impl_->open_checkpoint(whole);
+  else
+    impl_->open_huggingface(whole, shape);
+}
+
+InitFrom::~InitFrom() = default;
+
+void InitFrom::load(Model& model, parallel::ZeroEngine& engine) const {
+  load_pieces(
+      model.params(), engine.param_pieces_to_load(), [&](const std::string& name) { return impl_->read(name); },
+      [&](const parallel::Piece& p) { return engine.param_piece(p); });
+  engine.after_load();
+}
+
+json InitFrom::describe() const {
+  const Impl& m = *impl_;
+  json d{{"folder", m.folder.string()}, {"format", m.format}};
+  if (m.checkpoint) {
+    d["step"] = m.checkpoint->state().step;
+    d["layout"] = m.checkpoint->manifest()["layout"];
+    d["tensors"] = m.checkpoint->names("param").size();
+    return d;
+  }
+  json files = json::array();
+  std::map<std::string, int64_t> dtypes;
+  for (const auto& f : m.files) files.push_back({{"file", f->path().filename().string()}, {"bytes", f->file_size()}});
+  for (const auto& [name, s] : m.stored) ++dtypes[std::string(safetensors_dtype(m.files[s.file]->info(s.key).dtype))];
+  d["files"] = files;
+  d["tensors"] = m.stored.size();
+  d["dtypes"] = dtypes;
+  d["lm_head"] = m.head;
+  d["skipped_buffers"] = m.skipped.size();
+  return d;
+}
+
+}  // namespace dl
