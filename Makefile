@@ -36,6 +36,7 @@ bench: deps
 	./scripts/bench-dist.sh $(BUILD)
 	./scripts/bench-sweep.sh $(BUILD)
 	./scripts/bench-tokenize.sh $(BUILD)
+	./scripts/bench-init-from.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,5 +1,6 @@
 #include "dl/checkpoint/init_from.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
@@ -55,6 +56,7 @@ struct InitFrom::Impl {
   std::map<std::string, Stored> stored;
   std::vector<std::string> skipped;  // mask buffers
   std::string head = "tied to wte.weight";
+  double open_seconds = 0;  // reading and checking the headers
   // dl-train checkpoint.
   std::unique_ptr<CheckpointReader> checkpoint;
 
@@ -216,6 +218,7 @@ void InitFrom::Impl::open_checkpoint(const ParamSet& whole) {
 }
 
 InitFrom::InitFrom(const fs::path& folder, const ModelConfig& model) : impl_(std::make_unique<Impl>()) {
+  const auto t0 = std::chrono::steady_clock::now();
   impl_->folder = folder;
   const HfGpt2Shape shape = read_hf_gpt2_config(init_from_config_json(folder));
   // The whole model's parameters: names and whole shapes, as one process declares them.
@@ -224,6 +227,7 @@ InitFrom::InitFrom(const fs::path& folder, const ModelConfig& model) : impl_(std
     impl_->open_checkpoint(whole);
   else
     impl_->open_huggingface(whole, shape);
+  impl_->open_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 InitFrom::~InitFrom() = default;
@@ -237,7 +241,7 @@ void InitFrom::load(Model& model, parallel::ZeroEngine& engine) const {
 
 json InitFrom::describe() const {
   const Impl& m = *impl_;
-  json d{{"folder", m.folder.string()}, {"format", m.format}};
+  json d{{"folder", m.folder.string()}, {"format", m.format}, {"open_seconds", m.open_seconds}};
   if (m.checkpoint) {
     d["step"] = m.checkpoint->state().step;
     d["layout"] = m.checkpoint->manifest()["layout"];

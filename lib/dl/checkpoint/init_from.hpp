@@ -37,7 +37,8 @@ class InitFrom {
   // weights under mixed precision).
   void load(Model& model, parallel::ZeroEngine& engine) const;
 
-  // What RUN/init_from.json records: the folder, its format, files, tensors and dtypes.
+  // What RUN/init_from.json records: the folder, its format, files, tensors and dtypes, and the
+  // seconds spent opening it (headers and checks).
   nlohmann::json describe() const;
 
  private:

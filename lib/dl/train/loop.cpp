@@ -51,9 +51,10 @@ TrainerState start_or_resume(const TrainOptions& opt, const InitFrom* init, Mode
       mesh.world().barrier();  // every rank's pieces are in: the time is the slowest rank's
       source = init->describe();
       source["load_seconds"] = monotonic_seconds() - t0;
+      const double open_s = source["open_seconds"].get<double>(), load_s = source["load_seconds"].get<double>();
       log_info(str("loaded ", source["tensors"].get<int64_t>(), " tensors from ", opt.config.model.init_from, " (",
-                   source["format"].get<std::string>(), ") in ", format_fixed(source["load_seconds"].get<double>(), 3),
-                   " s"));
+                   source["format"].get<std::string>(), ") in ", format_fixed(open_s + load_s, 3), " s (headers ",
+                   format_fixed(open_s, 3), " s, weights ", format_fixed(load_s, 3), " s)"));
     } else {
       engine.initialize(seed);
     }
