@@ -126,12 +126,20 @@ fs::path agree_on_checkpoint(const fs::path& root, dist::Comm& world) {
 // Loading into a model of any layout.
 
 void load_pieces(ParamSet& P, const std::vector<parallel::Piece>& pieces,
-                 const std::function<Tensor(const std::string&)>& whole, const PieceStorage& dst_of) {
+                 const std::function<Tensor(const std::string&)>& whole, const PieceStorage& dst_of,
+                 const ReadInto& read_into) {
   Backend& be = P.backend();
   std::map<size_t, std::vector<parallel::Piece>> by_param;
   for (const auto& p : pieces) by_param[p.param].push_back(p);
   for (auto& [i, ps] : by_param) {
     const ParamInfo& info = P.info(i);
+    if (read_into && info.slice.whole() && ps.size() == 1 && ps[0].lo == 0 && ps[0].hi == info.numel()) {
+      Tensor dst = dst_of(ps[0]);
+      if (dst.device().is_cpu()) {
+        Tensor shaped = dst.view(info.shape);
+        if (read_into(info.name, shaped)) continue;
+      }
+    }
     Tensor all = whole(info.name);
     Tensor local = info.slice.whole() ? all : extract_slice(all, info.slice);
     Tensor flat = local.view({local.numel()});

@@ -33,10 +33,16 @@ std::filesystem::path agree_on_checkpoint(const std::filesystem::path& root, dis
 
 // Where a piece of a parameter (or of its optimizer state) lives on this rank.
 using PieceStorage = std::function<Tensor(const parallel::Piece&)>;
+// Reads a whole tensor straight into `dst` (a host tensor of its shape) when the source can do so
+// without conversion; false when it cannot.
+using ReadInto = std::function<bool(const std::string& name, Tensor& dst)>;
 // Writes each of this rank's `pieces` from the whole tensor `whole(name)` returns (host, any float
 // dtype): its tensor-parallel slice, then the piece's flat range, converted to the storage's dtype.
+// A piece that is a whole, unsliced host parameter goes through `read_into` first, if given
+// (one copy instead of three).
 void load_pieces(ParamSet& params, const std::vector<parallel::Piece>& pieces,
-                 const std::function<Tensor(const std::string&)>& whole, const PieceStorage& dst_of);
+                 const std::function<Tensor(const std::string&)>& whole, const PieceStorage& dst_of,
+                 const ReadInto& read_into = {});
 
 // Loads weights (and, with an engine, optimizer state) into a model built for any layout; every
 // tensor's name and whole shape is checked. Returns the trainer state.
