@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "dl/config/config.hpp"
+#include "dl/config/hf_gpt2_config.hpp"
 #include "dl/config/schema.hpp"
 #include "dl/core/error.hpp"
 #include "support/support.hpp"
@@ -624,4 +625,34 @@ TEST_CASE("config_key_docs has one entry per key with type, default and help") {
   CHECK(find("model.hidden").type == "int array");
   CHECK(find("model.hidden").default_value == "[64, 64]");
   CHECK(find("data.val_fraction").allowed == "in [0, 0.5]");
+}
+
+TEST_CASE("model.init_from: the folder's config.json sets the shape; a set key that differs names both values") {
+  TempDir dir("config-init");
+  const fs::path base = fs::absolute(dir.path()).lexically_normal();
+  ModelConfig shape;
+  shape.n_layer = 3, shape.n_head = 6, shape.n_embd = 48, shape.block_size = 64, shape.vocab_size = 50257;
+  fs::create_directories(dir / "gpt2");
+  write_file(dir / "gpt2/config.json", hf_gpt2_config_json(shape));
+  write_file(dir / "run.toml", "[model]\ninit_from = \"gpt2\"\nn_head = 6\n");
+  Config c = load_config(dir / "run.toml");
+  CHECK(c.model.init_from == (base / "gpt2").string());
+  CHECK(c.model.n_layer == 3);
+  CHECK(c.model.n_head == 6);  // given and equal: fine
+  CHECK(c.model.n_embd == 48);
+  CHECK(c.model.block_size == 64);
+  CHECK(c.model.vocab_size == 50257);
+  // The resolved config round-trips (a resumed run reads it back).
+  CHECK(parse_config(config_to_toml(c), "dump.toml", base) == c);
+
+  const std::string toml_path = (dir / "run.toml").string(), cfg_json = (base / "gpt2/config.json").string();
+  CHECK(usage_error([&] { load_config(dir / "run.toml", {"model.n_embd=64"}); }) ==
+        "--set model.n_embd=64: model.n_embd = 64, but " + cfg_json +
+            " says n_embd = 48 (model.init_from fixes the model's shape: leave model.n_embd out or set it to 48)");
+  write_file(dir / "bad.toml", "[model]\ntype = \"mlp\"\ninit_from = \"gpt2\"\n");
+  CHECK(contains(usage_error([&] { load_config(dir / "bad.toml"); }), "bad.toml:2: model.init_from starts a gpt model"));
+  write_file(dir / "missing.toml", "[model]\ninit_from = \"nowhere\"\n");
+  CHECK(usage_error([&] { load_config(dir / "missing.toml"); }) ==
+        (dir / "missing.toml").string() + ":2: model.init_from: folder not found: " + (base / "nowhere").string() +
+            " (paths are relative to the config file's folder)");
 }
