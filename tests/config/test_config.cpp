@@ -591,7 +591,7 @@ TEST_CASE("config_to_toml lists every section and key in declaration order") {
 
 TEST_CASE("config_key_docs has one entry per key with type, default and help") {
   auto docs = config_key_docs();
-  CHECK(docs.size() == 57);
+  CHECK(docs.size() == 58);
   std::set<std::string> names;
   for (const auto& d : docs) {
     CAPTURE(d.key);
@@ -642,6 +642,7 @@ TEST_CASE("model.init_from: the folder's config.json sets the shape; a set key t
   CHECK(c.model.n_embd == 48);
   CHECK(c.model.block_size == 64);
   CHECK(c.model.vocab_size == 50257);
+  CHECK(c.data.tokenizer == "bytes");  // the folder has no tokenizer files
   // The resolved config round-trips (a resumed run reads it back).
   CHECK(parse_config(config_to_toml(c), "dump.toml", base) == c);
 
@@ -649,6 +650,14 @@ TEST_CASE("model.init_from: the folder's config.json sets the shape; a set key t
   CHECK(usage_error([&] { load_config(dir / "run.toml", {"model.n_embd=64"}); }) ==
         "--set model.n_embd=64: model.n_embd = 64, but " + cfg_json +
             " says n_embd = 48 (model.init_from fixes the model's shape: leave model.n_embd out or set it to 48)");
+  // The folder's tokenizer files make GPT-2's tokenizer the default; data.tokenizer, when given, wins.
+  write_file(dir / "gpt2/vocab.json", "{}");
+  write_file(dir / "gpt2/merges.txt", "#version: 0.2\n");
+  CHECK(load_config(dir / "run.toml").data.tokenizer == "gpt2:" + (base / "gpt2").string());
+  CHECK(load_config(dir / "run.toml", {"data.tokenizer=bytes"}).data.tokenizer == "bytes");
+  fs::remove(dir / "gpt2/merges.txt");
+  CHECK(load_config(dir / "run.toml").data.tokenizer == "bytes");  // vocab.json alone is not a tokenizer
+  fs::remove(dir / "gpt2/vocab.json");
   write_file(dir / "bad.toml", "[model]\ntype = \"mlp\"\ninit_from = \"gpt2\"\n");
   CHECK(contains(usage_error([&] { load_config(dir / "bad.toml"); }), "bad.toml:2: model.init_from starts a gpt model"));
   write_file(dir / "missing.toml", "[model]\ninit_from = \"nowhere\"\n");

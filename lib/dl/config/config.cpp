@@ -557,6 +557,14 @@ struct Checker {
     take(m.n_embd, shape.n_embd, "n_embd");
     take(m.block_size, shape.n_positions, "n_positions");
     take(m.vocab_size, shape.vocab_size, "vocab_size");
+    // A Hugging Face folder usually carries its tokenizer: text then becomes the ids the weights
+    // were trained on, unless data.tokenizer says otherwise.
+    const fs::path dir(m.init_from);
+    std::error_code ec;
+    if (!origins.count(key_of(&cfg.data.tokenizer)) &&
+        ((fs::is_regular_file(dir / "vocab.json", ec) && fs::is_regular_file(dir / "merges.txt", ec)) ||
+         fs::is_regular_file(dir / "tokenizer.json", ec)))
+      cfg.data.tokenizer = "gpt2:" + dir.string();
   }
 
   void run() {
