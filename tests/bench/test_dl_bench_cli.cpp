@@ -196,6 +196,9 @@ TEST_CASE("bad input: a clear message and exit 2") {
            {{"gemm", "--sizes", "1024,,2048"}, "--sizes"},
            {{"gemm", "--dtype", "bf16"}, "fp32"},
            {{"gemm", "--format", "yaml"}, "unknown output format"},
+           {{"gemm", "--device", "tpu"}, "unknown device"},
+           {{"collective", "allreduce", "--device", "tpu"}, "--device tpu"},
+           {{"collective", "allreduce", "--backend", "mpi"}, "--backend mpi: unknown"},
            {{"gemm", "--repeat", "0"}, "--repeat"},
            {{"memory", "--bytes", "12 parsecs"}, "--bytes"},
            {{"collective", "alltoall"}, "use allreduce"},
@@ -218,6 +221,9 @@ TEST_CASE("bad input: a clear message and exit 2") {
     auto gpu = run(kBench, {"gemm", "--device", "cuda"});
     CHECK(gpu.exit_code == 2);
     CHECK(has(gpu.err, "--device cuda: " + why));
+    auto coll = run(kBench, {"collective", "allreduce", "--device", "cuda"});
+    CHECK(coll.exit_code == 2);
+    CHECK(has(coll.err, "--device cuda: "));
   }
   // More NCCL ranks than any machine here has GPUs (or no GPU, or no CUDA build): exit 2 either way.
   auto nccl = run(kBench, {"collective", "allreduce", "--backend", "nccl", "--nproc", "64"});

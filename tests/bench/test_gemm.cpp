@@ -21,7 +21,7 @@ TEST_CASE("--sizes: squares and MxNxK, comma-separated; malformed items are usag
     CAPTURE(bad);
     CHECK_THROWS_WITH_AS(parse_gemm_sizes(bad), doctest::Contains("--sizes"), dl::Error);
   }
-  CHECK(parse_gemm_dtype("bf16") == "bf16");
+  CHECK(parse_gemm_dtype("bf16") == dl::MathPrecision::bf16);
   CHECK_THROWS_WITH_AS(parse_gemm_dtype("int8"), doctest::Contains("fp32, tf32, bf16 or fp16"), dl::Error);
 }
 
@@ -30,9 +30,9 @@ TEST_CASE("FLOPs and the error bound") {
   CHECK(gemm_flops({4096, 2048, 1024}) == doctest::Approx(2.0 * 4096 * 2048 * 1024));
   // gamma_k for fp32: k u / (1 - k u), u = 2^-24.
   const double u = std::ldexp(1.0, -24);
-  CHECK(gemm_error_bound(1024, "fp32") == doctest::Approx(1024 * u / (1 - 1024 * u)));
-  CHECK(gemm_error_bound(1024, "bf16") > gemm_error_bound(1024, "tf32"));
-  CHECK(gemm_error_bound(1024, "tf32") > gemm_error_bound(1024, "fp32"));
+  CHECK(gemm_error_bound(1024, dl::MathPrecision::fp32) == doctest::Approx(1024 * u / (1 - 1024 * u)));
+  CHECK(gemm_error_bound(1024, dl::MathPrecision::bf16) > gemm_error_bound(1024, dl::MathPrecision::tf32));
+  CHECK(gemm_error_bound(1024, dl::MathPrecision::tf32) > gemm_error_bound(1024, dl::MathPrecision::fp32));
 }
 
 TEST_CASE("a CPU gemm row: schema keys, FLOP/s = 2MNK / time, every sampled entry within the bound") {
@@ -72,26 +72,26 @@ TEST_CASE("a CPU gemm row: schema keys, FLOP/s = 2MNK / time, every sampled entr
 
 TEST_CASE("GPU peaks come from the datasheet table; the CPU's from its measured sgemm") {
   DeviceInfo h100;
-  h100.device_type = "cuda";
+  h100.device_type = dl::DeviceKind::cuda;
   h100.device = "NVIDIA H100 80GB HBM3";
-  CHECK(*compute_peak(h100, "bf16").value == doctest::Approx(989.4e12));
-  CHECK(*compute_peak(h100, "fp32").value == doctest::Approx(66.9e12));
+  CHECK(*compute_peak(h100, dl::MathPrecision::bf16).value == doctest::Approx(989.4e12));
+  CHECK(*compute_peak(h100, dl::MathPrecision::fp32).value == doctest::Approx(66.9e12));
   CHECK(*memory_peak(h100).value == doctest::Approx(3.35e12));
   DeviceInfo pcie = h100;
   pcie.device = "NVIDIA H100 PCIe";
-  CHECK(*compute_peak(pcie, "fp16").value == doctest::Approx(756e12));
+  CHECK(*compute_peak(pcie, dl::MathPrecision::fp16).value == doctest::Approx(756e12));
   DeviceInfo h200 = h100;
   h200.device = "NVIDIA H200";
-  CHECK(*compute_peak(h200, "bf16").value == doctest::Approx(989.4e12));
+  CHECK(*compute_peak(h200, dl::MathPrecision::bf16).value == doctest::Approx(989.4e12));
   CHECK(*memory_peak(h200).value == doctest::Approx(4.8e12));
   DeviceInfo a100 = h100;
   a100.device = "NVIDIA A100-SXM4-80GB";
-  CHECK(*compute_peak(a100, "tf32").value == doctest::Approx(156e12));
+  CHECK(*compute_peak(a100, dl::MathPrecision::tf32).value == doctest::Approx(156e12));
   DeviceInfo unknown = h100;
   unknown.device = "Some Future GPU";
-  CHECK_FALSE(compute_peak(unknown, "bf16").value);
+  CHECK_FALSE(compute_peak(unknown, dl::MathPrecision::bf16).value);
   DeviceInfo cpu;
-  cpu.device_type = "cpu";
-  CHECK(compute_peak(cpu, "fp32").source.find("measured") == 0);
-  CHECK_FALSE(compute_peak(cpu, "bf16").value);
+  cpu.device_type = dl::DeviceKind::cpu;
+  CHECK(compute_peak(cpu, dl::MathPrecision::fp32).source.find("measured") == 0);
+  CHECK_FALSE(compute_peak(cpu, dl::MathPrecision::bf16).value);
 }

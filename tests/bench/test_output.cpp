@@ -79,7 +79,7 @@ TEST_CASE("dl-cost's reader takes json and jsonl output and finds the gemm and c
   for (dl::OutputFormat f : {dl::OutputFormat::json, dl::OutputFormat::jsonl}) {
     auto rows = dl::plan::parse_bench_rows(render_report(r, f), "bench");
     REQUIRE(rows.size() == r.rows.size());
-    auto s = dl::plan::summarize_bench(rows, "fp32");
+    auto s = dl::plan::summarize_bench(rows, dl::Precision::fp32);
     REQUIRE(s.gemm_flops);
     CHECK(s.gemm_dtype == "fp32");
     double best = 0;

@@ -54,14 +54,14 @@ struct Cwd {
 TEST_CASE("empty text gives the documented defaults") {
   Config c = parse("");
   CHECK(c == Config{});
-  CHECK(c.model.type == "gpt");
+  CHECK(c.model.type == ModelType::gpt);
   CHECK(c.model.n_layer == 4);
   CHECK(c.model.hidden == std::vector<int64_t>{64, 64});
   CHECK(c.data.source == "synthetic:addition");
   CHECK(c.data.val_source.empty());
   CHECK(c.optim.lr == 1e-3);
   CHECK(c.parallel.dp == 1);
-  CHECK(c.log.progress == "auto");
+  CHECK(c.log.progress == Progress::automatic);
 }
 
 TEST_CASE("a full valid file sets every section") {
@@ -141,34 +141,34 @@ samples = 0
   CHECK(c.model.n_embd == 64);
   CHECK(c.model.init_std == 0.01);
   CHECK(c.model.hidden == std::vector<int64_t>{16, 8});
-  CHECK(c.model.activation == "gelu");
+  CHECK(c.model.activation == Activation::gelu);
   CHECK(c.data.source == "text:" + (base / "data/train.txt").string());
   CHECK(c.data.val_source == "text:" + (base / "data/val.txt").string());
   CHECK(c.data.val_fraction == 0.25);
   CHECK(c.data.digits == 2);
   CHECK(c.data.label_column == 0);
   CHECK(c.data.normalize == false);
-  CHECK(c.optim.name == "sgd");
+  CHECK(c.optim.name == OptimizerKind::sgd);
   CHECK(c.optim.lr == 3e-4);
   CHECK(c.optim.eps == 1e-6);
   CHECK(c.optim.nesterov == true);
   CHECK(c.optim.grad_clip == 0.0);  // integer 0 accepted for a float
-  CHECK(c.schedule.decay == "linear");
+  CHECK(c.schedule.decay == Decay::linear);
   CHECK(c.schedule.warmup_steps == 10);
   CHECK(c.schedule.decay_steps == 90);
   CHECK(c.train.steps == 100);
-  CHECK(c.train.device == "auto");
-  CHECK(c.train.precision == "bf16");
+  CHECK(c.train.device == DeviceChoice::automatic);
+  CHECK(c.train.precision == Precision::bf16);
   CHECK(c.train.keep_checkpoints == 1);
   CHECK(c.parallel.dp == -1);
   CHECK(c.parallel.tp == 2);
   CHECK(c.parallel.zero == 3);
-  CHECK(c.parallel.offload == "cpu");
-  CHECK(c.parallel.schedule == "gpipe");
+  CHECK(c.parallel.offload == Offload::cpu);
+  CHECK(c.parallel.schedule == PipelineSchedule::gpipe);
   CHECK(c.parallel.activation_checkpointing == true);
   CHECK(c.log.every == 5);
   CHECK(c.log.tensorboard == false);
-  CHECK(c.log.progress == "none");
+  CHECK(c.log.progress == Progress::none);
   CHECK(c.log.samples == 0);
 }
 
@@ -270,7 +270,7 @@ TEST_CASE("config choices: one enum and one name table each, parsed once") {
   CHECK(c.train.precision == Precision::fp16);
   CHECK(str(c.train.precision, " ", Decay::linear) == "fp16 linear");
   CHECK(set_error("train.precision=fp8") == "--set train.precision=fp8: train.precision must be one of fp32, bf16, fp16; got \"fp8\"");
-  CHECK_THROWS_AS(Choice<Offload>("nvme"), Error);
+  CHECK_THROWS_AS(choice_from_name<Offload>("nvme"), Error);
 }
 
 TEST_CASE("every declared range and choice is enforced") {
@@ -307,7 +307,7 @@ TEST_CASE("every declared range and choice is enforced") {
       bad = "\"no-such-choice\"";
       for (std::string_view c : choice_names(typename T::Enum{}))
         if (c != field.name()) {
-          inside = T(std::string(c));
+          inside = T(choice_from_name<typename T::Enum>(c));
           break;
         }
       good = "\"" + std::string(inside.name()) + "\"";
@@ -373,8 +373,8 @@ TEST_CASE("--set overrides every type") {
   CHECK(c.optim.lr == 3e-4);
   CHECK(c.optim.weight_decay == 0.0);
   CHECK(c.optim.nesterov == true);
-  CHECK(c.train.device == "cuda");
-  CHECK(c.train.precision == "bf16");
+  CHECK(c.train.device == DeviceChoice::cuda);
+  CHECK(c.train.precision == Precision::bf16);
   CHECK(c.model.hidden == std::vector<int64_t>{32, 32, 8});
   CHECK(c.parallel.dp == -1);
   CHECK(c.data.source == "synthetic:addition");
@@ -507,11 +507,11 @@ TEST_CASE("config_to_toml round-trips a non-default config exactly") {
   fs::path weird = fs::absolute(dir / "we\"ird\\ñame.txt");
   write_file(weird, "x");
   Config c;
-  c.model.type = "mlp";
+  c.model.type = ModelType::mlp;
   c.model.n_layer = 12;
   c.model.init_std = 0.1 + 0.2;  // 0.30000000000000004
   c.model.hidden = {3, 1, 4, 1, 5};
-  c.model.activation = "gelu";
+  c.model.activation = Activation::gelu;
   c.data.source = "text:" + weird.string();
   c.data.val_fraction = 1.0 / 3.0;
   c.data.label_column = -2;
@@ -521,17 +521,17 @@ TEST_CASE("config_to_toml round-trips a non-default config exactly") {
   c.optim.weight_decay = 2.0;  // integral float
   c.optim.beta2 = 0.999;
   c.optim.grad_clip = 1e10;
-  c.schedule.decay = "constant";
+  c.schedule.decay = Decay::constant;
   c.schedule.warmup_steps = 5000;
   c.schedule.decay_steps = 6000;
   c.schedule.min_lr_ratio = 0.0;
   c.train.steps = 10;
   c.train.seed = -9223372036854775807LL - 1;
-  c.train.device = "cuda";
+  c.train.device = DeviceChoice::cuda;
   c.parallel.dp = -1;
   c.parallel.zero = 2;
   c.parallel.activation_checkpointing = true;
-  c.log.progress = "lines";
+  c.log.progress = Progress::lines;
   c.log.tensorboard = false;
   REQUIRE(!(c == Config{}));
 

@@ -11,6 +11,7 @@
 #include "support/support.hpp"
 
 using namespace dl::cost;
+using dl::Precision;
 using namespace cost_test;
 
 namespace {
@@ -241,7 +242,7 @@ TEST_CASE("spot rows from a config's checkpoint interval") {
   // PaLM: 6N + 12 L D T with L=2, D=64, T=32.
   CHECK(e.flops_per_token == doctest::Approx(6 * e.model->params + 12.0 * 2 * 64 * 32));
   CHECK(e.flops == doctest::Approx(*e.tokens * e.flops_per_token));
-  CHECK(e.precision == "bf16");
+  CHECK(e.precision == Precision::bf16);
   // Spot only where the catalog has a spot price: the 4090 and the 8x H100 (not the 1x H100).
   CHECK(r.rows.size() == 5);
   const CostRow& od = row(r, "pricey/h100x8", 8, false);
@@ -298,7 +299,7 @@ TEST_CASE("bench rows set the speed of their GPU model and anchor the relative t
   CHECK(h.hours == doctest::Approx(kWork / 1e14 / 3600));
   // The 4090 has no bench rows: the shipped relative table scales the measured H100.
   auto table = load_relative_throughput({dl::test::source_path("configs/catalog/relative-throughput.toml").string()});
-  const double ratio = table.find("RTX-4090", "bf16")->ratio / table.find("H100-SXM", "bf16")->ratio;
+  const double ratio = table.find("RTX-4090", Precision::bf16)->ratio / table.find("H100-SXM", Precision::bf16)->ratio;
   const CostRow& c = row(r, "cheap/4090", 1);
   CHECK(c.speed.source == "relative");
   CHECK(c.speed.flops == doctest::Approx(1e14 * ratio));
@@ -307,7 +308,7 @@ TEST_CASE("bench rows set the speed of their GPU model and anchor the relative t
   in.bench.clear();
   CostReport r2 = make_estimate(in);
   CHECK(row(r2, "pricey/h100", 1).speed.flops ==
-        doctest::Approx(312e12 * 0.4 * table.find("H100-SXM", "bf16")->ratio));
+        doctest::Approx(312e12 * 0.4 * table.find("H100-SXM", Precision::bf16)->ratio));
   CHECK(has(row(r2, "pricey/h100", 1).speed.detail, "vs A100-SXM-80GB (analytic"));
 }
 

@@ -13,6 +13,7 @@
 #include "support/support.hpp"
 
 using namespace dl::cost;
+using dl::Precision;
 
 namespace {
 
@@ -160,7 +161,7 @@ TEST_CASE("shipped table reproduces the geometric-mean ratios of lambda_pytorch-
     }
     REQUIRE(n > 0);
     const double expected = std::exp(sum / n);
-    const RelativeEntry* e = table.find(model, "fp32");
+    const RelativeEntry* e = table.find(model, Precision::fp32);
     REQUIRE_MESSAGE(e, model);
     CAPTURE(model);
     CHECK(e->file == file);
@@ -174,13 +175,13 @@ TEST_CASE("shipped table reproduces the geometric-mean ratios of lambda_pytorch-
   CHECK(compared == 12);
   MESSAGE("fp32 ratios vs A100-SXM-80GB (geometric mean of per-benchmark ratios):\n", report);
   // Sanity of the numbers themselves.
-  CHECK(table.find("A100-SXM-80GB", "fp32")->ratio == 1.0);
-  CHECK(table.find("H100-SXM", "fp32")->ratio > table.find("H100-PCIe", "fp32")->ratio);
-  CHECK(table.find("H100-PCIe", "fp32")->ratio > table.find("A100-PCIe-80GB", "fp32")->ratio);
+  CHECK(table.find("A100-SXM-80GB", Precision::fp32)->ratio == 1.0);
+  CHECK(table.find("H100-SXM", Precision::fp32)->ratio > table.find("H100-PCIe", Precision::fp32)->ratio);
+  CHECK(table.find("H100-PCIe", Precision::fp32)->ratio > table.find("A100-PCIe-80GB", Precision::fp32)->ratio);
   // bf16 and fp16 training read the fp16 (mixed-precision) table.
-  CHECK(table.find("RTX-4090", "bf16") == table.find("RTX-4090", "fp16"));
-  CHECK(table.find("RTX-4090", "bf16")->precision == "fp16");
-  CHECK_FALSE(table.find("L4", "bf16"));  // not benchmarked by Lambda
+  CHECK(table.find("RTX-4090", Precision::bf16) == table.find("RTX-4090", Precision::fp16));
+  CHECK(table.find("RTX-4090", Precision::bf16)->precision == Precision::fp16);
+  CHECK_FALSE(table.find("L4", Precision::bf16));  // not benchmarked by Lambda
 }
 
 TEST_CASE("the library's derivation from all four Lambda files equals the shipped table") {
@@ -190,8 +191,8 @@ TEST_CASE("the library's derivation from all four Lambda files equals the shippe
     auto p = dl::test::shared_path(std::string("data/") + f);
     tables.push_back(parse_benchmark_csv(dl::test::read_file(p), p.string()));
   }
-  CHECK(tables[0].precision == "fp32");
-  CHECK(tables[2].precision == "fp16");
+  CHECK(tables[0].precision == Precision::fp32);
+  CHECK(tables[2].precision == Precision::fp16);
   CHECK(tables[0].empty_cells == 10);
   RelativeThroughput derived = derive_relative_throughput(tables);
   RelativeThroughput ship = shipped();
@@ -208,10 +209,10 @@ TEST_CASE("the library's derivation from all four Lambda files equals the shippe
     CHECK(d->via == e.via);
   }
   // H200 and GH200 only appear in the v2 files, which have no A100: chained through H100-SXM.
-  const RelativeEntry* h200 = ship.find("H200", "bf16");
+  const RelativeEntry* h200 = ship.find("H200", Precision::bf16);
   REQUIRE(h200);
   CHECK(h200->via == "H100-SXM");
-  CHECK(h200->ratio > ship.find("H100-SXM", "bf16")->ratio);
+  CHECK(h200->ratio > ship.find("H100-SXM", Precision::bf16)->ratio);
   std::string notes;
   for (const auto& n : derived.notes) notes += n + "\n";
   CHECK(has(notes, "'LambdaOD_test_1xB200_192GB_129-213-83-251_v2' is not a GPU in dlkit's table: skipped"));
@@ -229,20 +230,20 @@ TEST_CASE("derivation: geometric mean of ratios, empty cells skipped for that pa
       "2x RTX 4090,2.0,900,2,99.0,39.0,1.0\n"
       "TPU v9,1.0,1,1,1.0,1.0,1.0\n";
   BenchmarkTable t = parse_benchmark_csv(csv, "bench-fp16.csv");
-  CHECK(t.precision == "fp16");
+  CHECK(t.precision == Precision::fp16);
   CHECK(t.benchmarks == std::vector<std::string>{"b1", "b2", "b3"});
   CHECK(t.empty_cells == 3);
   CHECK(t.unmapped == std::vector<std::string>{"TPU v9"});
   RelativeThroughput rt = derive_relative_throughput({t});
   // H100: b1 rows 200 and 800 -> geometric mean 400 -> ratio 4; b3 ratio 4; b2 missing.
-  const RelativeEntry* h = rt.find("H100-SXM", "bf16");
+  const RelativeEntry* h = rt.find("H100-SXM", Precision::bf16);
   REQUIRE(h);
   CHECK(h->ratio == doctest::Approx(4.0).epsilon(1e-12));
   CHECK(h->benchmarks == 2);
   CHECK(h->missing == std::vector<std::string>{"b2"});
   CHECK(h->rows == 2);
   // 4090: b1 0.5, b2 2, b3 missing -> sqrt(0.5 x 2) = 1 (the 2x row is not a single-GPU row).
-  const RelativeEntry* r = rt.find("RTX-4090", "fp16");
+  const RelativeEntry* r = rt.find("RTX-4090", Precision::fp16);
   REQUIRE(r);
   CHECK(r->ratio == doctest::Approx(1.0).epsilon(1e-12));
   CHECK(r->missing == std::vector<std::string>{"b3"});

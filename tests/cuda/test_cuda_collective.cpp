@@ -31,7 +31,7 @@ TEST_CASE("NCCL on a group of one: every collective verified, rows name NCCL and
     CAPTURE(collective_op_name(op));
     CollectiveOptions o;
     o.op = op;
-    o.backend = "nccl";
+    o.backend = CollectiveBackend::nccl;
     o.min_bytes = 8;
     o.max_bytes = 16 << 20;
     o.factor = 16;

@@ -39,26 +39,26 @@ TEST_CASE("cuda_probe reports a reason whenever no GPU is usable") {
 
 TEST_CASE("device selection: cuda needs a usable GPU, auto falls back to the CPU, fp16 runs on the GPU") {
   Config c;
-  c.model.type = "gpt";
-  c.train.device = "auto";
+  c.model.type = ModelType::gpt;
+  c.train.device = DeviceChoice::automatic;
   Backend& a = select_backend(c, false);
   CHECK(a.name() == (gpu().usable ? "cuda" : "cpu"));
-  c.train.device = "cuda";
+  c.train.device = DeviceChoice::cuda;
   if (gpu().usable) {
     CHECK(select_backend(c, false).name() == "cuda");
     // Every precision runs on the GPU (fp16 with dynamic loss scaling).
     for (const std::string precision : {"bf16", "fp16"}) {
       CAPTURE(precision);
-      c.train.precision = precision;
-      c.train.device = "cuda";
+      c.train.precision = choice_from_name<Precision>(precision);
+      c.train.device = DeviceChoice::cuda;
       CHECK(select_backend(c, false).name() == "cuda");
-      c.train.device = "auto";
+      c.train.device = DeviceChoice::automatic;
       CHECK(select_backend(c, false).name() == "cuda");
     }
     // What the trainer cannot run on the GPU yet is a usage error under "cuda", the CPU under "auto".
-    c.train.precision = "fp16";
+    c.train.precision = Precision::fp16;
     c.parallel.tp = 2;
-    c.train.device = "cuda";
+    c.train.device = DeviceChoice::cuda;
     try {
       select_backend(c, false);
       FAIL("tp = 2 on cuda must be refused");
@@ -66,14 +66,14 @@ TEST_CASE("device selection: cuda needs a usable GPU, auto falls back to the CPU
       CHECK(e.kind() == ErrorKind::usage);
       CHECK(std::string(e.what()).find("parallel.tp") != std::string::npos);
     }
-    c.train.device = "auto";
+    c.train.device = DeviceChoice::automatic;
     CHECK(select_backend(c, false).name() == "cpu");
   } else {
     // Without a GPU, fp16 is refused under "cuda" for that reason alone, and runs on the CPU under "auto".
     for (const std::string precision : {"fp32", "fp16"}) {
       CAPTURE(precision);
-      c.train.precision = precision;
-      c.train.device = "cuda";
+      c.train.precision = choice_from_name<Precision>(precision);
+      c.train.device = DeviceChoice::cuda;
       try {
         select_backend(c, false);
         FAIL("device = cuda without a GPU must fail");
@@ -82,7 +82,7 @@ TEST_CASE("device selection: cuda needs a usable GPU, auto falls back to the CPU
         CHECK(std::string(e.what()).find("no usable CUDA GPU") != std::string::npos);
         CHECK(std::string(e.what()).find("precision") == std::string::npos);
       }
-      c.train.device = "auto";
+      c.train.device = DeviceChoice::automatic;
       CHECK(select_backend(c, false).name() == "cpu");
     }
   }

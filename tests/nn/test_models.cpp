@@ -82,7 +82,7 @@ TEST_CASE("MLP gradients match finite differences (f64), relu and gelu") {
     c.n_inputs = 3;
     c.hidden = {7, 5};
     c.n_classes = 4;
-    c.activation = act;
+    c.activation = choice_from_name<Activation>(act);
     MlpModel model(c, cpu_backend(), DType::f64);
     model.params().initialize(3);
     // Non-zero biases so ReLU units sit away from their kink.

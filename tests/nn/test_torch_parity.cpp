@@ -55,7 +55,7 @@ TEST_CASE("MLP loss, gradients and 10 AdamW steps match PyTorch") {
     c.n_inputs = 10;
     c.hidden = {32, 16};
     c.n_classes = 5;
-    c.activation = act;
+    c.activation = choice_from_name<Activation>(act);
     MlpModel model(c, cpu_backend());
     std::vector<Batch> batches;
     for (int k = 0; k < kParitySteps; ++k) {

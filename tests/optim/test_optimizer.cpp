@@ -13,18 +13,18 @@ TEST_CASE("learning-rate schedule: warm-up, cosine, linear, constant") {
   ScheduleConfig s;
   s.warmup_steps = 10;
   s.min_lr_ratio = 0.1;
-  s.decay = "cosine";
+  s.decay = Decay::cosine;
   CHECK(learning_rate(s, 1.0, 0, 110) == doctest::Approx(0.1));
   CHECK(learning_rate(s, 1.0, 9, 110) == doctest::Approx(1.0));
   CHECK(learning_rate(s, 1.0, 10, 110) == doctest::Approx(1.0));
   CHECK(learning_rate(s, 1.0, 60, 110) == doctest::Approx(0.55));  // halfway: min + (max-min)/2
   CHECK(learning_rate(s, 1.0, 110, 110) == doctest::Approx(0.1));
   CHECK(learning_rate(s, 1.0, 500, 110) == doctest::Approx(0.1));  // stays at the floor
-  s.decay = "linear";
+  s.decay = Decay::linear;
   CHECK(learning_rate(s, 2.0, 35, 110) == doctest::Approx(2.0 - 1.8 * 0.25));
-  s.decay = "constant";
+  s.decay = Decay::constant;
   CHECK(learning_rate(s, 2.0, 100, 110) == 2.0);
-  s.decay = "cosine";
+  s.decay = Decay::cosine;
   s.decay_steps = 60;  // explicit horizon, independent of train.steps
   CHECK(learning_rate(s, 1.0, 35, 1000) == doctest::Approx(0.55));
 }
@@ -56,7 +56,7 @@ TEST_CASE("AdamW decays only parameters marked for decay") {
   CHECK(get(ps.value(1), 0) == 1.0);
   CHECK(opt.step_count() == 1);
   OptimConfig sgd;
-  sgd.name = "sgd";
+  sgd.name = OptimizerKind::sgd;
   sgd.momentum = 0;
   CHECK(Optimizer(sgd).state_names().empty());
   sgd.momentum = 0.9;
@@ -97,7 +97,7 @@ TEST_CASE("SGD with momentum, dampening or Nesterov matches torch.optim.SGD step
     const std::string name = c.name;
     CAPTURE(name);
     OptimConfig oc;
-    oc.name = "sgd";
+    oc.name = OptimizerKind::sgd;
     oc.momentum = 0.9;
     oc.dampening = c.dampening;
     oc.nesterov = c.nesterov;

@@ -61,7 +61,7 @@ TEST_CASE("summarize: gemm at the training precision, train rows, collectives, h
       row("memory", {{"direction", "h2d"}, {"bytes", 1e9}, {"time_s", 0.04}}),
       row("memory", {{"direction", "d2d"}, {"bytes", 1e9}, {"time_s", 0.001}}),
   };
-  BenchSummary s = summarize_bench(rows, "bf16", "", "b.json");
+  BenchSummary s = summarize_bench(rows, Precision::bf16, "", "b.json");
   CHECK(s.gpu_model == "H100-SXM");
   CHECK(s.rows == rows.size());
   CHECK(*s.gemm_flops == 780e12);  // best bf16 row, not the faster fp16 one
@@ -70,7 +70,7 @@ TEST_CASE("summarize: gemm at the training precision, train rows, collectives, h
   CHECK(s.busbw_nproc == 8);
   CHECK(*s.host_bw == 25e9);
   CHECK_FALSE(s.train_flops);
-  CHECK(*summarize_bench(rows, "fp32").gemm_flops == 51e12);
+  CHECK(*summarize_bench(rows, Precision::fp32).gemm_flops == 51e12);
 
   Hardware hw;  // datasheet defaults
   hw.achievable_fraction = 0.45;
@@ -87,7 +87,7 @@ TEST_CASE("summarize: gemm at the training precision, train rows, collectives, h
   // A train row's throughput is already achieved: FLOP/s = tokens/s x FLOPs/token / devices.
   rows.push_back(row("train", {{"config", "gpt2-124m.toml"}, {"precision", "bf16"}, {"tokens_per_sec", 400000.0},
                                {"flops_per_token", 859885056.0}, {"num_devices", 2}}));
-  BenchSummary t = summarize_bench(rows, "bf16");
+  BenchSummary t = summarize_bench(rows, Precision::bf16);
   REQUIRE(t.train_flops);
   CHECK(*t.train_flops == doctest::Approx(400000.0 * 859885056.0 / 2));
   Hardware mt = apply_bench(hw, t);
@@ -97,7 +97,7 @@ TEST_CASE("summarize: gemm at the training precision, train rows, collectives, h
   // Rows of two GPU models need a choice; the choice takes aliases.
   std::vector<json> mixed = {row("gemm", {{"dtype", "bf16"}, {"flops", 700e12}}),
                              row("gemm", {{"dtype", "bf16"}, {"flops", 250e12}}, "A100-SXM-80GB")};
-  CHECK_THROWS_AS(summarize_bench(mixed, "bf16"), Error);
-  CHECK(*summarize_bench(mixed, "bf16", "A100 80GB SXM4").gemm_flops == 250e12);
-  CHECK_THROWS_AS(summarize_bench(mixed, "bf16", "L4"), Error);
+  CHECK_THROWS_AS(summarize_bench(mixed, Precision::bf16), Error);
+  CHECK(*summarize_bench(mixed, Precision::bf16, "A100 80GB SXM4").gemm_flops == 250e12);
+  CHECK_THROWS_AS(summarize_bench(mixed, Precision::bf16, "L4"), Error);
 }

@@ -16,8 +16,8 @@ TEST_CASE("datasheet values of the reference GPUs") {
   CHECK(h100->bf16_flops == 989.4e12);
   CHECK(h100->memory_bw == 3.35e12);
   CHECK(h100->memory_bytes == 80e9);
-  CHECK(*h100->peak_flops("bf16") == 989.4e12);
-  CHECK(*h100->peak_flops("fp32") == doctest::Approx(66.9e12));
+  CHECK(*h100->peak_flops(dl::MathPrecision::bf16) == 989.4e12);
+  CHECK(*h100->peak_flops(dl::MathPrecision::fp32) == doctest::Approx(66.9e12));
   auto h200 = gpu_spec("H200");
   REQUIRE(h200);
   CHECK(h200->bf16_flops == 989.4e12);
@@ -28,12 +28,12 @@ TEST_CASE("datasheet values of the reference GPUs") {
   CHECK(gpu_spec("A100-SXM-40GB")->memory_bytes == 40e9);
   CHECK(gpu_spec("L40S")->memory_bytes == 48e9);
   // V100 and T4 have no bf16: nullopt, and hardware_for_gpu falls back to fp16 saying so.
-  CHECK_FALSE(gpu_spec("V100-SXM2-16GB")->peak_flops("bf16"));
+  CHECK_FALSE(gpu_spec("V100-SXM2-16GB")->peak_flops(dl::MathPrecision::bf16));
   std::string note;
-  dl::plan::Hardware hw = hardware_for_gpu(*gpu_spec("T4"), "bf16", &note);
+  dl::plan::Hardware hw = hardware_for_gpu(*gpu_spec("T4"), dl::Precision::bf16, &note);
   CHECK(hw.peak_flops == 65e12);
   CHECK(note.find("no bf16") != std::string::npos);
-  dl::plan::Hardware hh = hardware_for_gpu(*h100, "bf16");
+  dl::plan::Hardware hh = hardware_for_gpu(*h100, dl::Precision::bf16);
   CHECK(hh.gpu_model == "H100-SXM");
   CHECK(hh.gpu_mem_bytes == 80e9);
   CHECK(hh.intra_node_bw == 450e9);
@@ -168,5 +168,5 @@ TEST_CASE("canonical_gpu: benchmark and serverless names (dl-cost)") {
   CHECK(ada->memory_bytes == 48e9);
   CHECK(ada->bf16_flops == 364.2e12);
   CHECK(gpu_spec("Quadro-RTX-8000")->memory_bytes == 48e9);
-  CHECK_FALSE(gpu_spec("Quadro-RTX-8000")->peak_flops("bf16"));
+  CHECK_FALSE(gpu_spec("Quadro-RTX-8000")->peak_flops(dl::MathPrecision::bf16));
 }

@@ -41,7 +41,7 @@ Layout layout(int64_t dp, int64_t tp, int64_t pp, int64_t zero, const std::strin
   l.pp = pp;
   l.gpus = dp * tp * pp;
   l.zero = zero;
-  l.precision = precision;
+  l.precision = parse_precision(precision);
   return l;
 }
 
@@ -142,7 +142,7 @@ TEST_CASE("model_from_config: mlp reads its input width and classes from the dat
   mc.n_classes = 3;
   CHECK(m.params == static_cast<double>(mlp_param_count(mc)));
   CHECK(m.params == 5 * 16 + 16 + 16 * 8 + 8 + 8 * 3 + 3);
-  CHECK(m.kind == "mlp");
+  CHECK(m.type == ModelType::mlp);
   CHECK_FALSE(m.is_transformer());
   CHECK(m.note.find("5 inputs and 3 classes") != std::string::npos);
   // A missing data file is a usage error that names it.
@@ -259,7 +259,7 @@ TEST_CASE("activations per layer by hand (Korthikanti et al.), with tp and recom
   lp.micro_batch = 2;
   lp.microbatches = 4;
   CHECK(activation_bytes(m, lp) == 1 * 11264 * 2 + work);  // first stage > last 11264 + work + 2048
-  lp.schedule = "gpipe";  // every stage holds all 4; the last one with its output layer
+  lp.schedule = PipelineSchedule::gpipe;  // every stage holds all 4; the last one with its output layer
   CHECK(activation_bytes(m, lp) == (11264 + output) * 4 + work);
   lp.microbatches = 1;  // one micro-batch: the last stage (with the output layer) is the larger
   CHECK(activation_bytes(m, lp) == 11264 + work + output);
@@ -331,10 +331,10 @@ TEST_CASE("attention: names, --attention parsing and the default from train.devi
       CHECK(what.find("flash or materialized") != std::string::npos);
     }
   }
-  CHECK(attention_for_device("cpu") == Attention::materialized);
-  CHECK(attention_for_device("cuda") == Attention::flash);
-  CHECK(attention_for_device("auto") == Attention::flash);
-  CHECK_THROWS_AS(attention_for_device("tpu"), Error);
+  CHECK(attention_for_device(DeviceChoice::cpu) == Attention::materialized);
+  CHECK(attention_for_device(DeviceChoice::cuda) == Attention::flash);
+  CHECK(attention_for_device(DeviceChoice::automatic) == Attention::flash);
+  CHECK_THROWS_AS(choice_from_name<DeviceChoice>("tpu"), Error);
 
   // make_plan: the config's device decides unless --attention does; --params plans flash.
   test::TempDir dir("plan-attention");

@@ -25,8 +25,21 @@ namespace {
 
 struct Flags {
   std::string format = "table";
+  std::string device = "cpu";
   dl::bench::CommonOptions common;
 };
+
+// --device cpu | cuda | auto.
+dl::DeviceChoice parse_device(const std::string& flag) {
+  if (auto d = dl::parse_choice<dl::DeviceChoice>(flag)) return *d;
+  dl::throw_usage("--device ", flag, ": unknown device (use cpu, cuda or auto)");
+}
+
+// The common flags as the library's options, checked.
+void apply_common(Flags& f) {
+  dl::bench::apply_common(f.common);
+  f.common.device = parse_device(f.device);
+}
 
 void add_common(CLI::App* sub, Flags& f, const std::string& repeat_names = "--repeat",
                 const std::string& warmup_names = "--warmup") {
@@ -34,7 +47,7 @@ void add_common(CLI::App* sub, Flags& f, const std::string& repeat_names = "--re
   sub->add_option(repeat_names, f.common.repeat, "Timed runs (the median is reported)");
   sub->add_option(warmup_names, f.common.warmup, "Untimed runs first");
   sub->add_option("--threads", f.common.threads, "CPU threads (OpenBLAS and dlkit's pool; 0 = all cores)");
-  sub->add_option("--device", f.common.device, "cpu | cuda | auto (auto: the GPU when a CUDA build finds one)");
+  sub->add_option("--device", f.device, "cpu | cuda | auto (auto: the GPU when a CUDA build finds one)");
   sub->add_flag("-q,--quiet", f.common.quiet, "No progress logs on stderr");
 }
 
@@ -42,7 +55,8 @@ void add_common(CLI::App* sub, Flags& f, const std::string& repeat_names = "--re
 const dl::OptionNames kFlags = {
     {"min_bytes", "-b"}, {"max_bytes", "-e"}, {"factor", "-f"},          {"step_bytes", "-i"},
     {"type", "-d"},      {"redop", "-o"},     {"root", "-r"},            {"timeout_s", "--timeout"},
-    {"dtype", "--dtype"}, {"bytes", "--bytes"}, {"device", "--device"}, {"steps", "--steps"}};
+    {"dtype", "--dtype"}, {"bytes", "--bytes"}, {"device", "--device"}, {"steps", "--steps"},
+    {"backend", "--backend"}};
 
 // Prints the rows (and notes in human formats); a wrong result exits 1 after printing.
 int emit(const dl::bench::Report& report, const std::string& format) {
@@ -146,15 +160,15 @@ int main(int argc, char** argv) {
   return dl::dist::run_rank_tool("dl-bench", [&]() -> int {
     if (*gemm) {
       dl::parse_output_format(gemm_f.format);
-      dl::bench::apply_common(gemm_f.common);
+      apply_common(gemm_f);
       dl::bench::GemmOptions o;
-      o.dtype = g_dtype;
+      o.dtype = dl::bench::parse_gemm_dtype(g_dtype);
       if (!g_sizes.empty()) o.sizes = dl::bench::parse_gemm_sizes(g_sizes);
       return emit(dl::bench::run_gemm(o, gemm_f.common), gemm_f.format);
     }
     if (*memory) {
       dl::parse_output_format(mem_f.format);
-      dl::bench::apply_common(mem_f.common);
+      apply_common(mem_f);
       dl::bench::MemoryOptions o;
       if (!m_bytes.empty()) o.bytes = dl::parse_size(m_bytes, "--bytes", true);
       return emit(dl::bench::run_memory(o, mem_f.common), mem_f.format);
@@ -163,7 +177,9 @@ int main(int argc, char** argv) {
       dl::parse_output_format(coll_f.format);
       dl::bench::CollectiveOptions o;
       o.op = dl::bench::parse_collective_op(c_op);
-      o.backend = c_backend.empty() ? dl::bench::default_collective_backend(coll_f.common.device, c_nproc) : c_backend;
+      coll_f.common.device = parse_device(coll_f.device);
+      o.backend = c_backend.empty() ? dl::bench::default_collective_backend(coll_f.common.device, c_nproc)
+                                    : dl::bench::parse_collective_backend(c_backend);
       o.min_bytes = static_cast<int64_t>(dl::parse_size(c_min, "-b", true));
       o.max_bytes = static_cast<int64_t>(dl::parse_size(c_max, "-e", true));
       o.factor = c_factor;
@@ -176,7 +192,7 @@ int main(int argc, char** argv) {
       // Ranks this process starts (or is one of): more than the cores only with --oversubscribe.
       std::string oversubscribed;
       if (role != dl::dist::LaunchRole::external_rank) {
-        if (o.backend == "gloo") oversubscribed = dl::bench::check_local_ranks(c_nproc, dl::bench::max_local_ranks(), c_oversubscribe);
+        if (o.backend == dl::bench::CollectiveBackend::gloo) oversubscribed = dl::bench::check_local_ranks(c_nproc, dl::bench::max_local_ranks(), c_oversubscribe);
         else if (c_nproc < 1) dl::throw_usage("--nproc ", c_nproc, ": need at least 1 rank");
       }
       if (role == dl::dist::LaunchRole::single || role == dl::dist::LaunchRole::launcher) {
@@ -186,11 +202,11 @@ int main(int argc, char** argv) {
           dl::dist::LaunchOptions lo;
           lo.nproc_per_node = c_nproc;
           lo.args.assign(argv + 1, argv + argc);
-          if (c_backend.empty()) lo.args.insert(lo.args.end(), {"--backend", o.backend});  // ranks agree without re-deciding
+          if (c_backend.empty()) lo.args.insert(lo.args.end(), {"--backend", std::string(o.backend.name())});  // ranks agree without re-deciding
           return dl::dist::launch_local_ranks(lo);
         }
       }
-      dl::bench::apply_common(coll_f.common);
+      apply_common(coll_f);
       int rank = 0;
       dl::bench::Report r = dl::bench::run_collective_rank(o, coll_f.common, &rank);
       if (!oversubscribed.empty()) r.notes.push_back(oversubscribed);
@@ -203,7 +219,7 @@ int main(int argc, char** argv) {
     }
     if (*train) {
       dl::parse_output_format(train_f.format);
-      dl::bench::apply_common(train_f.common);
+      apply_common(train_f);
       dl::bench::TrainBenchOptions o;
       o.config_path = t_config;
       o.overrides = t_sets;
@@ -212,7 +228,7 @@ int main(int argc, char** argv) {
       return emit(dl::bench::run_train_bench(o, train_f.common), train_f.format);
     }
     dl::parse_output_format(all_f.format);
-    dl::bench::apply_common(all_f.common);
+    apply_common(all_f);
     dl::bench::AllOptions o;
     o.config_path = a_config;
     o.nproc = std::min(2, dl::bench::max_local_ranks());

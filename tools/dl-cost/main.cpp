@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
       in.catalogs = of.catalogs, in.strict = of.strict, in.provider_filter = of.provider;
       in.bench = of.bench, in.throughput = of.throughput, in.reference_gpu = of.reference;
       in.speed_sources = dl::cost::parse_speed_sources(of.speed);
-      if (!of.precision.empty()) in.precision = of.precision;
+      if (!of.precision.empty()) in.precision = dl::plan::parse_precision(of.precision);
       in.mfu = of.mfu, in.scaling = of.scaling, in.spot = of.spot;
       auto r = dl::cost::make_onprem(in);
       for (const auto& w : r.warnings) dl::log_warn(w);

@@ -34,7 +34,7 @@ Report collective_job(const AllOptions& o, const CommonOptions& c) {
   dist::LaunchOptions lo;
   lo.nproc_per_node = o.nproc;
   lo.args = {"collective", "allreduce", "--nproc", std::to_string(o.nproc), "-b", "8", "-e", "4M", "-f", "4",
-             "--rows-file", rows_file.string(), "--device", c.device};
+             "--rows-file", rows_file.string(), "--device", std::string(c.device.name())};
   if (c.repeat > 0) lo.args.insert(lo.args.end(), {"--repeat", std::to_string(c.repeat)});
   if (c.warmup >= 0) lo.args.insert(lo.args.end(), {"--warmup", std::to_string(c.warmup)});
   if (c.quiet) lo.args.push_back("-q");

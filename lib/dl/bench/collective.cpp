@@ -75,9 +75,7 @@ std::string collective_type_name(DType t) {
 namespace {
 
 ReduceOp parse_redop(const std::string& s) {
-  if (s == "sum") return ReduceOp::sum;
-  if (s == "max") return ReduceOp::max;
-  if (s == "min") return ReduceOp::min;
+  if (auto r = parse_choice<ReduceOp>(s)) return *r;
   throw_option_error("{redop} ", s, ": unknown reduction (use sum, max or min)");
 }
 
@@ -426,19 +424,22 @@ CollectiveSize collective_size(CollectiveOp op, int64_t bytes, int64_t type_size
   return s;
 }
 
+CollectiveBackend parse_collective_backend(const std::string& text) {
+  if (auto b = parse_choice<CollectiveBackend>(text)) return *b;
+  throw_option_error("{backend} ", text, ": unknown (use gloo, or nccl in a CUDA build)");
+}
+
 void validate_collective(const CollectiveOptions& o, int nranks) {
-  if (o.backend != "gloo" && o.backend != "nccl")
-    throw_usage("--backend ", o.backend, ": unknown (use gloo, or nccl in a CUDA build)");
   parse_collective_type(o.type);
-  parse_redop(o.redop);
+  const ReduceOp redop = parse_redop(o.redop);
   const Collective& d = describe(o.op);
-  if (d.sums_only && o.redop != "sum")
+  if (d.sums_only && redop != ReduceOp::sum)
     throw_usage("-o ", o.redop, ": dlkit's reduce-scatter sums (the reduction its training code needs); use -o sum");
   if (d.has_root && (o.root < 0 || o.root >= nranks))
     throw_option_error("{root} ", o.root, ": the broadcast root must be a rank in [0, ", nranks, ")");
   if (o.timeout_s <= 0) throw_option_error("{timeout_s} must be positive");
   collective_sweep(o.min_bytes, o.max_bytes, o.factor, o.step_bytes);
-  if (o.backend == "nccl") {
+  if (o.backend == CollectiveBackend::nccl) {
 #ifdef DL_HAVE_CUDA
     const CudaBenchDevice gpu = cuda_bench_device();
     if (!gpu.usable) throw_usage("--backend nccl: no usable CUDA GPU: ", gpu.why, "; use --backend gloo, which runs on the CPU");
@@ -466,22 +467,21 @@ std::string check_local_ranks(int nranks, int cores, bool oversubscribe) {
              "between ranks, not only the transport");
 }
 
-std::string default_collective_backend(const std::string& device_flag, int nranks) {
-  if (device_flag == "cpu") return "gloo";
-  if (select_device(device_flag) == DeviceKind::cpu) return "gloo";  // auto without a GPU (it says so)
+CollectiveBackend default_collective_backend(DeviceChoice device, int nranks) {
+  if (select_device(device) == DeviceKind::cpu) return CollectiveBackend::gloo;  // cpu, or auto without a GPU (it says so)
 #ifdef DL_HAVE_CUDA
   const int gpus = cuda_bench_device().device_count;
   const dist::LaunchEnv env = dist::detect_launch_env(dist::process_environment());
   const int local = env.distributed() ? env.local_world : nranks;  // ranks of this node
-  if (device_flag == "auto" && local > gpus) {
+  if (device == DeviceChoice::automatic && local > gpus) {
     log_info(str("device auto: ", local, " ranks on this node but ", gpus, gpus == 1 ? " GPU" : " GPUs",
                  " (NCCL needs one per rank); measuring Gloo on the CPU"));
-    return "gloo";
+    return CollectiveBackend::gloo;
   }
 #else
   (void)nranks;
 #endif
-  return "nccl";
+  return CollectiveBackend::nccl;
 }
 
 Report run_collective(const CollectiveOptions& o, const CommonOptions& common, Comm& world) {
@@ -498,7 +498,7 @@ Report run_collective(const CollectiveOptions& o, const CommonOptions& common, C
   const int repeat = repeat_or(common, 20), warmup = warmup_or(common, 5);  // nccl-tests: -n 20 -w 5
   std::unique_ptr<Transport> transport;
   DeviceInfo dev;
-  if (o.backend == "nccl") {
+  if (o.backend == CollectiveBackend::nccl) {
 #ifdef DL_HAVE_CUDA
     transport = std::make_unique<NcclTransport>(world, o.timeout_s);
     dev = cuda_bench_device().info;
@@ -520,7 +520,7 @@ Report run_collective(const CollectiveOptions& o, const CommonOptions& common, C
     bench.set_size(s);
     Row r = common_row("collective", dev, repeat, warmup);
     r["op"] = collective_op_name(o.op);
-    r["backend"] = o.backend;
+    r["backend"] = std::string(o.backend.name());
     r["nproc"] = n;
     r["size"] = s.size;
     r["count"] = s.count;
@@ -558,7 +558,7 @@ Report run_collective(const CollectiveOptions& o, const CommonOptions& common, C
   }
   if (rank == 0)
     report.notes.push_back(str("collective: ", collective_op_name(o.op), " over ", n, " ranks (",
-                               o.backend == "nccl" ? dev.library + " on the GPUs, CUDA events per call" : "Gloo on the CPU",
+                               o.backend == CollectiveBackend::nccl ? dev.library + " on the GPUs, CUDA events per call" : "Gloo on the CPU",
                                "); busbw = algbw x ", format_fixed(busbw_factor(o.op, n), 4),
                                ", GB = 1e9 bytes; time = median over ", repeat,
                                " iterations of the per-iteration time averaged over ranks"));

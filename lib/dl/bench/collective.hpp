@@ -52,9 +52,16 @@ std::vector<int64_t> collective_sweep(int64_t min_bytes, int64_t max_bytes, int6
 DType parse_collective_type(const std::string& text);
 std::string collective_type_name(DType t);
 
+// Where the buffers live and who moves them: Gloo over host memory, or NCCL with one GPU per rank.
+enum class CollectiveBackend { gloo, nccl };
+inline constexpr std::string_view kCollectiveBackendNames[] = {"gloo", "nccl"};
+constexpr std::span<const std::string_view> choice_names(CollectiveBackend) { return kCollectiveBackendNames; }
+// gloo | nccl; anything else is a usage error ({backend}).
+CollectiveBackend parse_collective_backend(const std::string& text);
+
 struct CollectiveOptions {
   CollectiveOp op = CollectiveOp::allreduce;
-  std::string backend = "gloo";  // gloo | nccl (one GPU per rank)
+  Choice<CollectiveBackend> backend = CollectiveBackend::gloo;
   int64_t min_bytes = 8, max_bytes = 32 << 20, factor = 2, step_bytes = 0;
   std::string type = "float";
   std::string redop = "sum";
@@ -74,9 +81,9 @@ void validate_collective(const CollectiveOptions& options, int nranks);
 inline constexpr int kOversubscribePerCore = 8;
 std::string check_local_ranks(int nranks, int cores, bool oversubscribe);
 
-// The backend when --backend is not given: gloo for --device cpu, nccl for cuda (a usage error
-// without a GPU), and for auto nccl when this node has a GPU per rank, else gloo (logged).
-std::string default_collective_backend(const std::string& device_flag, int nranks);
+// The backend when none is given: gloo for device cpu, nccl for cuda (a usage error without a
+// GPU), and for auto nccl when this node has a GPU per rank, else gloo (logged).
+CollectiveBackend default_collective_backend(DeviceChoice device, int nranks);
 
 // Runs the sweep on this rank of `world`; every rank gets the same rows (times averaged over
 // ranks, #wrong summed). A nonzero #wrong is a failure in the report.

@@ -43,16 +43,14 @@ bool gpu_usable(std::string* why) {
   return g.block == GpuBlock::none;
 }
 
-DeviceKind select_device(const std::string& flag) {
-  const std::optional<DeviceChoice> want = parse_choice<DeviceChoice>(flag);
-  if (!want) throw_usage("--device ", flag, ": unknown device (use cpu, cuda or auto)");
+DeviceKind select_device(DeviceChoice device) {
   static const DeviceWords words{
-      [](const GpuCheck& g) { return "--device cuda: " + g.detail + "; use --device cpu, or --device auto to fall back to the CPU"; },
+      [](const GpuCheck& g) { return "{device} cuda: " + g.detail + "; use {device} cpu, or {device} auto to fall back to the CPU"; },
       [](const GpuCheck& g) {
         return g.block == GpuBlock::none ? "device auto: measuring the GPU, " + g.detail
                                          : "device auto: " + g.detail + "; measuring the CPU";
       }};
-  return choose_device(*want, bench_gpu_check, words, true);
+  return choose_device(device, bench_gpu_check, words, true);
 }
 
 std::pair<std::string, std::string> openblas_library() {
@@ -73,7 +71,6 @@ DeviceInfo cpu_device_info() {
     return m.empty() ? std::string("CPU") : m;
   }();
   DeviceInfo d;
-  d.device_type = "cpu";
   d.device = model;
   d.num_devices = 1;
   d.threads = num_threads();
@@ -106,7 +103,7 @@ Row common_row(const std::string& benchmark, const DeviceInfo& dev, int repeat, 
   r["benchmark"] = benchmark;
   r["time"] = utc_timestamp();
   r["host"] = host_name();
-  r["device_type"] = dev.device_type;
+  r["device_type"] = std::string(dev.device_type.name());
   r["device"] = dev.device;
   r["gpu_model"] = dev.gpu_model;
   r["num_devices"] = dev.num_devices;

@@ -21,20 +21,19 @@ inline constexpr const char* kSchema = "dlkit-bench/1";
 // ---- device ----------------------------------------------------------------------------------
 
 using dl::DeviceKind;  // cpu | cuda
-using dl::device_kind_name;
 
 // Whether this process can measure a GPU; *why gets the GPU's name, or the reason it cannot
 // ("this build has no CUDA backend ...", "no usable CUDA GPU: cudaGetDeviceCount: ...").
 bool gpu_usable(std::string* why = nullptr);
 
-// --device cpu | cuda | auto, decided by choose_device() (train/device_select.hpp). "cuda" without
-// a usable GPU is a usage error giving the reason; "auto" takes the GPU when there is one, else the
-// CPU, logging which. Anything else is a usage error.
-DeviceKind select_device(const std::string& flag);
+// The device option (cpu | cuda | auto), decided by choose_device() (train/device_select.hpp).
+// cuda without a usable GPU is a usage error ({device}: dl/core/option_error) giving the reason;
+// auto takes the GPU when there is one, else the CPU, logging which.
+DeviceKind select_device(DeviceChoice device);
 
 // The machine description every row carries (the common keys of dlkit-bench/1).
 struct DeviceInfo {
-  std::string device_type;  // "cpu" | "cuda"
+  Choice<DeviceKind> device_type = DeviceKind::cpu;
   std::string device;       // CPU model string or the GPU's name as reported
   std::string gpu_model;    // canonical GPU model ("" for the CPU)
   int64_t num_devices = 1;
@@ -53,7 +52,7 @@ std::pair<std::string, std::string> openblas_library();
 // ---- options and results ---------------------------------------------------------------------
 
 struct CommonOptions {
-  std::string device = "cpu";  // cpu | cuda | auto
+  Choice<DeviceChoice> device = DeviceChoice::cpu;
   int repeat = -1;             // timed runs; -1: the benchmark's default
   int warmup = -1;             // untimed runs first; -1: the benchmark's default
   int threads = 0;             // CPU threads (BLAS and dlkit's pool); 0: all cores

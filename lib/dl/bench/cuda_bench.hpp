@@ -10,6 +10,7 @@
 
 #include "dl/bench/common.hpp"
 #include "dl/bench/gemm.hpp"
+#include "dl/plan/bench_input.hpp"
 
 namespace dl::bench {
 
@@ -29,16 +30,15 @@ CudaBenchDevice cuda_bench_device();
 // C = A B in row-major on the GPU through cuBLASLt: fp32 (CUBLAS_COMPUTE_32F), tf32
 // (32F_FAST_TF32), bf16 and fp16 (16-bit A, B and C, fp32 accumulation) - the call torch.matmul
 // makes for contiguous operands of that dtype. Calls are timed with CUDA events.
-std::unique_ptr<GemmRunner> make_cuda_gemm(const GemmShape& shape, const std::string& dtype, int sets, uint64_t seed);
+std::unique_ptr<GemmRunner> make_cuda_gemm(const GemmShape& shape, MathPrecision dtype, int sets, uint64_t seed);
 
-// Device copies: "d2d" (cudaMemcpyAsync device to device), "h2d" and "d2h" (pinned host
-// memory). Per-copy seconds by CUDA events over `pairs` rotating buffer pairs, and the sampled
+// Device copies: d2d (cudaMemcpyAsync device to device), h2d and d2h (pinned host memory). Per-copy seconds by CUDA events over `pairs` rotating buffer pairs, and the sampled
 // check of the last copy into each pair.
 struct CudaCopyResult {
   std::vector<double> seconds;
   int checked = 0, wrong = 0;
 };
-CudaCopyResult time_cuda_copy(const std::string& direction, int64_t bytes, int pairs, int warmup, int repeat);
+CudaCopyResult time_cuda_copy(plan::CopyDirection direction, int64_t bytes, int pairs, int warmup, int repeat);
 
 // Seconds per call of run(i) for `repeat` calls after `warmup` untimed ones, one CUDA event pair
 // around each on the CUDA backend's stream (where dlkit's kernels and NCCL collectives run), so

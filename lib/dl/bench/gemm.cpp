@@ -75,23 +75,23 @@ class CpuSgemm final : public GemmRunner {
   std::vector<std::vector<float>> a_, b_, c_;
 };
 
-std::unique_ptr<GemmRunner> make_runner(const DeviceInfo& dev, const std::string& dtype, const GemmShape& s, int sets,
+std::unique_ptr<GemmRunner> make_runner(const DeviceInfo& dev, MathPrecision dtype, const GemmShape& s, int sets,
                                         uint64_t seed) {
 #ifdef DL_HAVE_CUDA
-  if (dev.device_type == "cuda") return make_cuda_gemm(s, dtype, sets, seed);
+  if (dev.device_type == DeviceKind::cuda) return make_cuda_gemm(s, dtype, sets, seed);
 #endif
-  DL_CHECK(dev.device_type == "cpu", "gemm reached on ", dev.device_type, " in a build without it");
-  if (dtype != "fp32")
+  DL_CHECK(dev.device_type == DeviceKind::cpu, "gemm reached on ", dev.device_type, " in a build without it");
+  if (dtype != MathPrecision::fp32)
     throw_option_error("{dtype} ", dtype, ": the CPU benchmark measures fp32 (OpenBLAS sgemm); ", dtype,
                        " needs {device} cuda. Use {dtype} fp32");
   return std::make_unique<CpuSgemm>(s, sets, seed);
 }
 
-double element_bytes(const std::string& dtype) { return dtype == "bf16" || dtype == "fp16" ? 2.0 : 4.0; }
+double element_bytes(MathPrecision dtype) { return dtype == MathPrecision::bf16 || dtype == MathPrecision::fp16 ? 2.0 : 4.0; }
 
 }  // namespace
 
-double gemm_set_bytes(const GemmShape& s, const std::string& dtype, bool device) {
+double gemm_set_bytes(const GemmShape& s, MathPrecision dtype, bool device) {
   const double in = element_bytes(dtype), out = device ? element_bytes(dtype) : 4.0;
   return in * static_cast<double>(s.m * s.k + s.k * s.n) + out * static_cast<double>(s.m * s.n);
 }
@@ -127,8 +127,8 @@ std::vector<GemmShape> parse_gemm_sizes(const std::string& text) {
   return out;
 }
 
-std::string parse_gemm_dtype(const std::string& text) {
-  if (text == "fp32" || text == "tf32" || text == "bf16" || text == "fp16") return text;
+MathPrecision parse_gemm_dtype(const std::string& text) {
+  if (auto d = parse_choice<MathPrecision>(text)) return *d;
   throw_option_error("{dtype} ", text, ": unknown (use fp32, tf32, bf16 or fp16)");
 }
 
@@ -136,14 +136,14 @@ double gemm_flops(const GemmShape& s) {
   return 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
 }
 
-double gemm_error_bound(int64_t k, const std::string& dtype) {
+double gemm_error_bound(int64_t k, MathPrecision dtype) {
   const double u = std::ldexp(1.0, -24);  // fp32 accumulation on every device dlkit targets
   const double ku = static_cast<double>(k) * u;
   const double gamma = ku < 1 ? ku / (1 - ku) : 1.0;
   // Inputs rounded to the dtype change each product by up to (1 + r)^2 - 1 ~ 2r.
   double r = 0;
-  if (dtype == "tf32" || dtype == "fp16") r = std::ldexp(1.0, -11);
-  else if (dtype == "bf16") r = std::ldexp(1.0, -8);
+  if (dtype == MathPrecision::tf32 || dtype == MathPrecision::fp16) r = std::ldexp(1.0, -11);
+  else if (dtype == MathPrecision::bf16) r = std::ldexp(1.0, -8);
   return gamma + 2 * r + r * r;
 }
 
@@ -185,7 +185,7 @@ MeasuredPeak cpu_sgemm_peak() {
 
 Report run_gemm(const GemmOptions& o, const CommonOptions& common) {
   const DeviceKind kind = select_device(common.device);
-  const std::string dtype = parse_gemm_dtype(o.dtype);
+  const MathPrecision dtype = o.dtype;
   if (o.samples < 1) throw_usage("gemm: at least one entry must be checked");
   const bool gpu = kind == DeviceKind::cuda;
   DeviceInfo dev = cpu_device_info();
@@ -253,7 +253,7 @@ Report run_gemm(const GemmOptions& o, const CommonOptions& common) {
 
     const double achieved = gemm_flops(s) / t.median;
     Row r = common_row("gemm", dev, repeat, warmup);
-    r["dtype"] = dtype;
+    r["dtype"] = std::string(choice_name(dtype));
     r["m"] = s.m;
     r["n"] = s.n;
     r["k"] = s.k;
@@ -270,7 +270,7 @@ Report run_gemm(const GemmOptions& o, const CommonOptions& common) {
     r["error_bound"] = bound;
     r["operand_sets"] = sets;
     report.rows.push_back(std::move(r));
-    if (dev.device_type == "cpu") note_cpu_sgemm_rate(gemm_flops(s) / t.min);
+    if (dev.device_type == DeviceKind::cpu) note_cpu_sgemm_rate(gemm_flops(s) / t.min);
     log_info(str("gemm ", s.m, "x", s.n, "x", s.k, " ", dtype, ": ", format_si(achieved, "FLOP/s"), " (median of ", repeat,
                  ")"));
   }

@@ -18,8 +18,8 @@ struct GemmShape {
 // "1024,4096,8192", "4096x4096x1024", "512,8192x1024x4096". Usage error naming the item otherwise.
 std::vector<GemmShape> parse_gemm_sizes(const std::string& text);
 
-// fp32 | tf32 | bf16 | fp16; anything else is a usage error listing them.
-std::string parse_gemm_dtype(const std::string& text);
+// fp32 | tf32 | bf16 | fp16; anything else is a usage error ({dtype}) listing them.
+MathPrecision parse_gemm_dtype(const std::string& text);
 
 // FLOPs of one GEMM: 2 m n k (one multiply and one add per term of every dot product).
 double gemm_flops(const GemmShape& s);
@@ -28,10 +28,10 @@ double gemm_flops(const GemmShape& s);
 // gamma_k = k u / (1 - k u) (Higham, Accuracy and Stability of Numerical Algorithms, 3.5), with u
 // the unit roundoff of the accumulation (fp32: 2^-24), plus the rounding of the inputs to tf32
 // (2^-11), bf16 (2^-8) or fp16 (2^-11) where they are rounded.
-double gemm_error_bound(int64_t k, const std::string& dtype);
+double gemm_error_bound(int64_t k, MathPrecision dtype);
 
 struct GemmOptions {
-  std::string dtype = "fp32";
+  Choice<MathPrecision> dtype = MathPrecision::fp32;
   std::vector<GemmShape> sizes;  // empty: the device's default sizes
   int samples = 64;              // entries checked per size
 };

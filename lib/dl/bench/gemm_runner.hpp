@@ -26,6 +26,6 @@ class GemmRunner {
 
 // Bytes of one operand set: A and B in `dtype`, C in the output type (fp32 for fp32/tf32, else
 // the 16-bit input type, as torch.matmul returns it on a GPU; the CPU writes fp32).
-double gemm_set_bytes(const GemmShape& s, const std::string& dtype, bool device);
+double gemm_set_bytes(const GemmShape& s, MathPrecision dtype, bool device);
 
 }  // namespace dl::bench

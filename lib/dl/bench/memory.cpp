@@ -68,13 +68,14 @@ Report run_memory_cuda(const MemoryOptions& o, const CommonOptions& common) {
   const int pairs = std::min(rotation_count(2 * bytes, gpu.l2_bytes, std::min(max_pairs, 256)), warmup + repeat);
 
   Report report;
-  for (const std::string direction : {"d2d", "h2d", "d2h"}) {
-    CudaCopyResult c = time_cuda_copy(direction, bytes, direction == "d2d" ? pairs : 1, warmup, repeat);
+  for (const plan::CopyDirection d : {plan::CopyDirection::d2d, plan::CopyDirection::h2d, plan::CopyDirection::d2h}) {
+    const bool local = d == plan::CopyDirection::d2d;
+    const std::string direction(choice_name(d));
+    CudaCopyResult c = time_cuda_copy(d, bytes, local ? pairs : 1, warmup, repeat);
     const Timing t = summarize(c.seconds);
     if (c.wrong)
       report.failures.push_back(str("memory ", direction, " copy: ", c.wrong, " of ", c.checked,
                                     " sampled positions differ from the source"));
-    const bool local = direction == "d2d";
     const double rate = (local ? copy_traffic_bytes(static_cast<double>(bytes)) : static_cast<double>(bytes)) / t.median;
     const Peak peak = local ? memory_peak(dev) : host_link_peak(dev);
     Row r = memory_row(dev, {direction, bytes, t, rate, c.checked, c.wrong, local ? pairs : 1}, peak, repeat, warmup);

@@ -153,7 +153,7 @@ Table train_table(const std::vector<Row>& rows) {
 // "gemm on AMD EPYC (cpu, 2 threads), OpenBLAS 0.3.21 cblas_sgemm, host box, dlkit 0.1.0"
 std::string section_title(const std::string& bench, const Row& first) {
   std::string s = bench + " on " + text(first, "device") + " (" + text(first, "device_type");
-  if (bench == "collective") s += ", " + text(first, "nproc") + " ranks, " + text(first, "op");
+  if (parse_choice<plan::BenchKind>(bench) == plan::BenchKind::collective) s += ", " + text(first, "nproc") + " ranks, " + text(first, "op");
   else s += ", " + text(first, "threads") + " threads";
   s += "), " + text(first, "library") + ", host " + text(first, "host") + ", dlkit " + text(first, "dlkit_version");
   return s;
@@ -173,14 +173,16 @@ std::string render_human(const Report& report, bool md) {
     if (!out.empty()) out += "\n";
     out += (md ? "### " : "# ") + section_title(b, rows.front()) + "\n";
     if (md) out += "\n";
-    if (b == "collective" && !md) {
+    using enum plan::BenchKind;
+    const std::optional<plan::BenchKind> kind = parse_choice<plan::BenchKind>(b);
+    if (kind == collective && !md) {
       out += format_nccl_table(rows);
       continue;
     }
-    Table t = b == "gemm" ? gemm_table(rows) : b == "memory" ? memory_table(rows) : b == "train" ? train_table(rows)
-                                                                                          : collective_md_table(rows);
+    Table t = kind == gemm ? gemm_table(rows) : kind == memory ? memory_table(rows) : kind == train ? train_table(rows)
+                                                                                                 : collective_md_table(rows);
     out += t.render(md ? OutputFormat::md : OutputFormat::table);
-    if (b == "collective") {
+    if (kind == collective) {
       double sum = 0;
       int n = 0;
       for (const Row& r : rows)

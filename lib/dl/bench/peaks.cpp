@@ -15,22 +15,23 @@ std::optional<plan::GpuSpec> spec_of(const DeviceInfo& d) {
 
 }  // namespace
 
-Peak compute_peak(const DeviceInfo& device, const std::string& dtype) {
-  if (device.device_type == "cuda") {
+Peak compute_peak(const DeviceInfo& device, MathPrecision precision) {
+  const std::string dtype(choice_name(precision));
+  if (device.device_type == DeviceKind::cuda) {
     auto spec = spec_of(device);
     if (!spec) return {std::nullopt, "unknown: " + device.device + " is not in dlkit's GPU table"};
-    auto v = spec->peak_flops(dtype);
+    auto v = spec->peak_flops(precision);
     if (!v || *v <= 0) return {std::nullopt, "unknown: " + spec->model + " has no dense " + dtype + " peak"};
     return {*v, "datasheet " + spec->model + " " + dtype + " dense"};
   }
   // A CPU has no entry in the table: its fp32 peak is what OpenBLAS sgemm reaches on it.
-  if (dtype != "fp32") return {std::nullopt, "unknown: the CPU peak is estimated for fp32 only"};
+  if (precision != MathPrecision::fp32) return {std::nullopt, "unknown: the CPU peak is estimated for fp32 only"};
   MeasuredPeak p = cpu_sgemm_peak();
   return {p.flops, p.source};
 }
 
 Peak memory_peak(const DeviceInfo& device) {
-  if (device.device_type == "cuda") {
+  if (device.device_type == DeviceKind::cuda) {
     auto spec = spec_of(device);
     if (!spec || spec->memory_bw <= 0) return {std::nullopt, "unknown: " + device.device + " is not in dlkit's GPU table"};
     return {spec->memory_bw, "datasheet " + spec->model + " memory bandwidth"};
@@ -39,7 +40,7 @@ Peak memory_peak(const DeviceInfo& device) {
 }
 
 Peak host_link_peak(const DeviceInfo& device) {
-  auto spec = device.device_type == "cuda" ? spec_of(device) : std::nullopt;
+  auto spec = device.device_type == DeviceKind::cuda ? spec_of(device) : std::nullopt;
   if (!spec || spec->host_bw <= 0) return {std::nullopt, "unknown: " + device.device + " has no host-link bandwidth in dlkit's GPU table"};
   return {spec->host_bw, "dlkit's GPU table: " + spec->model + " host link, one direction (practical)"};
 }

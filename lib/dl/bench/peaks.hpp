@@ -15,7 +15,7 @@ struct Peak {
 };
 
 // Dense FLOP/s at a GEMM dtype or training precision (fp32, tf32, bf16, fp16).
-Peak compute_peak(const DeviceInfo& device, const std::string& dtype);
+Peak compute_peak(const DeviceInfo& device, MathPrecision dtype);
 // Memory bandwidth (bytes read plus written per second).
 Peak memory_peak(const DeviceInfo& device);
 // A GPU's link to host memory, bytes per second in one direction (PCIe or NVLink-C2C).

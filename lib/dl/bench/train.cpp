@@ -70,7 +70,7 @@ Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) 
   sets.push_back("log.every=1");
   sets.push_back("log.progress=\"none\"");
   sets.push_back("log.tensorboard=false");
-  sets.push_back(str("train.device=\"", device_kind_name(kind), "\""));
+  sets.push_back(str("train.device=\"", kind, "\""));
   Config cfg = o.config_path.empty() ? parse_config("", "built-in defaults", fs::current_path(), sets)
                                      : load_config(o.config_path, sets);
 
@@ -113,7 +113,7 @@ Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) 
   }
 #endif
   dev.num_devices = world;
-  const Peak peak = compute_peak(dev, std::string(cfg.train.precision.name()));
+  const Peak peak = compute_peak(dev, math_precision(cfg.train.precision));
 
   Report report;
   Row r = common_row("train", dev, static_cast<int>(steps), static_cast<int>(warmup));

@@ -13,24 +13,11 @@
 namespace dl {
 
 OutputFormat parse_output_format(const std::string& s) {
-  if (s == "table") return OutputFormat::table;
-  if (s == "json") return OutputFormat::json;
-  if (s == "jsonl") return OutputFormat::jsonl;
-  if (s == "csv") return OutputFormat::csv;
-  if (s == "md") return OutputFormat::md;
+  if (auto f = parse_choice<OutputFormat>(s)) return *f;
   throw_usage("unknown output format '", s, "' (use table, json, jsonl, csv or md)");
 }
 
-std::string format_name(OutputFormat f) {
-  switch (f) {
-    case OutputFormat::table: return "table";
-    case OutputFormat::json: return "json";
-    case OutputFormat::jsonl: return "jsonl";
-    case OutputFormat::csv: return "csv";
-    case OutputFormat::md: return "md";
-  }
-  return "table";
-}
+std::string format_name(OutputFormat f) { return std::string(choice_name(f)); }
 
 Cell Cell::str(std::string s) { return Cell{nlohmann::json(s), s}; }
 Cell Cell::num(double v, std::string text) {

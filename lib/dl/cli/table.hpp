@@ -9,9 +9,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dl/config/choice.hpp"
+
 namespace dl {
 
 enum class OutputFormat { table, json, jsonl, csv, md };
+inline constexpr std::string_view kOutputFormatNames[] = {"table", "json", "jsonl", "csv", "md"};
+constexpr std::span<const std::string_view> choice_names(OutputFormat) { return kOutputFormatNames; }
 
 // "table" | "json" | "jsonl" | "csv" | "md"; throws a usage error listing the choices.
 OutputFormat parse_output_format(const std::string& s);

@@ -3,8 +3,13 @@
 // a choice's name is spelled: loading and --set parse with it, errors list it, config_to_toml()
 // and every log line print from it. Code compares enums (cfg.train.precision == Precision::bf16).
 //
-// A config field holds a Choice<E>: the enum, convertible to it (switch works), printable with
-// <<, and built from a name for tests and readers of old files (an unknown name throws).
+// A config field holds a Choice<E>: the enum, convertible to it (switch works) and printable
+// with <<. It is built from an enum only: a name is parsed once (parse_choice, choice_from_name),
+// so a misspelt name in code does not compile.
+//
+// Besides the config's own choices, the table holds those the tools' flags and files name:
+// MathPrecision (the arithmetic of a GEMM or a GPU's peak: --dtype, dlkit-bench/1 rows) and
+// StateOptimizer (the optimizer state the planner counts: --optimizer).
 #pragma once
 #include <cstddef>
 #include <optional>
@@ -28,6 +33,8 @@ enum class PipelineSchedule { gpipe, one_f_one_b };
 enum class Offload { none, cpu };
 enum class Progress { automatic, bar, lines, none };
 enum class SourceKind { synthetic, text, tokens, csv };  // data.source = "KIND:ARG"
+enum class MathPrecision { fp32, tf32, bf16, fp16 };
+enum class StateOptimizer { adamw, sgd_momentum, sgd };
 
 namespace choice_names_table {
 inline constexpr std::string_view model_type[] = {"gpt", "mlp"};
@@ -40,6 +47,8 @@ inline constexpr std::string_view pipeline_schedule[] = {"gpipe", "1f1b"};
 inline constexpr std::string_view offload[] = {"none", "cpu"};
 inline constexpr std::string_view progress[] = {"auto", "bar", "lines", "none"};
 inline constexpr std::string_view source_kind[] = {"synthetic", "text", "tokens", "csv"};
+inline constexpr std::string_view math_precision[] = {"fp32", "tf32", "bf16", "fp16"};
+inline constexpr std::string_view state_optimizer[] = {"adamw", "sgd-momentum", "sgd"};
 }  // namespace choice_names_table
 
 // The names of E's values, indexed by the enum's value.
@@ -53,6 +62,8 @@ constexpr std::span<const std::string_view> choice_names(PipelineSchedule) { ret
 constexpr std::span<const std::string_view> choice_names(Offload) { return choice_names_table::offload; }
 constexpr std::span<const std::string_view> choice_names(Progress) { return choice_names_table::progress; }
 constexpr std::span<const std::string_view> choice_names(SourceKind) { return choice_names_table::source_kind; }
+constexpr std::span<const std::string_view> choice_names(MathPrecision) { return choice_names_table::math_precision; }
+constexpr std::span<const std::string_view> choice_names(StateOptimizer) { return choice_names_table::state_optimizer; }
 
 template <class E>
 concept ConfigChoice = std::is_enum_v<E> && requires(E e) { choice_names(e); };
@@ -63,12 +74,24 @@ constexpr std::string_view choice_name(E e) {
   return choice_names(E{})[static_cast<size_t>(e)];
 }
 
-// The value named `name`; nullopt when E has no such name.
+// Another name a value is also read by ("adam" for StateOptimizer::adamw): parsed, never printed.
+template <class E>
+struct ChoiceAlias {
+  std::string_view name;
+  E value;
+};
+inline constexpr ChoiceAlias<StateOptimizer> kStateOptimizerAliases[] = {{"adam", StateOptimizer::adamw}};
+constexpr std::span<const ChoiceAlias<StateOptimizer>> choice_aliases(StateOptimizer) { return kStateOptimizerAliases; }
+
+// The value named `name` (or aliased so); nullopt when E has no such name.
 template <ConfigChoice E>
 constexpr std::optional<E> parse_choice(std::string_view name) {
   const auto names = choice_names(E{});
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == name) return static_cast<E>(i);
+  if constexpr (requires { choice_aliases(E{}); })
+    for (const auto& alias : choice_aliases(E{}))
+      if (alias.name == name) return alias.value;
   return std::nullopt;
 }
 
@@ -87,6 +110,16 @@ E choice_from_name(std::string_view name, std::string_view what = "choice") {
   throw_usage("unknown ", what, " '", name, "' (one of ", choice_list<E>(), ")");
 }
 
+// The arithmetic a training precision runs its GEMMs in (fp32 training: plain fp32).
+constexpr MathPrecision math_precision(Precision p) {
+  switch (p) {
+    case Precision::bf16: return MathPrecision::bf16;
+    case Precision::fp16: return MathPrecision::fp16;
+    case Precision::fp32: break;
+  }
+  return MathPrecision::fp32;
+}
+
 template <ConfigChoice E>
 std::ostream& operator<<(std::ostream& os, E e) {
   return os << choice_name(e);
@@ -98,9 +131,6 @@ class Choice {
  public:
   using Enum = E;
   constexpr Choice(E e = E{}) : e_(e) {}
-  // From a name: for tests and for names read from files outside the config (an unknown one throws).
-  Choice(const char* name) : e_(choice_from_name<E>(name)) {}
-  Choice(const std::string& name) : e_(choice_from_name<E>(name)) {}
 
   constexpr operator E() const { return e_; }
   constexpr E get() const { return e_; }

@@ -84,20 +84,10 @@ std::string money(double v) {
 
 }  // namespace
 
-std::string interconnect_name(Interconnect c) {
-  switch (c) {
-    case Interconnect::nvlink: return "nvlink";
-    case Interconnect::pcie: return "pcie";
-    case Interconnect::consumer: return "consumer";
-  }
-  return "pcie";
-}
+std::string interconnect_name(Interconnect c) { return std::string(choice_name(c)); }
 
 Interconnect parse_interconnect(const std::string& s, const std::string& what) {
-  std::string l = lower(trim(s));
-  if (l == "nvlink" || l == "sxm") return Interconnect::nvlink;
-  if (l == "pcie") return Interconnect::pcie;
-  if (l == "consumer") return Interconnect::consumer;
+  if (auto c = parse_choice<Interconnect>(lower(trim(s)))) return *c;
   throw_usage(what, ": interconnect must be nvlink, pcie or consumer, got '", s, "'");
 }
 

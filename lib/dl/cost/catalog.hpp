@@ -20,6 +20,10 @@ enum class Interconnect {
   pcie,      // datacenter and workstation cards on PCIe (L4, L40S, A10, A100 PCIe, RTX A6000, ...)
   consumer,  // GeForce cards: PCIe without peer-to-peer (RTX 4090, 3090, 3080 Ti)
 };
+inline constexpr std::string_view kInterconnectNames[] = {"nvlink", "pcie", "consumer"};
+constexpr std::span<const std::string_view> choice_names(Interconnect) { return kInterconnectNames; }
+inline constexpr ChoiceAlias<Interconnect> kInterconnectAliases[] = {{"sxm", Interconnect::nvlink}};
+constexpr std::span<const ChoiceAlias<Interconnect>> choice_aliases(Interconnect) { return kInterconnectAliases; }
 std::string interconnect_name(Interconnect c);  // "nvlink" | "pcie" | "consumer"
 // "nvlink" | "pcie" | "consumer"; usage error naming `what` otherwise.
 Interconnect parse_interconnect(const std::string& s, const std::string& what);

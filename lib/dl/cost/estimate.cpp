@@ -87,7 +87,7 @@ namespace {
 
 // Datasheet peak at the precision (falling back as the planner does) x MFU: the calibrated MFU
 // for the GPU and the model's size (mfu 0), or the fixed --mfu.
-std::optional<GpuSpeed> analytic_speed(const std::string& model, const std::string& precision, double mfu,
+std::optional<GpuSpeed> analytic_speed(const std::string& model, Precision precision, double mfu,
                                        double params) {
   auto spec = plan::gpu_spec(model);
   if (!spec) return std::nullopt;
@@ -204,7 +204,7 @@ std::optional<GpuSpeed> SpeedModel::speed(const std::string& model, std::string*
 
 SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::vector<std::string>& throughput,
                             const std::string& reference_gpu, const std::vector<std::string>& sources,
-                            const std::string& precision, double mfu, double params) {
+                            Precision precision, double mfu, double params) {
   SpeedModel sm;
   sm.precision = precision;
   sm.mfu = mfu;
@@ -305,10 +305,10 @@ Experiment make_experiment(const EstimateInputs& in) {
     Config c = load_config(in.config_path, in.sets);
     const std::string name = fs::path(in.config_path).filename().string();
     e.model = plan::model_from_config(c, name);
-    e.precision = in.precision.value_or(std::string(c.train.precision.name()));
+    e.precision = in.precision ? plan::parse_precision(*in.precision) : c.train.precision.get();
     e.micro_batch = in.micro_batch.value_or(c.train.batch_size);
     e.micro_batch_given = true;
-    e.optimizer = plan::optimizer_state_name(c.optim);
+    e.optimizer = plan::optimizer_state(c.optim);
     e.steps = c.train.steps;
     e.checkpoint_every = c.train.checkpoint_every;
     if (e.steps < 1) throw_usage(in.config_path, ": train.steps = 0: nothing to train, nothing to price");
@@ -330,7 +330,7 @@ Experiment make_experiment(const EstimateInputs& in) {
                         gpt ? " tokens" : " examples");
     if (!gpt) e.notes.push_back("mlp: one 'token' is one example; FLOPs per example 6N");
   } else {
-    e.precision = in.precision.value_or("bf16");
+    e.precision = in.precision ? plan::parse_precision(*in.precision) : Precision::bf16;
     e.micro_batch = in.micro_batch.value_or(1);
     e.micro_batch_given = in.micro_batch.has_value();
     if (in.params) {
@@ -358,7 +358,6 @@ Experiment make_experiment(const EstimateInputs& in) {
     if (e.model && !e.model->is_transformer())
       e.notes.push_back("memory: model states only (give --layers --hidden --heads --seq for activations)");
   }
-  plan::activation_value_bytes(e.precision);  // validates the precision
   if (in.batch_tokens && !(*in.batch_tokens >= 1)) throw_usage("--batch-tokens: need at least 1 token per step");
   if (in.batch_tokens) {
     e.batch_tokens = *in.batch_tokens;
@@ -703,7 +702,7 @@ CostReport make_estimate(const EstimateInputs& in) {
                        "table adjust (x shown per GPU)"));
   head.push_back(str("# range: hours x ", format_fixed(1 / cal.high, 2), " .. x ", format_fixed(1 / cal.low, 2),
                      " (the calibration's spread of measured / modelled speed), in hours_low/high and usd_low/high"));
-  if (ex.precision == "fp32")
+  if (ex.precision == Precision::fp32)
     head.push_back("# fp32: FP32 datasheet peaks (no TF32), as dl-train computes; GPU runs usually train in bf16 "
                    "(--precision bf16)");
   std::set<std::string> used;

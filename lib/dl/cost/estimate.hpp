@@ -71,8 +71,8 @@ struct Experiment {
   double flops = 0;                        // total model FLOPs (0 in --hours mode until resolved)
   double flops_per_token = 0;
   std::string formula;                     // "6N+12LHQT (PaLM)" or "given (--flops)"
-  std::string precision = "bf16";
-  std::string optimizer = "adamw";
+  Choice<Precision> precision = Precision::bf16;
+  Choice<StateOptimizer> optimizer = StateOptimizer::adamw;
   int64_t micro_batch = 1;
   bool micro_batch_given = false;          // from the config or --micro-batch (else 1 for the memory check)
   int64_t steps = 0;                       // optimizer steps (config), 0 when unknown
@@ -161,7 +161,7 @@ struct CostReport {
 
 // Everything the estimate needs besides the experiment, loaded once (onprem reuses it).
 struct SpeedModel {
-  std::string precision = "bf16";
+  Precision precision = Precision::bf16;
   double mfu = 0;        // 0: calibrated (plan::calibrated_mfu at `params`); else a fixed fraction of peak
   double params = 0;     // the model's size for the calibrated MFU (0: unknown)
   std::vector<std::string> sources = {"bench", "relative", "analytic"};
@@ -174,7 +174,7 @@ struct SpeedModel {
 // bench: rows of all files, grouped by gpu_model (CPU rows ignored with a note).
 SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::vector<std::string>& throughput,
                             const std::string& reference_gpu, const std::vector<std::string>& sources,
-                            const std::string& precision, double mfu, double params = 0);
+                            Precision precision, double mfu, double params = 0);
 // "auto" | a comma list of bench, relative, analytic; usage error otherwise.
 std::vector<std::string> parse_speed_sources(const std::string& s);
 
@@ -233,7 +233,7 @@ struct OnpremInputs {
   std::vector<std::string> bench, throughput;
   std::string reference_gpu = "A100-SXM-80GB";
   std::vector<std::string> speed_sources = {"bench", "relative", "analytic"};
-  std::string precision = "bf16";
+  Precision precision = Precision::bf16;
   double mfu = 0;  // 0: calibrated (for an unknown model size)
   ScalingModel scaling;
   bool spot = false;

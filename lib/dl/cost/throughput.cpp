@@ -19,12 +19,12 @@ namespace dl::cost {
 
 namespace fs = std::filesystem;
 
-std::string throughput_precision(const std::string& training_precision) {
-  return training_precision == "fp32" || training_precision == "tf32" ? "fp32" : "fp16";
+Precision throughput_precision(Precision training_precision) {
+  return training_precision == Precision::fp32 ? Precision::fp32 : Precision::fp16;
 }
 
-const RelativeEntry* RelativeThroughput::find(const std::string& gpu_model, const std::string& training_precision) const {
-  const std::string p = throughput_precision(training_precision);
+const RelativeEntry* RelativeThroughput::find(const std::string& gpu_model, Precision training_precision) const {
+  const Precision p = throughput_precision(training_precision);
   for (const auto& e : entries)
     if (e.gpu == gpu_model && e.precision == p) return &e;
   return nullptr;
@@ -102,16 +102,17 @@ BenchmarkGpu benchmark_gpu(const std::string& row_name) {
   return g;
 }
 
-BenchmarkTable parse_benchmark_csv(const std::string& text, const std::string& source, const std::string& precision) {
+BenchmarkTable parse_benchmark_csv(const std::string& text, const std::string& source, std::optional<Precision> precision) {
   BenchmarkTable t;
   t.file = fs::path(source).filename().string();
-  t.precision = precision;
-  if (t.precision.empty()) {
-    if (t.file.find("fp16") != std::string::npos) t.precision = "fp16";
-    else if (t.file.find("fp32") != std::string::npos) t.precision = "fp32";
+  if (precision) {
+    t.precision = *precision;
+  } else {
+    if (t.file.find("fp16") != std::string::npos) t.precision = Precision::fp16;
+    else if (t.file.find("fp32") != std::string::npos) t.precision = Precision::fp32;
     else throw_usage(source, ": cannot tell the precision from the file name (it names neither fp32 nor fp16)");
   }
-  if (t.precision != "fp32" && t.precision != "fp16") throw_usage(source, ": precision must be fp32 or fp16");
+  if (t.precision == Precision::bf16) throw_usage(source, ": precision must be fp32 or fp16");
   auto records = parse_csv(text, source);
   if (records.size() < 2) throw_usage(source, ": no benchmark rows");
   const CsvRecord& header = records.front();
@@ -176,7 +177,7 @@ RelativeThroughput derive_relative_throughput(const std::vector<BenchmarkTable>&
   for (const auto& t : tables) rt.source += " " + t.file;
   rt.method = "per GPU: geometric mean over benchmarks of (GPU / reference) throughput ratios; single-GPU rows; rows "
               "of one GPU combined per benchmark by geometric mean; empty or 0 cells skipped";
-  for (const std::string precision : {"fp32", "fp16"}) {
+  for (const Precision precision : {Precision::fp32, Precision::fp16}) {
     std::map<std::string, RelativeEntry> rated;
     for (const auto& t : tables) {
       if (t.precision != precision) continue;

@@ -11,14 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "dl/config/choice.hpp"
+
 namespace dl::cost {
 
-// The table a training precision reads: "fp32" for fp32 training, "fp16" (mixed precision,
-// Lambda's AMP runs) for bf16 and fp16.
-std::string throughput_precision(const std::string& training_precision);
+// The table a training precision reads: fp32 for fp32 training, fp16 (mixed precision, Lambda's
+// AMP runs) for bf16 and fp16.
+Precision throughput_precision(Precision training_precision);
 
 struct RelativeEntry {
-  std::string precision;  // "fp32" | "fp16"
+  Choice<Precision> precision = Precision::fp32;  // fp32 | fp16: the table
   std::string gpu;        // canonical model
   double ratio = 0;       // throughput / reference throughput
   int64_t benchmarks = 0; // benchmarks in the geometric mean
@@ -36,13 +38,13 @@ struct RelativeThroughput {
   std::vector<RelativeEntry> entries;
   std::vector<std::string> notes;  // unmapped benchmark names, skipped benchmarks
 
-  const RelativeEntry* find(const std::string& gpu_model, const std::string& training_precision) const;
+  const RelativeEntry* find(const std::string& gpu_model, Precision training_precision) const;
 };
 
 // One benchmark file: per GPU model and benchmark, the values of its single-GPU rows.
 struct BenchmarkTable {
   std::string file;
-  std::string precision;                 // "fp32" | "fp16"
+  Choice<Precision> precision = Precision::fp32;  // fp32 | fp16
   std::vector<std::string> benchmarks;   // column names in file order
   std::map<std::string, std::map<std::string, std::vector<double>>> values;  // model -> benchmark -> rows
   std::map<std::string, std::vector<std::string>> names;  // model -> the rows' names
@@ -61,9 +63,10 @@ struct BenchmarkGpu {
 BenchmarkGpu benchmark_gpu(const std::string& row_name);
 
 // Lambda's CSV layouts: v1 (name_gpu, num_gpu, watt, price, then one column per benchmark) and
-// v2 (a configuration id, then benchmarks). precision: "fp32" | "fp16"; "" takes it from the
+// v2 (a configuration id, then benchmarks). precision: fp32 or fp16; nullopt takes it from the
 // file name (usage error when the name has neither).
-BenchmarkTable parse_benchmark_csv(const std::string& text, const std::string& source, const std::string& precision = "");
+BenchmarkTable parse_benchmark_csv(const std::string& text, const std::string& source,
+                                   std::optional<Precision> precision = std::nullopt);
 
 // Ratios against `reference` per precision, chaining tables that lack the reference through the
 // already-rated GPU with the most rows in them (the order of `tables` is the chaining order).

@@ -179,9 +179,11 @@ RelativeThroughput parse_relative_throughput_toml(const std::string& text, const
     const std::string where = at(source, node);
     Fields f(*t, where, "ratio");
     RelativeEntry e;
-    e.precision = *f.text("precision", true);
-    if (e.precision != "fp32" && e.precision != "fp16")
-      throw_usage(where, ": ratio.precision must be \"fp32\" or \"fp16\", got \"", e.precision, "\"");
+    const std::string precision = *f.text("precision", true);
+    const std::optional<Precision> table = parse_choice<Precision>(precision);
+    if (!table || *table == Precision::bf16)
+      throw_usage(where, ": ratio.precision must be \"fp32\" or \"fp16\", got \"", precision, "\"");
+    e.precision = *table;
     e.gpu = *f.text("gpu", true);
     auto model = plan::canonical_gpu(e.gpu);
     if (!model) throw_usage(where, ": GPU '", e.gpu, "' is not in dlkit's GPU table");

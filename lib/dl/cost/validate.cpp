@@ -32,7 +32,7 @@ std::vector<ValidationRow> validate_published_runs() {
       }
     if (!row) throw_runtime("validation: the shipped catalog has no ", std::min<int64_t>(run.gpus, 8), "-GPU ", run.gpu,
                             " instance for ", run.name);
-    const double peak = *plan::gpu_spec(run.gpu)->peak_flops("bf16");
+    const double peak = *plan::gpu_spec(run.gpu)->peak_flops(MathPrecision::bf16);
     const double gpu_seconds = static_cast<double>(run.gpus) * peak;
     v.offer = row->offer.id;
     v.estimated_hours = row->hours;

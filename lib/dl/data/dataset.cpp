@@ -37,7 +37,7 @@ DataSplits open_datasets(const DataConfig& data, int64_t block_size, uint64_t se
   DataSplits out = open_sequence(train, data, block_size, seed, val ? Role::train : Role::split);
   if (val) {
     DataSplits v = open_sequence(*val, data, block_size, seed, Role::val);
-    if (v.tokenizer->name() != out.tokenizer->name())
+    if (v.tokenizer->kind() != out.tokenizer->kind())
       throw_usage("data.source = \"", data.source, "\" uses the ", out.tokenizer->name(),
                   " tokenizer but data.val_source = \"", data.val_source, "\" uses ", v.tokenizer->name(),
                   "; both splits must share one vocabulary");

@@ -37,12 +37,17 @@ struct PromptExample {
   std::string expected;  // the completion a perfect model generates, e.g. "975;"
 };
 
+enum class TokenizerKind { bytes, ids, gpt2 };
+inline constexpr std::string_view kTokenizerNames[] = {"bytes", "ids", "gpt2"};
+constexpr std::span<const std::string_view> choice_names(TokenizerKind) { return kTokenizerNames; }
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
   virtual std::vector<int32_t> encode(const std::string& text) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
-  virtual std::string name() const = 0;  // "bytes" | "ids" | "gpt2"
+  virtual TokenizerKind kind() const = 0;
+  std::string name() const { return std::string(choice_name(kind())); }  // "bytes" | "ids" | "gpt2"
   // Number of ids the tokenizer can decode (0: any id, e.g. the ids tokenizer).
   virtual int64_t vocab_size() const { return 0; }
   // The id put between documents of a multi-file source (GPT-2's <|endoftext|>); none for bytes.

@@ -57,7 +57,7 @@ class Gpt2Tokenizer final : public Tokenizer {
   std::vector<int32_t> encode(const std::string& text) const override;
   // Ids the vocabulary does not hold (a padded model can sample them) decode to U+FFFD.
   std::string decode(const std::vector<int32_t>& ids) const override;
-  std::string name() const override { return "gpt2"; }
+  TokenizerKind kind() const override { return TokenizerKind::gpt2; }
   int64_t vocab_size() const override { return static_cast<int64_t>(token_offset_.size()) - 1; }
   std::optional<int32_t> document_separator() const override { return end_of_text_; }
   std::vector<std::string> files() const override { return files_; }

@@ -27,7 +27,7 @@ class ByteTokenizer final : public Tokenizer {
     }
     return out;
   }
-  std::string name() const override { return "bytes"; }
+  TokenizerKind kind() const override { return TokenizerKind::bytes; }
   int64_t vocab_size() const override { return 256; }
 };
 
@@ -64,7 +64,7 @@ class IdTokenizer final : public Tokenizer {
     }
     return out;
   }
-  std::string name() const override { return "ids"; }
+  TokenizerKind kind() const override { return TokenizerKind::ids; }
 };
 
 // Any tokenizer's encoder: encode() on a copy of the text.

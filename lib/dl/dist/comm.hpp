@@ -7,11 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "dl/config/choice.hpp"
 #include "dl/core/tensor.hpp"
 
 namespace dl::dist {
 
 enum class ReduceOp { sum, max, min };
+inline constexpr std::string_view kReduceOpNames[] = {"sum", "max", "min"};
+constexpr std::span<const std::string_view> choice_names(ReduceOp) { return kReduceOpNames; }
 
 // A pending non-blocking send or receive.
 class Request {

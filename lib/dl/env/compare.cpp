@@ -11,22 +11,11 @@
 namespace dl {
 
 Level parse_level(const std::string& s) {
-  if (s == "major") return Level::major;
-  if (s == "minor") return Level::minor;
-  if (s == "patch") return Level::patch;
-  if (s == "exact") return Level::exact;
+  if (auto l = parse_choice<Level>(s)) return *l;
   throw_usage("unknown --level '", s, "' (use major, minor, patch or exact)");
 }
 
-std::string level_name(Level l) {
-  switch (l) {
-    case Level::major: return "major";
-    case Level::minor: return "minor";
-    case Level::patch: return "patch";
-    case Level::exact: return "exact";
-  }
-  return "patch";
-}
+std::string level_name(Level l) { return std::string(choice_name(l)); }
 
 bool counts_at(Magnitude m, Level l) {
   switch (m) {
@@ -41,9 +30,7 @@ bool counts_at(Magnitude m, Level l) {
 }
 
 EnvFormat parse_env_format(const std::string& s) {
-  if (s == "table") return EnvFormat::table;
-  if (s == "json") return EnvFormat::json;
-  if (s == "toml") return EnvFormat::toml;
+  if (auto f = parse_choice<EnvFormat>(s)) return *f;
   throw_usage("unknown --format '", s, "' (use table, json or toml)");
 }
 

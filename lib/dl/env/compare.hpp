@@ -15,12 +15,16 @@ namespace dl {
 // default of check): and patch; exact: every difference, including library hashes and builds.
 // A failed probe ("unknown") and a breaking change count at every level.
 enum class Level { major, minor, patch, exact };
+inline constexpr std::string_view kLevelNames[] = {"major", "minor", "patch", "exact"};
+constexpr std::span<const std::string_view> choice_names(Level) { return kLevelNames; }
 Level parse_level(const std::string& s);  // throws dl::Error(usage) listing the choices
 std::string level_name(Level l);
 bool counts_at(Magnitude m, Level l);
 
 // --format for dl-envlock: table | json | toml.
 enum class EnvFormat { table, json, toml };
+inline constexpr std::string_view kEnvFormatNames[] = {"table", "json", "toml"};
+constexpr std::span<const std::string_view> choice_names(EnvFormat) { return kEnvFormatNames; }
 EnvFormat parse_env_format(const std::string& s);  // throws dl::Error(usage) listing the choices
 
 struct DriftRow {

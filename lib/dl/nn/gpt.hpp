@@ -51,7 +51,7 @@ class GptModel final : public Model {
   // tensor-parallel group: what a checkpoint of that layout holds (dl-shard split uses it).
   static ParamSet declarations(const GptConfig& config, const GptParallel& parallel,
                                std::vector<std::pair<size_t, size_t>>* groups = nullptr);
-  std::string kind() const override { return "gpt"; }
+  ModelType type() const override { return ModelType::gpt; }
   ParamSet& params() override { return params_; }
   const GptConfig& config() const { return cfg_; }
   const GptParallel& parallel() const { return par_; }

@@ -24,7 +24,7 @@ ParamSet mlp_param_declarations(const MlpConfig& c);
 class MlpModel final : public Model {
  public:
   MlpModel(const MlpConfig& config, Backend& backend, DType dtype = DType::f32);
-  std::string kind() const override { return "mlp"; }
+  ModelType type() const override { return ModelType::mlp; }
   ParamSet& params() override { return params_; }
   const MlpConfig& config() const { return cfg_; }
 

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "dl/config/choice.hpp"
 #include "dl/core/batch.hpp"
 #include "dl/nn/params.hpp"
 
@@ -33,7 +34,8 @@ class ParamGroupHooks {
 class Model {
  public:
   virtual ~Model() = default;
-  virtual std::string kind() const = 0;
+  virtual ModelType type() const = 0;
+  std::string kind() const { return std::string(choice_name(type())); }  // "gpt", for messages
   virtual ParamSet& params() = 0;
   // Runs forward and keeps what backward needs. Per-row correctness stays in correct().
   virtual ForwardStats forward(const Batch& batch) = 0;

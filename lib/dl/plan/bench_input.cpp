@@ -60,6 +60,8 @@ std::string text(const json& row, const char* key) {
   return it->get<std::string>();
 }
 
+std::optional<BenchKind> kind(const json& row) { return parse_choice<BenchKind>(text(row, "benchmark")); }
+
 std::string op_key(std::string op) {
   std::string out;
   for (char c : op)
@@ -142,7 +144,7 @@ std::vector<json> read_bench_rows(const std::string& path) {
   return parse_bench_rows(os.str(), path);
 }
 
-BenchSummary summarize_bench(const std::vector<json>& all_rows, const std::string& precision,
+BenchSummary summarize_bench(const std::vector<json>& all_rows, Precision precision,
                              const std::string& gpu_model, const std::string& source) {
   BenchSummary s;
   s.source = source;
@@ -171,26 +173,27 @@ BenchSummary summarize_bench(const std::vector<json>& all_rows, const std::strin
   s.device_type = text(*rows.front(), "device_type");
 
   // gemm
-  std::vector<std::string> order;
-  if (precision == "bf16") order = {"bf16", "fp16"};
-  else if (precision == "fp16") order = {"fp16", "bf16"};
-  else order = {"fp32", "tf32"};
-  auto best_gemm = [&](const std::string& dtype) -> std::optional<std::pair<double, std::string>> {
+  using enum MathPrecision;
+  std::vector<MathPrecision> order;
+  if (precision == Precision::bf16) order = {bf16, fp16};
+  else if (precision == Precision::fp16) order = {fp16, bf16};
+  else order = {fp32, tf32};
+  auto best_gemm = [&](std::optional<MathPrecision> dtype) -> std::optional<std::pair<double, std::string>> {
     std::optional<std::pair<double, std::string>> best;
     for (const json* r : rows) {
-      if (text(*r, "benchmark") != "gemm") continue;
+      if (kind(*r) != BenchKind::gemm) continue;
       auto f = num(*r, "flops");
       if (!f || *f <= 0) continue;
       std::string d = text(*r, "dtype");
-      if (!dtype.empty() && d != dtype) continue;
+      if (dtype && parse_choice<MathPrecision>(d) != dtype) continue;
       if (!best || *f > best->first) best = std::make_pair(*f, d);
     }
     return best;
   };
   std::optional<std::pair<double, std::string>> g;
-  for (const auto& d : order)
+  for (MathPrecision d : order)
     if (!g) g = best_gemm(d);
-  if (!g) g = best_gemm("");
+  if (!g) g = best_gemm(std::nullopt);
   if (g) {
     s.gemm_flops = g->first;
     s.gemm_dtype = g->second;
@@ -199,8 +202,8 @@ BenchSummary summarize_bench(const std::vector<json>& all_rows, const std::strin
   // train: prefer rows at the training precision
   for (int pass = 0; pass < 2 && !s.train_flops; ++pass)
     for (const json* r : rows) {
-      if (text(*r, "benchmark") != "train") continue;
-      if (pass == 0 && text(*r, "precision") != precision) continue;
+      if (kind(*r) != BenchKind::train) continue;
+      if (pass == 0 && parse_choice<Precision>(text(*r, "precision")) != precision) continue;
       auto tps = num(*r, "tokens_per_sec"), fpt = num(*r, "flops_per_token");
       double nd = num(*r, "num_devices").value_or(num(*r, "world").value_or(1.0));
       if (!tps || !fpt || *tps <= 0 || *fpt <= 0 || nd <= 0) continue;
@@ -214,7 +217,7 @@ BenchSummary summarize_bench(const std::vector<json>& all_rows, const std::strin
   // collective: all-reduce at the largest size, else any op at its largest size
   for (int pass = 0; pass < 2 && !s.busbw; ++pass) {
     for (const json* r : rows) {
-      if (text(*r, "benchmark") != "collective") continue;
+      if (kind(*r) != BenchKind::collective) continue;
       std::string op = op_key(text(*r, "op"));
       if (pass == 0 && op != "allreduce") continue;
       double nproc = num(*r, "nproc").value_or(num(*r, "num_devices").value_or(0));
@@ -233,9 +236,9 @@ BenchSummary summarize_bench(const std::vector<json>& all_rows, const std::strin
 
   // memory: host <-> device copies
   for (const json* r : rows) {
-    if (text(*r, "benchmark") != "memory") continue;
-    std::string dir = text(*r, "direction");
-    if (dir != "h2d" && dir != "d2h") continue;
+    if (kind(*r) != BenchKind::memory) continue;
+    const std::optional<CopyDirection> dir = parse_choice<CopyDirection>(text(*r, "direction"));
+    if (dir != CopyDirection::h2d && dir != CopyDirection::d2h) continue;
     auto bytes = num(*r, "bytes"), t = num(*r, "time_s");
     if (!bytes || !t || *t <= 0) continue;
     double bw = *bytes / *t;

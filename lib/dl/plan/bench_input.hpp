@@ -11,6 +11,15 @@
 
 namespace dl::plan {
 
+// A row's "benchmark": the dl-bench command that measured it.
+enum class BenchKind { gemm, memory, collective, train };
+inline constexpr std::string_view kBenchKindNames[] = {"gemm", "memory", "collective", "train"};
+constexpr std::span<const std::string_view> choice_names(BenchKind) { return kBenchKindNames; }
+// A memory row's "direction" (dl-bench memory --direction): host to device, back, device to device.
+enum class CopyDirection { h2d, d2h, d2d };
+inline constexpr std::string_view kCopyDirectionNames[] = {"h2d", "d2h", "d2d"};
+constexpr std::span<const std::string_view> choice_names(CopyDirection) { return kCopyDirectionNames; }
+
 // The one reader of dl-bench output (dl-bench reads its own ranks' rows back with it too).
 enum class BenchRowsFormat {
   detect,  // json when the text starts with '[', else jsonl
@@ -58,7 +67,7 @@ struct BenchSummary {
 
 // Summarises rows. gpu_model: keep only rows of that model (canonical or any alias); empty:
 // all rows, which must then be of one GPU model (a usage error lists them otherwise).
-BenchSummary summarize_bench(const std::vector<nlohmann::json>& rows, const std::string& precision,
+BenchSummary summarize_bench(const std::vector<nlohmann::json>& rows, Precision precision,
                              const std::string& gpu_model = "", const std::string& source = "");
 
 // Measured values replace datasheet ones: a train row's achieved FLOP/s becomes peak_flops with

@@ -264,12 +264,14 @@ std::optional<std::string> resolve(const ParsedName& p) {
 
 }  // namespace
 
-std::optional<double> GpuSpec::peak_flops(const std::string& precision) const {
+std::optional<double> GpuSpec::peak_flops(MathPrecision precision) const {
   double v = 0;
-  if (precision == "bf16") v = bf16_flops;
-  else if (precision == "fp16") v = fp16_flops;
-  else if (precision == "tf32") v = tf32_flops;
-  else if (precision == "fp32") v = fp32_flops;
+  switch (precision) {
+    case MathPrecision::bf16: v = bf16_flops; break;
+    case MathPrecision::fp16: v = fp16_flops; break;
+    case MathPrecision::tf32: v = tf32_flops; break;
+    case MathPrecision::fp32: v = fp32_flops; break;
+  }
   if (v > 0) return v;
   return std::nullopt;
 }
@@ -304,21 +306,24 @@ std::optional<GpuSpec> gpu_spec(const std::string& name) {
   return std::nullopt;
 }
 
-Hardware hardware_for_gpu(const GpuSpec& gpu, const std::string& precision, std::string* note) {
+Hardware hardware_for_gpu(const GpuSpec& gpu, Precision training, std::string* note) {
+  using enum MathPrecision;
+  const MathPrecision precision = math_precision(training);
   Hardware hw;
   hw.gpu_model = gpu.model;
   hw.gpu_mem_bytes = gpu.memory_bytes;
   hw.intra_node_bw = gpu.intra_node_busbw;
   hw.host_bw = gpu.host_bw;
   hw.source = gpu.model + " datasheet";
-  std::vector<std::string> order = {precision};
-  if (precision == "bf16") order = {"bf16", "fp16", "fp32"};
-  else if (precision == "fp16") order = {"fp16", "bf16", "fp32"};
-  for (const auto& p : order) {
+  std::vector<MathPrecision> order = {precision};
+  if (precision == bf16) order = {bf16, fp16, fp32};
+  else if (precision == fp16) order = {fp16, bf16, fp32};
+  for (MathPrecision p : order) {
     if (auto v = gpu.peak_flops(p)) {
       hw.peak_flops = *v;
       if (p != precision && note)
-        *note = gpu.model + " has no " + precision + " arithmetic: using its " + p + " peak (" +
+        *note = gpu.model + " has no " + std::string(choice_name(precision)) + " arithmetic: using its " +
+                std::string(choice_name(p)) + " peak (" +
                 std::to_string(static_cast<int64_t>(std::llround(*v / 1e12))) + " TFLOP/s)";
       return hw;
     }

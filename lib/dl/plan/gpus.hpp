@@ -28,9 +28,8 @@ struct GpuSpec {
   std::string interconnect;     // "NVLink 4 (900 GB/s bidirectional)", "PCIe 4.0 x16", ...
   std::string source;           // where the numbers come from
 
-  // Dense peak for a training precision ("bf16", "fp16", "fp32", "tf32"); nullopt when the GPU
-  // has no such arithmetic.
-  std::optional<double> peak_flops(const std::string& precision) const;
+  // Dense peak in that arithmetic; nullopt when the GPU has none.
+  std::optional<double> peak_flops(MathPrecision precision) const;
 };
 
 // Every GPU in the table, newest families first.
@@ -46,6 +45,6 @@ std::optional<GpuSpec> gpu_spec(const std::string& name);
 // The planner's hardware for one GPU at a training precision: datasheet peak, memory and
 // bandwidths (inter-node bandwidth stays the Hardware default, 50 GB/s per GPU). A GPU without
 // arithmetic at that precision falls back (bf16 -> fp16 -> fp32) and says so in *note.
-Hardware hardware_for_gpu(const GpuSpec& gpu, const std::string& precision, std::string* note = nullptr);
+Hardware hardware_for_gpu(const GpuSpec& gpu, Precision precision, std::string* note = nullptr);
 
 }  // namespace dl::plan

@@ -47,7 +47,7 @@ constexpr double kZero3GatherParams = 5e7;
 ModelShape model_from_config(const Config& c, const std::string& name) {
   ModelShape m;
   m.name = name.empty() ? std::string(c.model.type.name()) : name;
-  m.kind = c.model.type.name();
+  m.type = c.model.type.get();
   if (c.model.type == ModelType::gpt) {
     m.params = static_cast<double>(gpt_param_count(gpt_config_from(c.model)));
     m.n_layer = c.model.n_layer;
@@ -84,7 +84,7 @@ ModelShape model_from_params(double params, int64_t n_layer, int64_t hidden, int
   if (heads > 0 && hidden > 0 && hidden % heads != 0)
     throw_usage("--heads ", heads, " does not divide --hidden ", hidden);
   ModelShape m;
-  m.kind = "params";
+  m.type = std::nullopt;
   m.params = params;
   m.n_layer = n_layer;
   m.hidden = hidden;
@@ -145,8 +145,7 @@ std::string flop_formula_name(FlopFormula f) {
 }
 
 FlopFormula parse_flop_formula(const std::string& s) {
-  if (s == "palm") return FlopFormula::palm;
-  if (s == "llmc" || s == "llm.c") return FlopFormula::llmc;
+  if (auto f = parse_choice<FlopFormula>(s)) return *f;
   throw_usage("unknown FLOP formula '", s, "' (palm or llmc)");
 }
 
@@ -192,32 +191,44 @@ std::string Layout::describe() const {
 // ---------------------------------------------------------------------------------------------
 // Memory
 
-StateBytes state_bytes(const std::string& precision, const std::string& optimizer) {
-  const bool mixed = precision == "bf16" || precision == "fp16";
-  if (!mixed && precision != "fp32") throw_usage("unknown precision '", precision, "' (bf16, fp16 or fp32)");
+Precision parse_precision(std::string_view name) {
+  if (auto p = parse_choice<Precision>(name)) return *p;
+  throw_usage("unknown precision '", name, "' (bf16, fp16 or fp32)");
+}
+
+StateOptimizer parse_optimizer(std::string_view name) {
+  if (auto o = parse_choice<StateOptimizer>(name)) return *o;
+  throw_usage("unknown optimizer '", name, "' (adamw, sgd-momentum or sgd)");
+}
+
+StateBytes state_bytes(std::string_view precision, std::string_view optimizer) {
+  return state_bytes(parse_precision(precision), parse_optimizer(optimizer));
+}
+
+StateBytes state_bytes(Precision precision, StateOptimizer optimizer) {
+  const bool mixed = precision != Precision::fp32;
   StateBytes b;
   b.params = mixed ? 2 : 4;
   b.grads = mixed ? 2 : 4;
   // Mixed precision keeps an fp32 master copy (4 bytes) among the optimizer states (ZeRO paper,
   // section 3.1: K = 12 for Adam = master 4 + momentum 4 + variance 4).
   const double master = mixed ? 4 : 0;
-  if (optimizer == "adamw" || optimizer == "adam") b.optimizer = master + 8;  // exp_avg + exp_avg_sq
-  else if (optimizer == "sgd-momentum") b.optimizer = master + 4;             // momentum_buffer
-  else if (optimizer == "sgd") b.optimizer = master;
-  else throw_usage("unknown optimizer '", optimizer, "' (adamw, sgd-momentum or sgd)");
+  switch (optimizer) {
+    case StateOptimizer::adamw: b.optimizer = master + 8; break;         // exp_avg + exp_avg_sq
+    case StateOptimizer::sgd_momentum: b.optimizer = master + 4; break;  // momentum_buffer
+    case StateOptimizer::sgd: b.optimizer = master; break;
+  }
   return b;
 }
 
-std::string optimizer_state_name(const OptimConfig& optim) {
-  if (optim.name == OptimizerKind::adamw) return "adamw";
-  return optim.momentum != 0 ? "sgd-momentum" : "sgd";
+StateOptimizer optimizer_state(const OptimConfig& optim) {
+  if (optim.name == OptimizerKind::adamw) return StateOptimizer::adamw;
+  return optim.momentum != 0 ? StateOptimizer::sgd_momentum : StateOptimizer::sgd;
 }
 
-double activation_value_bytes(const std::string& precision) {
-  if (precision == "bf16" || precision == "fp16") return 2;
-  if (precision == "fp32") return 4;
-  throw_usage("unknown precision '", precision, "' (bf16, fp16 or fp32)");
-}
+double activation_value_bytes(Precision precision) { return precision == Precision::fp32 ? 4 : 2; }
+
+double activation_value_bytes(std::string_view precision) { return activation_value_bytes(parse_precision(precision)); }
 
 double zero_model_state_bytes(double psi, int64_t nd, int64_t zero, const StateBytes& b) {
   const double n = static_cast<double>(std::max<int64_t>(nd, 1));
@@ -432,15 +443,11 @@ std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_ba
                " GPUs per node (tensor parallelism needs NVLink-class bandwidth: keep it inside a node)");
   if (m.heads > 0 && m.heads % l.tp != 0) return str("tp = ", l.tp, " does not divide the ", m.heads, " attention heads");
   if (m.n_layer > 0 && m.n_layer % l.pp != 0) return str("pp = ", l.pp, " does not divide the ", m.n_layer, " layers");
-  if (m.kind == "mlp" && (l.tp > 1 || l.pp > 1))
+  if (m.type == ModelType::mlp && (l.tp > 1 || l.pp > 1))
     return "tensor and pipeline parallelism apply to the gpt model only (mlp: use dp and zero)";
   if (l.zero < 0 || l.zero > 3) return str("zero = ", l.zero, " is not a ZeRO stage (0..3)");
   if (l.offload_cpu && l.zero < 1) return "offload moves the ZeRO-sharded optimizer state: it needs zero >= 1";
   if (l.micro_batch < 1) return str("micro-batch = ", l.micro_batch, ": need at least 1");
-  if (l.precision != "bf16" && l.precision != "fp16" && l.precision != "fp32")
-    return str("unknown precision '", l.precision, "' (bf16, fp16 or fp32)");
-  if (l.optimizer != "adamw" && l.optimizer != "adam" && l.optimizer != "sgd" && l.optimizer != "sgd-momentum")
-    return str("unknown optimizer '", l.optimizer, "' (adamw, sgd-momentum or sgd)");
   if (global_batch > 0 && global_batch % (l.dp * l.micro_batch) != 0)
     return str("the global batch of ", global_batch, " sequences is not a multiple of dp x micro-batch = ", l.dp, " x ",
                l.micro_batch, " = ", l.dp * l.micro_batch);

@@ -18,7 +18,7 @@ struct ModelShape {
   double params = 0;      // psi: trainable parameters
   // Architecture (0 when unknown: memory and FLOPs then use only `params`).
   int64_t n_layer = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
-  std::string kind = "gpt";  // "gpt" (a GPT-2 style decoder) | "mlp" | "params" (a bare count)
+  std::optional<ModelType> type = ModelType::gpt;  // nullopt: a bare parameter count (--params)
   std::string note;          // where the count came from, when that needs saying
   // Korthikanti et al.'s activation constants count dropout masks and dropout outputs; a model
   // trained without dropout (dl-train's GPT) stores less: see activation_bytes_per_layer.
@@ -45,6 +45,10 @@ enum class FlopFormula {
   palm,  // 6N + 12 L H Q T (PaLM, Chowdhery et al. 2022, appendix B)
   llmc,  // 6N + 6 L D T (llm.c: causal attention counted at half)
 };
+inline constexpr std::string_view kFlopFormulaNames[] = {"palm", "llmc"};
+constexpr std::span<const std::string_view> choice_names(FlopFormula) { return kFlopFormulaNames; }
+inline constexpr ChoiceAlias<FlopFormula> kFlopFormulaAliases[] = {{"llm.c", FlopFormula::llmc}};
+constexpr std::span<const ChoiceAlias<FlopFormula>> choice_aliases(FlopFormula) { return kFlopFormulaAliases; }
 std::string flop_formula_name(FlopFormula f);
 // 124439808 -> "124,439,808".
 std::string group_digits(double v);  // "6N+12LHQT (PaLM)" / "6N+6LDT (llm.c)"
@@ -83,8 +87,8 @@ struct Layout {
   int64_t micro_batch = 1;     // sequences per micro-batch per rank
   int64_t microbatches = 1;    // micro-batches per step per data-parallel replica (pipeline
                                // micro-batches, or gradient accumulation without pp)
-  std::string precision = "bf16";  // "bf16" | "fp16": mixed precision; "fp32": all fp32
-  std::string optimizer = "adamw"; // "adamw" | "sgd-momentum" | "sgd" (see state_bytes)
+  Choice<Precision> precision = Precision::bf16;  // bf16 | fp16: mixed precision; fp32: all fp32
+  Choice<StateOptimizer> optimizer = StateOptimizer::adamw;  // see state_bytes
   Choice<PipelineSchedule> schedule = PipelineSchedule::one_f_one_b;
   Recompute recompute = Recompute::none;
   // The library's default is the published formula; dl-shard picks flash for GPU runs
@@ -97,16 +101,23 @@ struct Layout {
 // Bytes per parameter of each model-state kind for a precision (ZeRO paper: 2 + 2 + K=12 for
 // mixed-precision Adam; 4 + 4 + 8 for fp32 Adam: weights, grads, exp_avg + exp_avg_sq).
 // SGD: momentum buffer 4 bytes (none without momentum), plus the fp32 master copy (4) in mixed
-// precision. Unknown precision or optimizer: usage error.
+// precision.
 struct StateBytes {
   double params = 2, grads = 2, optimizer = 12;
   double total() const { return params + grads + optimizer; }
 };
-StateBytes state_bytes(const std::string& precision, const std::string& optimizer = "adamw");
-// The state_bytes() optimizer of a config's [optim]: "adamw", "sgd-momentum" or "sgd".
-std::string optimizer_state_name(const OptimConfig& optim);
+StateBytes state_bytes(Precision precision, StateOptimizer optimizer = StateOptimizer::adamw);
+// From the names --precision and --optimizer take ("adam" is adamw): unknown ones are usage errors.
+StateBytes state_bytes(std::string_view precision, std::string_view optimizer = "adamw");
+// --precision's value: bf16, fp16 or fp32, else a usage error "unknown precision 'fp8' (...)".
+Precision parse_precision(std::string_view name);
+// --optimizer's value: adamw (or adam), sgd-momentum or sgd, else a usage error.
+StateOptimizer parse_optimizer(std::string_view name);
+// The state_bytes() optimizer of a config's [optim]: adamw, sgd-momentum or sgd.
+StateOptimizer optimizer_state(const OptimConfig& optim);
 // Bytes of one activation value: 2 for bf16/fp16, 4 for fp32.
-double activation_value_bytes(const std::string& precision);
+double activation_value_bytes(Precision precision);
+double activation_value_bytes(std::string_view precision);
 
 // Memory per rank. All in bytes.
 struct MemoryBreakdown {
@@ -206,7 +217,7 @@ struct Estimate {
 // Why a layout is impossible for the model and global batch ("" when it is possible):
 // dp x tp x pp != gpus, tp does not divide heads, tp > gpus_per_node, pp does not divide layers,
 // zero outside 0..3, offload without ZeRO, a global batch not a multiple of dp x micro-batch,
-// an unknown precision, optimizer or schedule.
+// tp or pp for an mlp.
 std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_batch);
 
 // One layout for a model with a given global batch (sequences per step; 0: dp x micro_batch x

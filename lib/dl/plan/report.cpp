@@ -60,8 +60,7 @@ Setup setup(const PlanInputs& in) {
   if (b.gpus_per_node < 1) throw_usage("--gpus-per-node: need at least 1");
   b.micro_batch = in.micro_batch.value_or(c ? c->train.batch_size : 1);
   if (b.micro_batch < 1) throw_usage("--micro-batch: need at least 1");
-  b.precision = in.precision.value_or(c ? std::string(c->train.precision.name()) : "bf16");
-  activation_value_bytes(b.precision);  // validates
+  b.precision = in.precision ? parse_precision(*in.precision) : c ? c->train.precision.get() : Precision::bf16;
   if (in.schedule) {
     const std::optional<PipelineSchedule> schedule = parse_choice<PipelineSchedule>(*in.schedule);
     if (!schedule) throw_usage("--schedule: 1f1b or gpipe, got '", *in.schedule, "'");
@@ -69,7 +68,7 @@ Setup setup(const PlanInputs& in) {
   } else if (c) {
     b.schedule = c->parallel.schedule;
   }
-  if (c) b.optimizer = optimizer_state_name(c->optim);
+  if (c) b.optimizer = optimizer_state(c->optim);
   // Attention: what the run stores. A config says where dl-train runs it (the CPU backend keeps
   // the scores, the CUDA kernels a log-sum-exp state); a bare --params model is planned for a
   // GPU, where flash-style attention is what current frameworks run.
@@ -147,13 +146,13 @@ Setup setup(const PlanInputs& in) {
   // Notes: what the numbers assume.
   const ModelShape& m = r.model;
   std::string arch;
-  if (m.kind == "gpt" || m.is_transformer())
+  if (m.type == ModelType::gpt || m.is_transformer())
     arch = str(" (L=", m.n_layer, " D=", m.hidden, " heads=", m.heads, " T=", m.seq, m.vocab ? str(" V=", m.vocab) : "", ")");
   else if (m.n_layer || m.hidden)
     arch = str(" (L=", m.n_layer, " D=", m.hidden, "; give --heads and --seq for activations)");
   r.notes.push_back(str("# model: ", m.name, ": ", group_digits(m.params), " parameters", arch));
   if (!m.note.empty()) r.notes.push_back("# " + m.note);
-  if (!m.is_transformer() && m.kind != "mlp")
+  if (!m.is_transformer() && m.type != ModelType::mlp)
     r.notes.push_back("# no architecture: activations, tensor- and pipeline-parallel traffic are not estimated "
                       "(give --layers --hidden --heads --seq)");
   r.notes.push_back(str("# FLOPs per token: ", flop_formula_name(in.formula), " = ", format_si(r.flops_per_token, "FLOP"),
@@ -238,8 +237,8 @@ std::vector<Cell> machine_row(const PlanReport& r, const Estimate& e, std::optio
   row.push_back(Cell::integer(l.micro_batch));
   row.push_back(ok ? Cell::integer(l.microbatches) : Cell::null());
   row.push_back(Cell::integer(r.global_batch));
-  row.push_back(Cell::str(l.precision));
-  row.push_back(Cell::str(l.optimizer));
+  row.push_back(Cell::str(std::string(l.precision.name())));
+  row.push_back(Cell::str(std::string(l.optimizer.name())));
   row.push_back(Cell::str(std::string(l.schedule.name())));
   row.push_back(num(r.model.params));
   row.push_back(num(r.flops_per_token));

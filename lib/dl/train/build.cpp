@@ -105,7 +105,7 @@ std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backen
   return std::make_unique<MlpModel>(m, be);
 }
 
-int64_t units_per_example(const Model& m, const Config& c) { return m.kind() == "gpt" ? c.model.block_size : 1; }
+int64_t units_per_example(const Model& m, const Config& c) { return m.type() == ModelType::gpt ? c.model.block_size : 1; }
 
 int64_t count_params(Model& model, Mesh& mesh) {
   ParamSet& P = model.params();

@@ -7,6 +7,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/cli/units.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/dist/launch_env.hpp"
 
 #ifdef DL_HAVE_CUDA
@@ -15,13 +16,11 @@
 
 namespace dl {
 
-std::string_view device_kind_name(DeviceKind d) { return d == DeviceKind::cuda ? "cuda" : "cpu"; }
-
 DeviceKind choose_device(DeviceChoice want, const std::function<GpuCheck()>& check, const DeviceWords& words,
                          bool log) {
   if (want == DeviceChoice::cpu) return DeviceKind::cpu;
   const GpuCheck gpu = check();
-  if (gpu.block != GpuBlock::none && want == DeviceChoice::cuda) throw_usage(words.refuse(gpu));
+  if (gpu.block != GpuBlock::none && want == DeviceChoice::cuda) throw_option_error(words.refuse(gpu));
   if (log && want == DeviceChoice::automatic) log_info(words.notice(gpu));
   return gpu.block == GpuBlock::none ? DeviceKind::cuda : DeviceKind::cpu;
 }

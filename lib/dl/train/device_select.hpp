@@ -11,8 +11,10 @@
 
 namespace dl {
 
+// Where a run goes once train.device (or --device) is decided; printed "cpu" | "cuda".
 enum class DeviceKind { cpu, cuda };
-std::string_view device_kind_name(DeviceKind d);  // "cpu" | "cuda"
+inline constexpr std::string_view kDeviceKindNames[] = {"cpu", "cuda"};
+constexpr std::span<const std::string_view> choice_names(DeviceKind) { return kDeviceKindNames; }
 
 // What keeps this process off the GPU.
 enum class GpuBlock {
@@ -32,8 +34,8 @@ struct DeviceWords {
   std::function<std::string(const GpuCheck&)> notice;  // auto: what was chosen and why (logged)
 };
 
-// cpu: the CPU, without looking for a GPU. cuda: the GPU, or Error(usage) with words.refuse when
-// check() reports a block. auto: the GPU when check() reports none, else the CPU; words.notice is
+// cpu: the CPU, without looking for a GPU. cuda: the GPU, or OptionError (usage) with words.refuse
+// when check() reports a block. auto: the GPU when check() reports none, else the CPU; words.notice is
 // logged (when `log`) either way.
 DeviceKind choose_device(DeviceChoice want, const std::function<GpuCheck()>& check, const DeviceWords& words,
                          bool log);

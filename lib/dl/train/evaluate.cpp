@@ -70,7 +70,7 @@ std::vector<std::string> demo_samples(Model& model, const Dataset& val, const To
     }
     return out;
   }
-  if (tok->name() == "ids") return out;  // ids as text say nothing
+  if (tok->kind() == TokenizerKind::ids) return out;  // ids as text say nothing
   Batch b = val.make_batch({0});
   int64_t plen = std::min<int64_t>(24, b.inputs.numel());
   std::vector<int32_t> prompt(b.inputs.data<int32_t>(), b.inputs.data<int32_t>() + plen);
@@ -120,7 +120,7 @@ SampleReport run_sample(const SampleOptions& o) {
     rep.prompts.push_back(o.prompt);
   } else {
     for (const auto& p : val->prompts(o.data_prompts)) rep.prompts.push_back(p.prompt);
-    if (rep.prompts.empty()) rep.prompts.push_back(tok.name() == "ids" ? "0" : "\n");
+    if (rep.prompts.empty()) rep.prompts.push_back(tok.kind() == TokenizerKind::ids ? "0" : "\n");
   }
   RandomStream rng(stream_key(o.seed ? o.seed : static_cast<uint64_t>(r.config.train.seed), "sample"));
   GenerateOptions go;

@@ -202,7 +202,8 @@ TrainSummary run_training(const TrainOptions& opt) {
   // Micro-batches per step: gradient accumulation times pipeline micro-batches.
   const int64_t B = cfg.train.batch_size, A = micro_batches_per_step(cfg), total = cfg.train.steps;
   const int64_t units = units_per_example(*model, cfg), global_examples = B * A * shape.dp;
-  const std::string unit = model->kind() == "gpt" ? "tok/s" : "ex/s";
+  const bool tokens = model->type() == ModelType::gpt;
+  const std::string unit = tokens ? "tok/s" : "ex/s";
   TrainSummary summary;
   summary.run_dir = opt.run_dir;
   summary.rank = mesh.rank();
@@ -210,7 +211,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   log_info(str(model->kind(), " model, ", summary.params, " parameters; train data: ", data.train->describe(),
                data.val ? "; val: " + data.val->describe() : ""));
   log_info(str("global batch ", global_examples, " x ", units, " = ", global_examples * units,
-               model->kind() == "gpt" ? " tokens" : " examples", " per step (", B, " per micro-batch x ", A,
+               tokens ? " tokens" : " examples", " per step (", B, " per micro-batch x ", A,
                " accumulation x ", shape.dp, " data-parallel), ", num_threads(), " CPU threads per rank, run directory ",
                opt.run_dir.string()));
 

@@ -83,27 +83,27 @@ std::vector<double> time_with_events(cudaStream_t stream, int warmup, int repeat
   return seconds;
 }
 
-cudaDataType_t data_type(const std::string& dtype) {
-  if (dtype == "bf16") return CUDA_R_16BF;
-  if (dtype == "fp16") return CUDA_R_16F;
+cudaDataType_t data_type(MathPrecision dtype) {
+  if (dtype == MathPrecision::bf16) return CUDA_R_16BF;
+  if (dtype == MathPrecision::fp16) return CUDA_R_16F;
   return CUDA_R_32F;
 }
 
-size_t type_bytes(const std::string& dtype) { return dtype == "bf16" || dtype == "fp16" ? 2 : 4; }
+size_t type_bytes(MathPrecision dtype) { return dtype == MathPrecision::bf16 || dtype == MathPrecision::fp16 ? 2 : 4; }
 
 // Host values rounded to the dtype the device holds, and the bytes to upload.
-void encode(const std::vector<float>& values, const std::string& dtype, std::vector<float>& rounded,
+void encode(const std::vector<float>& values, MathPrecision dtype, std::vector<float>& rounded,
             std::vector<unsigned char>& bytes) {
   const size_t n = values.size(), w = type_bytes(dtype);
   rounded.resize(n);
   bytes.resize(n * w);
   for (size_t i = 0; i < n; ++i) {
     float v = values[i];
-    if (dtype == "bf16") {
+    if (dtype == MathPrecision::bf16) {
       uint16_t h = float_to_bf16(v);
       v = bf16_to_float(h);
       std::memcpy(&bytes[i * 2], &h, 2);
-    } else if (dtype == "fp16") {
+    } else if (dtype == MathPrecision::fp16) {
       uint16_t h = float_to_f16(v);
       v = f16_to_float(h);
       std::memcpy(&bytes[i * 2], &h, 2);
@@ -116,7 +116,7 @@ void encode(const std::vector<float>& values, const std::string& dtype, std::vec
 
 class CudaGemm final : public GemmRunner {
  public:
-  CudaGemm(const GemmShape& s, const std::string& dtype, int sets, uint64_t seed) : s_(s), dtype_(dtype) {
+  CudaGemm(const GemmShape& s, MathPrecision dtype, int sets, uint64_t seed) : s_(s), dtype_(dtype) {
     const size_t w = type_bytes(dtype);
     const auto mk = static_cast<size_t>(s.m * s.k), kn = static_cast<size_t>(s.k * s.n), mn = static_cast<size_t>(s.m * s.n);
     for (int i = 0; i < sets; ++i) {
@@ -178,8 +178,8 @@ class CudaGemm final : public GemmRunner {
                  "dl-bench: reading C[", i, ", ", j, "]");
     uint16_t h;
     std::memcpy(&h, raw, 2);
-    if (dtype_ == "bf16") return bf16_to_float(h);
-    if (dtype_ == "fp16") return f16_to_float(h);
+    if (dtype_ == MathPrecision::bf16) return bf16_to_float(h);
+    if (dtype_ == MathPrecision::fp16) return f16_to_float(h);
     float f;
     std::memcpy(&f, raw, 4);
     return f;
@@ -193,7 +193,7 @@ class CudaGemm final : public GemmRunner {
   // torch.matmul makes for contiguous row-major operands.
   void setup() {
     const cudaDataType_t t = data_type(dtype_);
-    const cublasComputeType_t compute = dtype_ == "tf32" ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cublasComputeType_t compute = dtype_ == MathPrecision::tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const std::string sizes = str(s_.m, "x", s_.n, "x", s_.k, " ", dtype_);
     DL_CUBLAS_CALL(cublasLtMatmulDescCreate(&op_, compute, CUDA_R_32F), "dl-bench gemm ", sizes);
     DL_CUBLAS_CALL(cublasLtMatrixLayoutCreate(&la_, t, static_cast<uint64_t>(s_.n), static_cast<uint64_t>(s_.k), s_.n),
@@ -223,7 +223,7 @@ class CudaGemm final : public GemmRunner {
   }
 
   GemmShape s_;
-  std::string dtype_;
+  MathPrecision dtype_;
   Stream stream_;
   std::vector<std::unique_ptr<DeviceBuffer>> a_, b_, c_;
   std::vector<std::vector<float>> a_host_, b_host_;
@@ -246,7 +246,7 @@ CudaBenchDevice cuda_bench_device() {
     return d;
   }
   d.usable = true;
-  d.info.device_type = "cuda";
+  d.info.device_type = DeviceKind::cuda;
   d.info.device = probe.name;
   if (auto spec = plan::gpu_spec(probe.name)) d.info.gpu_model = spec->model;
   d.info.num_devices = 1;
@@ -276,12 +276,12 @@ std::vector<double> time_on_backend_stream(int warmup, int repeat, const std::fu
   return time_with_events(stream, warmup, repeat, run, wait);
 }
 
-std::unique_ptr<GemmRunner> make_cuda_gemm(const GemmShape& shape, const std::string& dtype, int sets, uint64_t seed) {
+std::unique_ptr<GemmRunner> make_cuda_gemm(const GemmShape& shape, MathPrecision dtype, int sets, uint64_t seed) {
   return std::make_unique<CudaGemm>(shape, dtype, sets, seed);
 }
 
-CudaCopyResult time_cuda_copy(const std::string& direction, int64_t bytes, int pairs, int warmup, int repeat) {
-  DL_CHECK(direction == "d2d" || direction == "h2d" || direction == "d2h", "unknown copy direction ", direction);
+CudaCopyResult time_cuda_copy(plan::CopyDirection direction, int64_t bytes, int pairs, int warmup, int repeat) {
+  using enum plan::CopyDirection;
   const auto n = static_cast<size_t>(bytes);
   Stream stream;
   // Sources filled with non-zero values; destinations with others, so a copy that did not happen shows.
@@ -290,7 +290,7 @@ CudaCopyResult time_cuda_copy(const std::string& direction, int64_t bytes, int p
   std::vector<std::unique_ptr<PinnedBuffer>> host_src, host_dst;
   for (int p = 0; p < pairs; ++p) {
     fill_uniform(fill.data(), static_cast<int64_t>(fill.size()), mix64(0x3e3, static_cast<uint64_t>(p)));
-    if (direction == "h2d") {
+    if (direction == h2d) {
       host_src.push_back(std::make_unique<PinnedBuffer>(n));
       std::memcpy(host_src.back()->p, fill.data(), n);
     } else {
@@ -298,7 +298,7 @@ CudaCopyResult time_cuda_copy(const std::string& direction, int64_t bytes, int p
       DL_CUDA_CALL(cudaMemcpy(dev_src.back()->p, fill.data(), n, cudaMemcpyHostToDevice), "dl-bench: filling a source");
     }
     fill_uniform(fill.data(), static_cast<int64_t>(fill.size()), mix64(0xd57, static_cast<uint64_t>(p)));
-    if (direction == "d2h") {
+    if (direction == d2h) {
       host_dst.push_back(std::make_unique<PinnedBuffer>(n));
       std::memcpy(host_dst.back()->p, fill.data(), n);
     } else {
@@ -307,18 +307,18 @@ CudaCopyResult time_cuda_copy(const std::string& direction, int64_t bytes, int p
     }
   }
   auto src = [&](int p) -> const void* {
-    return direction == "h2d" ? host_src[static_cast<size_t>(p)]->p : dev_src[static_cast<size_t>(p)]->p;
+    return direction == h2d ? host_src[static_cast<size_t>(p)]->p : dev_src[static_cast<size_t>(p)]->p;
   };
   auto dst = [&](int p) -> void* {
-    return direction == "d2h" ? host_dst[static_cast<size_t>(p)]->p : dev_dst[static_cast<size_t>(p)]->p;
+    return direction == d2h ? host_dst[static_cast<size_t>(p)]->p : dev_dst[static_cast<size_t>(p)]->p;
   };
-  const cudaMemcpyKind kind = direction == "d2d" ? cudaMemcpyDeviceToDevice
-                              : direction == "h2d"  ? cudaMemcpyHostToDevice
+  const cudaMemcpyKind kind = direction == d2d ? cudaMemcpyDeviceToDevice
+                              : direction == h2d  ? cudaMemcpyHostToDevice
                                                     : cudaMemcpyDeviceToHost;
   CudaCopyResult r;
   r.seconds = time_with_events(stream.s, warmup, repeat, [&](int i) {
     const int p = i % pairs;
-    DL_CUDA_CALL(cudaMemcpyAsync(dst(p), src(p), n, kind, stream.s), "dl-bench memory: ", direction, " copy of ", n,
+    DL_CUDA_CALL(cudaMemcpyAsync(dst(p), src(p), n, kind, stream.s), "dl-bench memory: ", choice_name(direction), " copy of ", n,
                  " bytes");
   });
   // 64 sampled positions of every pair that was written (docs/BENCH.md), compared byte for byte
