@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "dl/core/error.hpp"
 #include "dl/io/jsonl.hpp"
 #include "support/support.hpp"

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "dl/config/config.hpp"
 #include "dl/config/hf_gpt2_config.hpp"

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <type_traits>
+
+#include <nlohmann/json.hpp>
 
 #include "dl/core/error.hpp"
 #include "dl/io/csv.hpp"
@@ -19,41 +22,41 @@ OutputFormat parse_output_format(const std::string& s) {
 
 std::string format_name(OutputFormat f) { return std::string(choice_name(f)); }
 
-Cell Cell::str(std::string s) { return Cell{nlohmann::json(s), s}; }
+Cell Cell::str(std::string s) { return Cell{s, s}; }
 Cell Cell::num(double v, std::string text) {
-  return Cell{std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr), std::move(text)};
+  return Cell{std::isfinite(v) ? CellValue(v) : CellValue(), std::move(text)};
 }
-Cell Cell::integer(int64_t v) { return Cell{nlohmann::json(v), std::to_string(v)}; }
-Cell Cell::boolean(bool v, std::string yes, std::string no) { return Cell{nlohmann::json(v), v ? yes : no}; }
-Cell Cell::null(std::string text) { return Cell{nlohmann::json(nullptr), std::move(text)}; }
+Cell Cell::integer(int64_t v) { return Cell{v, std::to_string(v)}; }
+Cell Cell::boolean(bool v, std::string yes, std::string no) { return Cell{v, v ? yes : no}; }
+Cell Cell::null(std::string text) { return Cell{std::monostate{}, std::move(text)}; }
 
 void Table::add_row(std::vector<Cell> row) {
   DL_CHECK(row.size() == columns_.size(), "row has ", row.size(), " cells for ", columns_.size(), " columns");
   rows_.push_back(std::move(row));
 }
 
-nlohmann::json Table::to_json() const {
-  nlohmann::json arr = nlohmann::json::array();
-  for (const auto& r : rows_) {
-    nlohmann::json obj = nlohmann::json::object();
-    for (size_t i = 0; i < columns_.size(); ++i) obj[columns_[i].key] = r[i].value;
-    arr.push_back(std::move(obj));
-  }
-  return arr;
-}
-
 namespace {
 
-std::string raw_text(const nlohmann::json& v) {
-  if (v.is_null()) return "";
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  if (v.is_number_float()) {
+nlohmann::ordered_json json_of(const CellValue& v) {
+  return std::visit([](const auto& x) -> nlohmann::ordered_json {
+    if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::monostate>) return nullptr;
+    else return x;
+  }, v);
+}
+
+// A csv cell: "" for null, true/false, integers in full, numbers to 10 significant digits,
+// lists as JSON ([64,128]).
+std::string raw_text(const CellValue& v) {
+  if (std::holds_alternative<std::vector<int64_t>>(v)) return json_of(v).dump();
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v)) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.10g", v.get<double>());
+    std::snprintf(buf, sizeof buf, "%.10g", *d);
     return buf;
   }
-  return v.dump();
+  return "";
 }
 
 // Display width in terminal cells: UTF-8 continuation bytes take no cell.
@@ -81,7 +84,7 @@ std::string Table::render(OutputFormat f) const {
       nlohmann::ordered_json arr = nlohmann::ordered_json::array();
       for (const auto& r : rows_) {
         nlohmann::ordered_json obj;
-        for (size_t i = 0; i < columns_.size(); ++i) obj[columns_[i].key] = r[i].value;
+        for (size_t i = 0; i < columns_.size(); ++i) obj[columns_[i].key] = json_of(r[i].value);
         arr.push_back(std::move(obj));
       }
       os << arr.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
@@ -90,7 +93,7 @@ std::string Table::render(OutputFormat f) const {
     case OutputFormat::jsonl:
       for (const auto& r : rows_) {
         nlohmann::ordered_json obj;
-        for (size_t i = 0; i < columns_.size(); ++i) obj[columns_[i].key] = r[i].value;
+        for (size_t i = 0; i < columns_.size(); ++i) obj[columns_[i].key] = json_of(r[i].value);
         os << obj.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
       }
       break;

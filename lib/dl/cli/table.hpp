@@ -7,8 +7,6 @@
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "dl/config/choice.hpp"
 
 namespace dl {
@@ -21,8 +19,12 @@ constexpr std::span<const std::string_view> choice_names(OutputFormat) { return 
 OutputFormat parse_output_format(const std::string& s);
 std::string format_name(OutputFormat f);
 
+// A cell's raw value for machine formats: null, bool, integer, number, text or a list of
+// integers (a tensor's shape).
+using CellValue = std::variant<std::monostate, bool, int64_t, double, std::string, std::vector<int64_t>>;
+
 struct Cell {
-  nlohmann::json value;  // raw value for machine formats (number, string, bool, null)
+  CellValue value;       // raw value for machine formats
   std::string text;      // display text for human formats ("80.0 GB", "1.23 ms")
   static Cell str(std::string s);
   static Cell num(double v, std::string text);  // text shown to people, v written to files
@@ -48,7 +50,6 @@ class Table {
   const std::vector<std::string>& notes() const { return notes_; }
 
   std::string render(OutputFormat f) const;
-  nlohmann::json to_json() const;  // array of row objects
 
  private:
   std::vector<Column> columns_;

@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
 #include "dl/cost/format.hpp"

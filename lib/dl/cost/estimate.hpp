@@ -18,8 +18,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "dl/cli/table.hpp"
 #include "dl/cost/catalog.hpp"
 #include "dl/cost/throughput.hpp"

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "dl/core/error.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/file_ops.hpp"

@@ -10,6 +10,8 @@
 #include <set>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
 #include "dl/io/csv.hpp"

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
 #include "dl/plan/bench_input.hpp"

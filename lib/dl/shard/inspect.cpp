@@ -221,12 +221,11 @@ std::string render_inspection(const Inspection& ins, OutputFormat f) {
                  {"offset", "offset", true},
                  {"crc32c", "crc32c", false}});
   for (const auto& t : ins.tensors) {
-    nlohmann::json shape = t.shape;
-    Cell shape_cell{shape, shape_str(t.shape)};
+    Cell shape_cell{std::vector<int64_t>(t.shape.begin(), t.shape.end()), shape_str(t.shape)};
     tensors.add_row({Cell::str(t.file), Cell::str(t.name), Cell::str(t.dtype), shape_cell,
                      Cell::integer(static_cast<int64_t>(t.elements)),
                      Cell::num(static_cast<double>(t.bytes), std::to_string(t.bytes)),
-                     Cell::integer(static_cast<int64_t>(t.offset)), Cell{nlohmann::json(t.crc32c), hex32(t.crc32c)}});
+                     Cell::integer(static_cast<int64_t>(t.offset)), Cell{int64_t{t.crc32c}, hex32(t.crc32c)}});
   }
   Table files({{"file", "file", false},
                {"bytes", "bytes", true},
@@ -239,9 +238,9 @@ std::string render_inspection(const Inspection& ins, OutputFormat f) {
     std::string status = !fe.problem.empty() ? "FAILED" : (fe.expected_crc32c ? "ok" : "not listed");
     if (ins.kind == "safetensors" && fe.problem.empty()) status = "header ok";
     files.add_row({Cell::str(fe.file), Cell::integer(static_cast<int64_t>(fe.bytes)),
-                   Cell::integer(static_cast<int64_t>(fe.tensors)), Cell{nlohmann::json(fe.crc32c), hex32(fe.crc32c)},
-                   fe.expected_crc32c ? Cell{nlohmann::json(*fe.expected_crc32c), hex32(*fe.expected_crc32c)} : Cell::null(),
-                   Cell{nlohmann::json(fe.problem.empty()), status},
+                   Cell::integer(static_cast<int64_t>(fe.tensors)), Cell{int64_t{fe.crc32c}, hex32(fe.crc32c)},
+                   fe.expected_crc32c ? Cell{int64_t{*fe.expected_crc32c}, hex32(*fe.expected_crc32c)} : Cell::null(),
+                   Cell{fe.problem.empty(), status},
                    fe.problem.empty() ? Cell::null("") : Cell::str(fe.problem)});
   }
   switch (f) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include <nlohmann/json.hpp>
+
 #include "dl/checkpoint/init_from.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "dl/cli/table.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/train/run.hpp"

@@ -1,5 +1,7 @@
 #include "dl/train/report.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace dl {
 
 namespace {
@@ -8,8 +10,9 @@ namespace {
 struct KeyValues {
   Table table{{{"key", "", false}, {"value", "", false}}};
   nlohmann::ordered_json obj = nlohmann::ordered_json::object();
-  void add(const std::string& key, nlohmann::json raw, const std::string& text) {
-    table.add_row({Cell::str(key), Cell{raw, text}});
+  template <class T>
+  void add(const std::string& key, const T& raw, const std::string& text) {
+    table.add_row({Cell::str(key), Cell{CellValue(raw), text}});
     obj[key] = raw;
   }
   std::string render(OutputFormat f) const {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "dl/dist/launch_env.hpp"
 #include "dl/io/jsonl.hpp"

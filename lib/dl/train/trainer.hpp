@@ -10,7 +10,7 @@
 #include <functional>
 #include <map>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "dl/config/config.hpp"
 #include "dl/data/dataset.hpp"
