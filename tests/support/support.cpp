@@ -18,6 +18,8 @@
 #include <mutex>
 #include <thread>
 
+#include "dl/core/option_error.hpp"
+
 namespace dl::test {
 
 namespace bp = boost::process;
@@ -203,6 +205,15 @@ std::vector<std::string> lines(const std::string& text) {
   std::string line;
   while (std::getline(is, line)) out.push_back(line);
   return out;
+}
+
+std::string named_option_error(const std::function<void()>& call, const std::map<std::string, std::string>& flags) {
+  try {
+    call();
+  } catch (const OptionError& e) {
+    return e.named(flags);
+  }
+  return "";
 }
 
 }  // namespace dl::test

@@ -2,6 +2,7 @@
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,10 @@ fs::path shared_path(const std::string& rel);
 std::string torch_python();
 
 std::string read_file(const fs::path& p);
+
+// What the dl::OptionError that call() throws says once a tool names its options ({backend} ->
+// --backend by `flags`); "" when call() throws none.
+std::string named_option_error(const std::function<void()>& call, const std::map<std::string, std::string>& flags);
 void write_file(const fs::path& p, const std::string& content);
 std::vector<std::string> lines(const std::string& text);
 

@@ -56,7 +56,8 @@ const dl::OptionNames kFlags = {
     {"min_bytes", "-b"}, {"max_bytes", "-e"}, {"factor", "-f"},          {"step_bytes", "-i"},
     {"type", "-d"},      {"redop", "-o"},     {"root", "-r"},            {"timeout_s", "--timeout"},
     {"dtype", "--dtype"}, {"bytes", "--bytes"}, {"device", "--device"}, {"steps", "--steps"},
-    {"backend", "--backend"}};
+    {"backend", "--backend"}, {"nproc", "--nproc"}, {"oversubscribe", "--oversubscribe"}, {"sizes", "--sizes"},
+    {"repeat", "--repeat"}, {"warmup", "--warmup"}, {"threads", "--threads"}};
 
 // Prints the rows (and notes in human formats); a wrong result exits 1 after printing.
 int emit(const dl::bench::Report& report, const std::string& format) {
@@ -192,7 +193,8 @@ int main(int argc, char** argv) {
       // Ranks this process starts (or is one of): more than the cores only with --oversubscribe.
       std::string oversubscribed;
       if (role != dl::dist::LaunchRole::external_rank) {
-        if (o.backend == dl::bench::CollectiveBackend::gloo) oversubscribed = dl::bench::check_local_ranks(c_nproc, dl::bench::max_local_ranks(), c_oversubscribe);
+        if (o.backend == dl::bench::CollectiveBackend::gloo) oversubscribed =
+            dl::name_options(dl::bench::check_local_ranks(c_nproc, dl::bench::max_local_ranks(), c_oversubscribe), kFlags);
         else if (c_nproc < 1) dl::throw_usage("--nproc ", c_nproc, ": need at least 1 rank");
       }
       if (role == dl::dist::LaunchRole::single || role == dl::dist::LaunchRole::launcher) {

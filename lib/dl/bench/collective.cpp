@@ -184,7 +184,7 @@ class NcclTransport final : public Transport {
     std::string why;
     dev_ = make_nccl_collectives(host, timeout_s, &why);
     if (!dev_)
-      throw_usage("--backend nccl: ", why, "; NCCL needs a GPU per rank (run at most one rank per GPU, or use --backend gloo)");
+      throw_option_error("{backend} nccl: ", why, "; NCCL needs a GPU per rank (run at most one rank per GPU, or use {backend} gloo)");
   }
   std::string library() const override { return dev_->name(); }
   Tensor alloc(int64_t n, DType t) override { return be_.empty({n}, t); }
@@ -442,15 +442,15 @@ void validate_collective(const CollectiveOptions& o, int nranks) {
   if (o.backend == CollectiveBackend::nccl) {
 #ifdef DL_HAVE_CUDA
     const CudaBenchDevice gpu = cuda_bench_device();
-    if (!gpu.usable) throw_usage("--backend nccl: no usable CUDA GPU: ", gpu.why, "; use --backend gloo, which runs on the CPU");
+    if (!gpu.usable) throw_option_error("{backend} nccl: no usable CUDA GPU: ", gpu.why, "; use {backend} gloo, which runs on the CPU");
     const dist::LaunchEnv env = dist::detect_launch_env(dist::process_environment());
     const int local = env.distributed() ? env.local_world : nranks;  // ranks of this node
     if (local > gpu.device_count)
-      throw_usage("--backend nccl with ", local, " ranks on this node: it has ", gpu.device_count,
-                  gpu.device_count == 1 ? " GPU" : " GPUs", " and NCCL needs one GPU per rank; use --nproc ",
-                  gpu.device_count, ", or --backend gloo for more ranks");
+      throw_option_error("{backend} nccl with ", local, " ranks on this node: it has ", gpu.device_count,
+                         gpu.device_count == 1 ? " GPU" : " GPUs", " and NCCL needs one GPU per rank; use {nproc} ",
+                         gpu.device_count, ", or {backend} gloo for more ranks");
 #else
-    throw_usage("--backend nccl: this build has no CUDA backend (CPU only); use --backend gloo, which runs on the CPU");
+    throw_option_error("{backend} nccl: this build has no CUDA backend (CPU only); use {backend} gloo, which runs on the CPU");
 #endif
   }
 }
@@ -458,12 +458,12 @@ void validate_collective(const CollectiveOptions& o, int nranks) {
 std::string check_local_ranks(int nranks, int cores, bool oversubscribe) {
   const int limit = oversubscribe ? kOversubscribePerCore * cores : cores;
   if (nranks < 1 || nranks > limit)
-    throw_usage("--nproc ", nranks, ": this machine runs 1 to ", limit, " ranks",
-                oversubscribe ? str(" (", kOversubscribePerCore, " per CPU core with --oversubscribe)")
-                              : std::string(" (one per CPU core; more would time the scheduler, not the transport; "
-                                            "--oversubscribe allows more)"));
+    throw_option_error("{nproc} ", nranks, ": this machine runs 1 to ", limit, " ranks",
+                       oversubscribe ? str(" (", kOversubscribePerCore, " per CPU core with {oversubscribe})")
+                                     : std::string(" (one per CPU core; more would time the scheduler, not the transport; "
+                                                   "{oversubscribe} allows more)"));
   if (nranks <= cores) return "";
-  return str("--oversubscribe: ", nranks, " ranks on ", cores, " CPU cores: the times include the scheduler switching "
+  return str("{oversubscribe}: ", nranks, " ranks on ", cores, " CPU cores: the times include the scheduler switching "
              "between ranks, not only the transport");
 }
 

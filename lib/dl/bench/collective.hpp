@@ -76,8 +76,9 @@ void validate_collective(const CollectiveOptions& options, int nranks);
 // How many local Gloo ranks (processes of this machine) may start: 1 to `cores`, one per core,
 // since more would time the scheduler switching ranks as much as the transport. With
 // `oversubscribe` (mpirun's spelling) up to kOversubscribePerCore x cores may start, and the
-// returned warning says the times then include scheduling ("" when nranks <= cores). Outside
-// the limits: a usage error naming --nproc and what to do.
+// returned warning says the times then include scheduling ("" when nranks <= cores); it names
+// the options as {oversubscribe} (dl/core/option_error: the tool puts its flag there). Outside
+// the limits: a usage error naming {nproc} and what to do.
 inline constexpr int kOversubscribePerCore = 8;
 std::string check_local_ranks(int nranks, int cores, bool oversubscribe);
 

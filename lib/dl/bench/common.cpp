@@ -11,6 +11,7 @@
 #include "dl/bench/cuda_bench.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/core/parallel.hpp"
 #include "dl/core/rng.hpp"
 #include "dl/core/version.hpp"
@@ -79,9 +80,9 @@ DeviceInfo cpu_device_info() {
 
 void apply_common(const CommonOptions& c) {
   if (c.repeat != -1 && (c.repeat < 1 || c.repeat > 1000000))
-    throw_usage("--repeat ", c.repeat, ": need at least 1 timed run");
-  if (c.warmup != -1 && (c.warmup < 0 || c.warmup > 1000000)) throw_usage("--warmup ", c.warmup, ": need 0 or more");
-  if (c.threads < 0 || c.threads > 4096) throw_usage("--threads ", c.threads, ": need 0 (all cores) or more");
+    throw_option_error("{repeat} ", c.repeat, ": need at least 1 timed run");
+  if (c.warmup != -1 && (c.warmup < 0 || c.warmup > 1000000)) throw_option_error("{warmup} ", c.warmup, ": need 0 or more");
+  if (c.threads < 0 || c.threads > 4096) throw_option_error("{threads} ", c.threads, ": need 0 (all cores) or more");
   set_num_threads(c.threads);
   set_log_quiet(c.quiet);
 }

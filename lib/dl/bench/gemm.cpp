@@ -24,9 +24,9 @@ namespace {
 
 int64_t parse_dim(const std::string& text, const std::string& item) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 9)
-    throw_usage("--sizes: '", item, "' is not a size (use N for N x N x N, or MxNxK, e.g. --sizes 1024,4096x4096x1024)");
+    throw_option_error("{sizes}: '", item, "' is not a size (use N for N x N x N, or MxNxK, e.g. {sizes} 1024,4096x4096x1024)");
   int64_t v = std::stoll(text);
-  if (v < 1) throw_usage("--sizes: '", item, "' has a zero dimension; every dimension must be at least 1");
+  if (v < 1) throw_option_error("{sizes}: '", item, "' has a zero dimension; every dimension must be at least 1");
   return v;
 }
 
@@ -104,7 +104,7 @@ std::vector<GemmShape> parse_gemm_sizes(const std::string& text) {
     std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     while (!item.empty() && item.front() == ' ') item.erase(item.begin());
     while (!item.empty() && item.back() == ' ') item.pop_back();
-    if (item.empty()) throw_usage("--sizes '", text, "': empty item (use e.g. --sizes 1024,4096 or 4096x4096x1024)");
+    if (item.empty()) throw_option_error("{sizes} '", text, "': empty item (use e.g. {sizes} 1024,4096 or 4096x4096x1024)");
     std::vector<std::string> dims;
     size_t p = 0;
     for (;;) {
@@ -119,7 +119,7 @@ std::vector<GemmShape> parse_gemm_sizes(const std::string& text) {
     } else if (dims.size() == 3) {
       out.push_back({parse_dim(dims[0], item), parse_dim(dims[1], item), parse_dim(dims[2], item)});
     } else {
-      throw_usage("--sizes: '", item, "' is neither N nor MxNxK (e.g. 4096 or 4096x4096x1024)");
+      throw_option_error("{sizes}: '", item, "' is neither N nor MxNxK (e.g. 4096 or 4096x4096x1024)");
     }
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -210,10 +210,10 @@ Report run_gemm(const GemmOptions& o, const CommonOptions& common) {
   for (const GemmShape& s : sizes) {
     if (s.m > std::numeric_limits<int>::max() || s.n > std::numeric_limits<int>::max() ||
         s.k > std::numeric_limits<int>::max())
-      throw_usage("--sizes ", s.m, "x", s.n, "x", s.k, ": a dimension exceeds the BLAS limit of 2^31 - 1");
+      throw_option_error("{sizes} ", s.m, "x", s.n, "x", s.k, ": a dimension exceeds the BLAS limit of 2^31 - 1");
     const double set_bytes = gemm_set_bytes(s, dtype, gpu);
     if (memory > 0 && set_bytes > 0.5 * memory)
-      throw_usage("--sizes ", s.m, "x", s.n, "x", s.k, " needs ", format_bytes(set_bytes), " of operands, more than half of ",
+      throw_option_error("{sizes} ", s.m, "x", s.n, "x", s.k, " needs ", format_bytes(set_bytes), " of operands, more than half of ",
                   gpu ? "the GPU's free memory, " : "this machine's memory, ", format_bytes(memory), "; choose smaller sizes");
     // Enough operand sets that they cannot all sit in the last-level cache (but at most a quarter of memory).
     int max_sets = memory > 0 ? static_cast<int>(std::max(1.0, 0.25 * memory / set_bytes)) : 1;
