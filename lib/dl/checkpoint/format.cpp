@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "dl/cli/app.hpp"
 #include "dl/io/crc32c.hpp"
+#include "dl/io/input_file.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/io/safetensors.hpp"
 
@@ -141,6 +143,162 @@ json checkpoint_manifest(const std::string& model_type, const TrainerState& stat
 // ---------------------------------------------------------------------------------------------
 // Finding and verifying.
 
+namespace {
+
+// Where a manifest field sits, for messages: "trainer_state.json: pieces[3].range".
+struct ManifestCheck {
+  std::string file;
+  template <class... Args>
+  [[noreturn]] void fail(const std::string& field, Args&&... why) const {
+    throw_usage(file, ": ", field, ": ", std::forward<Args>(why)..., " (a damaged or hand-edited checkpoint manifest)");
+  }
+  const json& object(const json& m, const std::string& key, const std::string& field) const {
+    auto it = m.find(key);
+    if (it == m.end() || !it->is_object()) fail(field, "missing or not a JSON object");
+    return *it;
+  }
+  int64_t integer(const json& v, const std::string& field, int64_t lo, int64_t hi) const {
+    if (!v.is_number_integer()) fail(field, "not an integer: ", v.dump());
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi) : v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+      fail(field, v.dump(), " is outside [", lo, ", ", hi, "]");
+    return v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
+  }
+  void optional_integer(const json& m, const std::string& key, const std::string& field, int64_t lo, int64_t hi) const {
+    if (m.contains(key)) integer(m[key], field, lo, hi);
+  }
+  void optional_unsigned(const json& m, const std::string& key, const std::string& field) const {
+    if (m.contains(key) && !m[key].is_number_unsigned() && !(m[key].is_number_integer() && m[key].get<int64_t>() >= 0))
+      fail(field, "not a non-negative integer: ", m[key].dump());
+  }
+  const std::string& string(const json& m, const std::string& key, const std::string& field) const {
+    auto it = m.find(key);
+    if (it == m.end() || !it->is_string()) fail(field, "missing or not a string");
+    return it->get_ref<const std::string&>();
+  }
+};
+
+constexpr int64_t kMaxI64 = std::numeric_limits<int64_t>::max();
+
+// A file named by the manifest must stay inside the checkpoint folder: relative, no "..", no
+// empty or "." parts, so neither the verifier nor the reader ever opens anything else.
+bool safe_relative_name(const std::string& name) {
+  if (name.empty() || name.front() == '/' || name.find('\0') != std::string::npos) return false;
+  for (const auto& part : fs::path(name)) {
+    const std::string p = part.string();
+    if (p.empty() || p == "." || p == "..") return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+json parse_checkpoint_manifest(std::string_view text, const fs::path& manifest_path) {
+  const ManifestCheck c{manifest_path.string()};
+  json m;
+  try {
+    m = json::parse(text);
+  } catch (const json::exception& e) {
+    throw_usage(c.file, ": not valid JSON (", e.what(), ")");
+  }
+  if (!m.is_object() || m.value("format", json()) != kFormat)
+    throw_usage(c.file, ": not a dlkit checkpoint manifest (no \"format\": \"", kFormat, "\")");
+  if (m.value("version", json()) != kFormatVersion)
+    throw_usage(c.file, ": checkpoint format version ", m.value("version", json()).dump(), ", this dlkit reads version ",
+                kFormatVersion);
+  if (m.contains("model_type")) c.string(m, "model_type", "model_type");
+  for (const char* key : {"step", "data_position", "tokens_seen"}) c.optional_integer(m, key, key, 0, kMaxI64);
+  if (m.contains("train_seconds") && !m["train_seconds"].is_number()) c.fail("train_seconds", "not a number");
+  if (m.contains("rng")) {
+    const json& r = c.object(m, "rng", "rng");
+    c.optional_unsigned(r, "key", "rng.key");
+    c.optional_unsigned(r, "index", "rng.index");
+  }
+  if (m.contains("loss_scale")) {
+    const json& ls = c.object(m, "loss_scale", "loss_scale");
+    if (ls.contains("scale") && !ls["scale"].is_number()) c.fail("loss_scale.scale", "not a number");
+    c.optional_integer(ls, "good_steps", "loss_scale.good_steps", 0, kMaxI64);
+    c.optional_integer(ls, "skipped_steps", "loss_scale.skipped_steps", 0, kMaxI64);
+  }
+  if (m.contains("optimizer")) {
+    const json& o = c.object(m, "optimizer", "optimizer");
+    if (o.contains("name")) c.string(o, "name", "optimizer.name");
+    c.optional_integer(o, "steps", "optimizer.steps", 0, kMaxI64);
+  }
+  if (m.contains("layout")) {
+    const json& l = c.object(m, "layout", "layout");
+    for (const char* key : {"world", "dp", "tp", "pp"}) c.optional_integer(l, key, str("layout.", key), 1, 1 << 20);
+    c.optional_integer(l, "zero", "layout.zero", 0, 3);
+  }
+
+  // Files: names inside the folder, sizes and checksums as numbers; their total bounds every tensor.
+  const json& files = c.object(m, "files", "files");
+  uint64_t total_bytes = 0;
+  for (const auto& [name, info] : files.items()) {
+    const std::string field = str("files[\"", name, "\"]");
+    if (!safe_relative_name(name))
+      c.fail(field, "names a file outside the checkpoint folder (absolute, empty, '.' or '..' parts)");
+    if (!info.is_object()) c.fail(field, "not a JSON object");
+    const uint64_t bytes = static_cast<uint64_t>(c.integer(info.value("bytes", json()), field + ".bytes", 0, kMaxI64));
+    c.integer(info.value("crc32c", json()), field + ".crc32c", 0, 0xffffffffLL);
+    if (__builtin_add_overflow(total_bytes, bytes, &total_bytes)) c.fail(field + ".bytes", "the files' sizes overflow");
+  }
+
+  // Tensors: shapes of non-negative sizes, a known dtype, no more bytes than the files hold.
+  const json& tensors = c.object(m, "tensors", "tensors");
+  for (const auto& [name, t] : tensors.items()) {
+    const std::string field = str("tensors[\"", name, "\"]");
+    if (!t.is_object()) c.fail(field, "not a JSON object");
+    auto sh = t.find("shape");
+    if (sh == t.end() || !sh->is_array()) c.fail(field + ".shape", "missing or not an array");
+    uint64_t bytes = 1;
+    for (const auto& d : *sh) {
+      uint64_t n = static_cast<uint64_t>(c.integer(d, field + ".shape", 0, kMaxI64));
+      if (__builtin_mul_overflow(bytes, n, &bytes)) c.fail(field + ".shape", sh->dump(), " has too many elements");
+    }
+    DType dt = DType::f32;
+    if (t.contains("dtype") && (!t["dtype"].is_string() || !parse_safetensors_dtype(t["dtype"].get<std::string>(), dt)))
+      c.fail(field + ".dtype", "not a known dtype: ", t["dtype"].dump());
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(dtype_size(dt)), &bytes) || bytes > total_bytes)
+      c.fail(field + ".shape", sh->dump(), " needs more bytes than the checkpoint's files hold (", total_bytes, ")");
+  }
+
+  // Pieces: each names a listed file, a listed tensor, a slice inside it and a flat range.
+  if (m.contains("pieces") && !m["pieces"].is_array()) c.fail("pieces", "not an array");
+  size_t i = 0;
+  for (const auto& p : m.value("pieces", json::array())) {
+    const std::string field = str("pieces[", i++, "]");
+    if (!p.is_object()) c.fail(field, "not a JSON object");
+    const std::string& name = c.string(p, "name", field + ".name");
+    c.string(p, "kind", field + ".kind");
+    c.string(p, "key", field + ".key");
+    const std::string& file = c.string(p, "file", field + ".file");
+    if (!files.contains(file)) c.fail(field + ".file", "'", file, "' is not in the manifest's \"files\"");
+    if (!tensors.contains(name)) c.fail(field + ".name", "'", name, "' is not in the manifest's \"tensors\"");
+    const json& shape = tensors[name]["shape"];
+    auto range = p.find("range");
+    if (range == p.end() || !range->is_array() || range->size() != 2) c.fail(field + ".range", "not [lo, hi]");
+    if (c.integer((*range)[0], field + ".range", 0, kMaxI64) > c.integer((*range)[1], field + ".range", 0, kMaxI64))
+      c.fail(field + ".range", range->dump(), " ends before it begins");
+    const json& slice = c.object(p, "slice", field + ".slice");
+    const int64_t dim = c.integer(slice.value("dim", json()), field + ".slice.dim", -1, static_cast<int64_t>(shape.size()) - 1);
+    if (dim < 0) continue;
+    const int64_t extent = shape[static_cast<size_t>(dim)].get<int64_t>();
+    auto segs = slice.find("segments");
+    if (segs == slice.end() || !segs->is_array()) c.fail(field + ".slice.segments", "missing or not an array");
+    for (const auto& seg : *segs) {
+      if (!seg.is_array() || seg.size() != 2) c.fail(field + ".slice.segments", "an entry is not [start, length]");
+      const int64_t start = c.integer(seg[0], field + ".slice.segments", 0, extent);
+      c.integer(seg[1], field + ".slice.segments", 0, extent - start);
+    }
+  }
+  return m;
+}
+
+json read_checkpoint_manifest(const fs::path& dir) {
+  const fs::path p = dir / kManifest;
+  return parse_checkpoint_manifest(read_input_file(p, "cannot read checkpoint manifest"), p);
+}
+
 std::vector<fs::path> list_checkpoints(const fs::path& root) {
   std::vector<std::pair<int64_t, fs::path>> found;
   std::error_code ec;
@@ -163,24 +321,19 @@ std::vector<fs::path> list_checkpoints(const fs::path& root) {
 std::string verify_checkpoint(const fs::path& dir) {
   json m;
   try {
-    m = read_json_file(dir / kManifest);
+    m = read_checkpoint_manifest(dir);
   } catch (const Error& e) {
     return e.what();
   }
-  if (m.value("format", "") != kFormat) return (dir / kManifest).string() + ": not a dlkit checkpoint manifest";
-  if (m.value("version", 0) != kFormatVersion)
-    return (dir / kManifest).string() + ": checkpoint format version " + std::to_string(m.value("version", 0)) +
-           ", this dlkit reads version " + std::to_string(kFormatVersion);
-  if (!m.contains("files") || !m["files"].is_object()) return (dir / kManifest).string() + ": no file list";
   for (const auto& [name, info] : m["files"].items()) {
     fs::path p = dir / name;
     std::error_code ec;
     if (!fs::exists(p, ec)) return p.string() + ": missing";
-    uint64_t bytes = info.value("bytes", uint64_t{0});
+    uint64_t bytes = info["bytes"].get<uint64_t>();
     if (fs::file_size(p, ec) != bytes)
       return p.string() + ": " + std::to_string(fs::file_size(p, ec)) + " bytes, the manifest says " +
              std::to_string(bytes) + " (truncated?)";
-    uint32_t want = info.value("crc32c", uint32_t{0});
+    uint32_t want = info["crc32c"].get<uint32_t>();
     uint32_t got = file_crc32c(p);
     if (got != want) {
       char buf[96];
@@ -219,11 +372,11 @@ struct CheckpointReader::Impl {
   }
 };
 
-CheckpointReader::CheckpointReader(const fs::path& dir) : dir_(dir), impl_(std::make_unique<Impl>()) {
-  impl_->manifest = read_json_file(dir / kManifest);
+CheckpointReader::CheckpointReader(const fs::path& dir) : CheckpointReader(dir, read_checkpoint_manifest(dir)) {}
+
+CheckpointReader::CheckpointReader(const fs::path& dir, json manifest) : dir_(dir), impl_(std::make_unique<Impl>()) {
+  impl_->manifest = std::move(manifest);
   const json& m = impl_->manifest;
-  if (m.value("format", "") != kFormat || m.value("version", 0) != kFormatVersion)
-    throw_usage((dir / kManifest).string(), ": not a dlkit checkpoint manifest of format version ", kFormatVersion);
   for (const auto& p : m.value("pieces", json::array()))
     impl_->pieces[p["name"].get<std::string>()][p["kind"].get<std::string>()].push_back(p);
 }
@@ -233,7 +386,7 @@ CheckpointReader::~CheckpointReader() = default;
 const json& CheckpointReader::manifest() const { return impl_->manifest; }
 
 CheckpointLayout CheckpointReader::layout() const {
-  const json& l = impl_->manifest["layout"];
+  const json l = impl_->manifest.value("layout", json::object());
   return {l.value("world", 1), l.value("dp", 1), l.value("tp", 1), l.value("pp", 1), l.value("zero", 0)};
 }
 

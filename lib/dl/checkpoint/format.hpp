@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -93,6 +94,14 @@ inline constexpr const char* kCheckpointManifest = "trainer_state.json";
 // RUN/checkpoints/: what dl-train sample and eval on the run read, and dl-shard merge copies.
 inline constexpr const char* kRunTokenizerDir = "tokenizer";
 
+// The manifest checked field by field before anything trusts it: format and version, numbers of
+// the right type and range, every listed file inside the checkpoint folder (no absolute path, no
+// ".."), every tensor no larger than the files hold, every piece naming a listed file and tensor
+// and a slice inside that tensor. Throws dl::Error(usage) naming `manifest_path` and the field.
+nlohmann::json parse_checkpoint_manifest(std::string_view text, const std::filesystem::path& manifest_path);
+// dir/trainer_state.json read (regular files only) and parsed as above.
+nlohmann::json read_checkpoint_manifest(const std::filesystem::path& dir);
+
 // Checkpoint directories under root, newest step first (complete ones only: the manifest exists).
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& root);
 
@@ -108,6 +117,8 @@ std::filesystem::path latest_good_checkpoint(const std::filesystem::path& root);
 class CheckpointReader {
  public:
   explicit CheckpointReader(const std::filesystem::path& dir);
+  // A manifest already read and checked by parse_checkpoint_manifest; files are read from `dir`.
+  CheckpointReader(const std::filesystem::path& dir, nlohmann::json manifest);
   ~CheckpointReader();
   const std::filesystem::path& dir() const { return dir_; }
   const nlohmann::json& manifest() const;

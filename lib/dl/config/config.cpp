@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -18,6 +17,7 @@
 #include "dl/config/hf_gpt2_config.hpp"
 #include "dl/config/schema.hpp"
 #include "dl/core/error.hpp"
+#include "dl/io/input_file.hpp"
 
 namespace dl {
 
@@ -632,11 +632,8 @@ Config load_config(const fs::path& file, const std::vector<std::string>& overrid
   auto st = fs::status(file, ec);
   if (!fs::exists(st)) throw_usage("config file not found: ", file.string());
   if (fs::is_directory(st)) throw_usage("config file is a directory: ", file.string());
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) throw_usage("cannot read config file ", file.string());
-  return parse_impl(text.str(), file.string(), fs::absolute(file).parent_path(), overrides);
+  const std::string text = read_input_file(file, "cannot read config file");
+  return parse_impl(text, file.string(), fs::absolute(file).parent_path(), overrides);
 }
 
 std::string toml_float(double x) { return format_float(x); }

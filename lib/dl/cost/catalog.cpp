@@ -4,12 +4,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "dl/core/error.hpp"
+#include "dl/io/input_file.hpp"
 #include "dl/io/csv.hpp"
 
 namespace dl::cost {
@@ -305,11 +305,7 @@ fs::path default_catalog_dir() {
 namespace {
 
 std::string read_text(const fs::path& p, const std::string& what) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw_usage(what, ": cannot read ", p.string());
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
+  return read_input_file(p, what + ": cannot read");
 }
 
 // A TOML file's top-level schema value, read without a TOML parser (first `schema = "..."`).

@@ -5,12 +5,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "dl/core/error.hpp"
+#include "dl/io/input_file.hpp"
 #include "dl/cost/catalog.hpp"
 #include "dl/io/csv.hpp"
 #include "dl/plan/gpus.hpp"
@@ -242,13 +242,7 @@ RelativeThroughput derive_relative_throughput(const std::vector<BenchmarkTable>&
 }
 
 RelativeThroughput load_relative_throughput(const std::vector<std::string>& paths, const std::string& reference) {
-  auto read = [](const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    if (!f) throw_usage("--throughput: cannot read ", p.string());
-    std::ostringstream os;
-    os << f.rdbuf();
-    return os.str();
-  };
+  auto read = [](const fs::path& p) { return read_input_file(p, "--throughput: cannot read"); };
   if (paths.empty()) {
     fs::path p = default_catalog_dir() / "relative-throughput.toml";
     return parse_relative_throughput_toml(read(p), p.string());

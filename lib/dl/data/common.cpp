@@ -9,23 +9,15 @@
 #include <unistd.h>
 
 #include "dl/data/sources.hpp"
+#include "dl/io/input_file.hpp"
 
 namespace dl::data {
 
 MappedFile::MappedFile(const std::string& path, std::string_view what) : path_(path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_usage(what, ": cannot open '", path, "': ", std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    throw_usage(what, ": cannot stat '", path, "': ", std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw_usage(what, ": '", path, "' is not a regular file");
-  }
-  size_ = static_cast<size_t>(st.st_size);
+  // Refuses FIFOs and devices (/dev/zero) without blocking: only a regular file is mapped.
+  uint64_t size = 0;
+  int fd = open_input_file(path, str(what, ": cannot open"), &size);
+  size_ = static_cast<size_t>(size);
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {

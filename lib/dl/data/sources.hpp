@@ -57,6 +57,15 @@ enum class Role { split, train, val };
 
 DataSplits open_addition(const DataConfig& data, int64_t block_size, uint64_t seed, Role role);
 DataSplits open_text(const std::string& pattern, const DataConfig& data, int64_t block_size, Role role);
+// The tokens of one shard's bytes (llm.c header or headerless uint16, as tokens.cpp describes),
+// checked against the header; `data` must be 2-byte aligned (a mapping is). Throws
+// dl::Error(usage) naming `what` and `path` when the header lies about the file.
+struct TokenShardView {
+  const uint16_t* tokens = nullptr;
+  int64_t n_tokens = 0;
+};
+TokenShardView parse_token_shard(const unsigned char* data, size_t size, const std::string& path,
+                                 const std::string& what);
 DataSplits open_tokens(const std::string& pattern, const DataConfig& data, int64_t block_size, Role role);
 // csv: both files are parsed together so that label ids and feature statistics agree;
 // `val_path` empty means "hold out data.val_fraction of `train_path`".

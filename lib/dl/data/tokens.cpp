@@ -46,34 +46,9 @@ struct ShardSet {
 Shard open_shard(const std::string& path, const std::string& what, int64_t T) {
   Shard s;
   s.file = std::make_unique<MappedFile>(path, what);
-  const size_t size = s.file->size();
-  const unsigned char* p = s.file->data();
-  int32_t first = 0;
-  if (size >= sizeof(int32_t)) std::memcpy(&first, p, sizeof first);
-  auto corrupt = [&](auto&&... why) { throw_usage(what, ": corrupt token shard '", path, "': ", why...); };
-  if (first == kShardMagic) {
-    if (size < kHeaderBytes)
-      corrupt("it starts with the llm.c magic ", kShardMagic, " but is only ", size, " bytes, shorter than the ",
-              kHeaderBytes, "-byte header");
-    int32_t header[3];
-    std::memcpy(header, p, sizeof header);
-    if (header[1] != kShardVersion) corrupt("header version is ", header[1], ", expected ", kShardVersion);
-    if (header[2] < 0) corrupt("header says ", header[2], " tokens");
-    const size_t body = size - kHeaderBytes;
-    if (body != 2 * static_cast<size_t>(header[2])) {
-      if (body % 2)
-        corrupt("header says ", header[2], " tokens but the file holds ", body / 2, " tokens and a stray byte");
-      corrupt("header says ", header[2], " tokens but the file holds ", body / 2);
-    }
-    s.tokens = reinterpret_cast<const uint16_t*>(p + kHeaderBytes);
-    s.n_tokens = header[2];
-  } else {
-    if (size % 2)
-      corrupt("a headerless uint16 token file must have an even size, but it has ", size,
-              " bytes (an llm.c shard would start with the magic ", kShardMagic, ")");
-    s.tokens = reinterpret_cast<const uint16_t*>(p);
-    s.n_tokens = static_cast<int64_t>(size / 2);
-  }
+  TokenShardView view = parse_token_shard(s.file->data(), s.file->size(), path, what);
+  s.tokens = view.tokens;
+  s.n_tokens = view.n_tokens;
   s.windows = s.n_tokens >= T + 1 ? (s.n_tokens - 1) / T : 0;
   return s;
 }
@@ -122,6 +97,37 @@ class TokenDataset final : public SequenceDataset {
 };
 
 }  // namespace
+
+TokenShardView parse_token_shard(const unsigned char* p, size_t size, const std::string& path, const std::string& what) {
+  int32_t first = 0;
+  if (size >= sizeof(int32_t)) std::memcpy(&first, p, sizeof first);
+  auto corrupt = [&](auto&&... why) { throw_usage(what, ": corrupt token shard '", path, "': ", why...); };
+  TokenShardView view;
+  if (first == kShardMagic) {
+    if (size < kHeaderBytes)
+      corrupt("it starts with the llm.c magic ", kShardMagic, " but is only ", size, " bytes, shorter than the ",
+              kHeaderBytes, "-byte header");
+    int32_t header[3];
+    std::memcpy(header, p, sizeof header);
+    if (header[1] != kShardVersion) corrupt("header version is ", header[1], ", expected ", kShardVersion);
+    if (header[2] < 0) corrupt("header says ", header[2], " tokens");
+    const size_t body = size - kHeaderBytes;
+    if (body != 2 * static_cast<size_t>(header[2])) {
+      if (body % 2)
+        corrupt("header says ", header[2], " tokens but the file holds ", body / 2, " tokens and a stray byte");
+      corrupt("header says ", header[2], " tokens but the file holds ", body / 2);
+    }
+    view.tokens = reinterpret_cast<const uint16_t*>(p + kHeaderBytes);
+    view.n_tokens = header[2];
+  } else {
+    if (size % 2)
+      corrupt("a headerless uint16 token file must have an even size, but it has ", size,
+              " bytes (an llm.c shard would start with the magic ", kShardMagic, ")");
+    view.tokens = reinterpret_cast<const uint16_t*>(p);
+    view.n_tokens = static_cast<int64_t>(size / 2);
+  }
+  return view;
+}
 
 DataSplits open_tokens(const std::string& pattern, const DataConfig& data, int64_t block_size, Role role) {
   auto set = open_shards(pattern, block_size);

@@ -175,8 +175,9 @@ int envlock_sync(const SyncArgs& a, std::ostream& out) {
   if (a.dry_run && a.yes) throw_usage("--dry-run and --yes contradict each other: choose one");
   LockRead lr = read_lock(a.lock);
   warn_hash(a.lock, lr);
+  check_sync_lock(lr.lock, a.lock);  // hostile names are refused before dpkg-query sees them
   auto installed = installed_deb_versions(sync_packages(lr.lock), a.probe_timeout_s);
-  SyncPlan plan = plan_sync(lr.lock, installed, ::geteuid() == 0);
+  SyncPlan plan = plan_sync(lr.lock, installed, ::geteuid() == 0, a.lock);
   out << render_sync_plan(plan, a.lock, fmt);
   out.flush();
   if (a.dry_run || plan.apt_argv.empty()) return kExitOk;

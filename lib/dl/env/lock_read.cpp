@@ -1,13 +1,13 @@
 // Reading TOML: lock files and constraint files. The only translation unit of dl/env that
 // includes toml++.
 #include <algorithm>
-#include <fstream>
 #include <set>
 #include <sstream>
 
 #include <toml++/toml.h>
 
 #include "dl/core/error.hpp"
+#include "dl/io/input_file.hpp"
 #include "dl/env/lock.hpp"
 #include "dl/env/resolve.hpp"
 
@@ -16,15 +16,7 @@ namespace dl {
 namespace {
 
 std::string read_text(const std::filesystem::path& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    std::error_code ec;
-    bool exists = std::filesystem::exists(path, ec);
-    throw_usage("cannot read ", what, " ", path.string(), ": ", exists ? "permission denied or not a file" : "no such file");
-  }
-  std::ostringstream os;
-  os << f.rdbuf();
-  return os.str();
+  return read_input_file(path, str("cannot read ", what));
 }
 
 std::string at(std::string_view source, const toml::source_region& r) {

@@ -3,12 +3,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "dl/core/error.hpp"
 #include "dl/env/dpkg_version.hpp"
+#include "dl/env/pep440.hpp"
 #include "dl/env/process.hpp"
 #include "dl/env/snapshot.hpp"
 
@@ -53,6 +57,53 @@ bool manual_candidate(const Component& c) {
   return top == "driver" || (top == "cuda" && c.path.size() == 2) || ((top == "blas" || top == "comm" || top == "lib") && c.path.size() == 2);
 }
 
+// Debian Policy 5.6.1: lowercase letters, digits, '+', '-', '.', starting with a letter or
+// digit, at least two characters; dpkg adds an optional ":arch".
+bool debian_package_name(const std::string& s) {
+  const size_t colon = s.find(':');
+  const std::string name = s.substr(0, colon);
+  auto name_char = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '-' || c == '.'; };
+  if (name.size() < 2 || !std::isalnum(static_cast<unsigned char>(name[0])) || !std::all_of(name.begin(), name.end(), name_char))
+    return false;
+  if (colon == std::string::npos) return true;
+  const std::string arch = s.substr(colon + 1);
+  return !arch.empty() && std::all_of(arch.begin(), arch.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+// Debian versions use letters, digits and . + ~ : - only (Policy 5.6.12), and start with a digit.
+bool debian_version(const std::string& v) {
+  return !v.empty() && std::isdigit(static_cast<unsigned char>(v[0])) && valid_dpkg_version(v) &&
+         std::all_of(v.begin(), v.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || std::strchr(".+~:-", c); });
+}
+
+// PEP 508 names: letters, digits, '.', '_', '-', starting and ending with a letter or digit.
+bool python_package_name(const std::string& s) {
+  return !s.empty() && std::isalnum(static_cast<unsigned char>(s.front())) && std::isalnum(static_cast<unsigned char>(s.back())) &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._-", c); });
+}
+
+bool has_control_char(const std::string& s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+// Lock text shown in '#' comment lines, with control characters escaped so that no line break
+// in a hand-edited lock can end the comment and leave a command on a line of its own.
+std::string comment_text(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<std::string> SyncPlan::command() const {
@@ -88,7 +139,31 @@ std::map<std::string, std::string> installed_deb_versions(const std::vector<std:
   return out;
 }
 
-SyncPlan plan_sync(const Lock& lock, const std::map<std::string, std::string>& installed, bool is_root) {
+void check_sync_lock(const Lock& lock, const std::string& lock_name) {
+  // Every name and version that reaches an argv is checked first: no shell ever sees them, but
+  // a name like "-oAPT::..." would still be an option to apt-get, and "x\nrm -rf ~" would break
+  // the printed listing.
+  auto refuse = [&](const Component& c, const std::string& what, const std::string& value, const char* rule) {
+    throw_usage(lock_name, c.line ? str(":", c.line) : "", ": ", c.key(), ": ", what, " ", nlohmann::json(value).dump(),
+                " is not ", rule, "; dl-envlock sync will not pass it to apt-get or pip (fix or remove the entry)");
+  };
+  for (const auto& c : lock.components) {
+    std::string pkg, ver;
+    if (apt_pin(c, pkg, ver)) {
+      if (!debian_package_name(pkg))
+        refuse(c, "package", pkg, "a Debian package name (a-z, 0-9, '+', '-', '.', optionally :arch)");
+      if (!debian_version(ver)) refuse(c, "version", ver, "a Debian version (0-9, A-Z, a-z, '.', '+', '~', ':', '-')");
+    } else if (c.path.size() == 4 && c.path[0] == "python" && c.path[2] == "packages" && real_version(c.version)) {
+      if (has_control_char(c.path[1])) refuse(c, "interpreter", c.path[1], "a path without control characters");
+      if (!python_package_name(c.path[3])) refuse(c, "package", c.path[3], "a Python package name (PEP 508)");
+      if (!parse_pep440(c.version)) refuse(c, "version", c.version, "a PEP 440 version");
+    }
+  }
+}
+
+SyncPlan plan_sync(const Lock& lock, const std::map<std::string, std::string>& installed, bool is_root,
+                   const std::string& lock_name) {
+  check_sync_lock(lock, lock_name);
   SyncPlan plan;
   std::vector<std::string> pins;
   std::set<std::string> pinned;
@@ -181,18 +256,19 @@ std::string render_sync_plan(const SyncPlan& plan, const std::string& lock_name,
     items("manual", plan.manual);
     return out;
   }
-  std::string out = "# dl-envlock sync plan for " + lock_name + "\n";
+  std::string out = "# dl-envlock sync plan for " + comment_text(lock_name) + "\n";
   out += str("# Debian packages: ", plan.install.size(), " to install or change, ", plan.satisfied.size(),
              " already at the locked version\n");
-  for (const auto& i : plan.install) out += "#   " + i.component + " " + i.version + " (" + i.detail + ")\n";
+  for (const auto& i : plan.install)
+    out += "#   " + comment_text(i.component + " " + i.version + " (" + i.detail + ")") + "\n";
   if (!plan.apt_argv.empty()) out += shell_quote_command(plan.command()) + "\n";
   for (const auto& [py, argv] : plan.pip) {
-    out += "# Python packages of " + py + " (dl-envlock prints this command but never runs it):\n";
+    out += "# Python packages of " + comment_text(py) + " (dl-envlock prints this command but never runs it):\n";
     out += shell_quote_command(argv) + "\n";
   }
   if (!plan.manual.empty()) {
     out += "# Cannot install (do these by hand):\n";
-    for (const auto& i : plan.manual) out += "#   " + i.component + " " + i.version + ": " + i.detail + "\n";
+    for (const auto& i : plan.manual) out += "#   " + comment_text(i.component + " " + i.version + ": " + i.detail) + "\n";
   }
   return out;
 }

@@ -32,8 +32,14 @@ struct SyncPlan {
   std::vector<std::string> command() const;  // apt_argv with sudo in front when needed
 };
 
-// installed: Debian package -> installed version ("" or absent when not installed).
-SyncPlan plan_sync(const Lock& lock, const std::map<std::string, std::string>& installed, bool is_root);
+// Throws dl::Error(usage) naming lock_name, the line and the component when a package name or
+// version that would reach apt-get's or pip's argv is not a valid Debian / PEP 508 name or
+// version (shell syntax, a leading '-', a line break).
+void check_sync_lock(const Lock& lock, const std::string& lock_name);
+// installed: Debian package -> installed version ("" or absent when not installed). Checks the
+// lock first (check_sync_lock).
+SyncPlan plan_sync(const Lock& lock, const std::map<std::string, std::string>& installed, bool is_root,
+                   const std::string& lock_name = "the lock");
 // The Debian packages a plan for this lock would pin (to look up their installed versions).
 std::vector<std::string> sync_packages(const Lock& lock);
 // dpkg-query -W for those packages; missing ones are left out.

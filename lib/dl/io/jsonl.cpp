@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
-#include <fstream>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dl/core/error.hpp"
+#include "dl/io/input_file.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/file_ops.hpp"
 
@@ -25,18 +25,7 @@ struct JsonlLine {
   nlohmann::json value;
 };
 
-std::string read_whole(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    std::error_code ec;
-    if (!fs::exists(path, ec)) throw_usage("cannot open ", path.string(), ": no such file");
-    throw_runtime("cannot open ", path.string(), ": ", std::strerror(errno));
-  }
-  std::ostringstream os;
-  os << in.rdbuf();
-  if (in.bad()) throw_runtime("cannot read ", path.string());
-  return os.str();
-}
+std::string read_whole(const fs::path& path) { return read_input_file(path, "cannot open"); }
 
 bool is_blank(const std::string& s) { return s.find_first_not_of(" \t\r") == std::string::npos; }
 
@@ -142,10 +131,9 @@ void JsonlWriter::write_ordered(const nlohmann::ordered_json& record) {
 }
 
 nlohmann::json read_json_file(const std::filesystem::path& path) {
-  std::ifstream f(path);
-  if (!f) throw_usage("cannot read ", path.string());
+  const std::string text = read_input_file(path, "cannot read");
   try {
-    return nlohmann::json::parse(f);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw_usage(path.string(), ": not valid JSON (", e.what(), ")");
   }

@@ -13,6 +13,7 @@
 #include "dl/core/error.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/crc32c.hpp"
+#include "dl/io/input_file.hpp"
 
 namespace dl {
 
@@ -283,95 +284,105 @@ void SafetensorsReader::close() noexcept {
   file_size_ = header_len_ = 0;
 }
 
-void SafetensorsReader::open(const fs::path& path) {
-  close();
-  path_ = path;
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) {
-    int err = errno;
-    // A missing or unreadable file was named by the user: exit 2 tells them to fix the path.
-    if (err == ENOENT || err == EACCES || err == ENOTDIR || err == EISDIR)
-      throw_usage("cannot open ", path.string(), ": ", std::strerror(err));
-    throw_runtime("cannot open ", path.string(), ": ", std::strerror(err));
-  }
-  try {
-    struct stat st {};
-    if (::fstat(fd_, &st) != 0) throw_runtime("cannot stat ", path.string(), ": ", std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) throw_usage(path.string(), ": not a regular file");
-    file_size_ = static_cast<uint64_t>(st.st_size);
+namespace {
 
-    if (file_size_ < 8)
-      corrupt(path, "the file is ", file_size_, " bytes, too short for the 8-byte header length");
-    std::array<unsigned char, 8> len{};
-    read_at(0, len.data(), len.size(), "the header length");
-    header_len_ = get_u64_le(len.data());
-    if (header_len_ > file_size_ - 8)
-      corrupt(path, "the header length field says ", header_len_, " bytes but the file has only ",
-              file_size_ - 8, " bytes after it (truncated file?)");
-    if (header_len_ > kMaxHeaderBytes)
-      corrupt(path, "the header length ", header_len_, " is over the ", kMaxHeaderBytes, "-byte limit");
-
-    std::string header(header_len_, '\0');
-    read_at(8, header.data(), header.size(), "the header");
-    parse_header(header);
-  } catch (...) {
-    close();
-    throw;
-  }
+// The header length field against the file's size; returns it.
+uint64_t checked_header_length(const fs::path& path, const unsigned char* len_field, uint64_t file_size) {
+  const uint64_t header_len = get_u64_le(len_field);
+  if (header_len > file_size - 8)
+    corrupt(path, "the header length field says ", header_len, " bytes but the file has only ", file_size - 8,
+            " bytes after it (truncated file?)");
+  if (header_len > kMaxHeaderBytes)
+    corrupt(path, "the header length ", header_len, " is over the ", kMaxHeaderBytes, "-byte limit");
+  return header_len;
 }
 
-void SafetensorsReader::parse_header(const std::string& header) {
+}  // namespace
+
+SafetensorsHeader parse_safetensors_header(std::string_view header, uint64_t data_bytes, const fs::path& path) {
   if (header.empty() || header[0] != '{')
-    corrupt(path_, "the JSON header does not start with '{'");
+    corrupt(path, "the JSON header does not start with '{'");
   ojson h;
   try {
     h = ojson::parse(header);  // trailing padding spaces are JSON whitespace
   } catch (const ojson::parse_error& e) {
-    corrupt(path_, "the header is not valid JSON (at byte ", e.byte, " of ", header.size(), ")");
+    corrupt(path, "the header is not valid JSON (at byte ", e.byte, " of ", header.size(), ")");
   }
-  if (!h.is_object()) corrupt(path_, "the header is not a JSON object");
+  if (!h.is_object()) corrupt(path, "the header is not a JSON object");
 
+  SafetensorsHeader out;
   for (const auto& [key, value] : h.items()) {
     if (key == "__metadata__") {
-      if (!value.is_object()) corrupt(path_, "\"__metadata__\" is not a JSON object");
+      if (!value.is_object()) corrupt(path, "\"__metadata__\" is not a JSON object");
       for (const auto& [mk, mv] : value.items()) {
-        if (!mv.is_string()) corrupt(path_, "\"__metadata__\" entry '", mk, "' is not a string");
-        metadata_[mk] = mv.get<std::string>();
+        if (!mv.is_string()) corrupt(path, "\"__metadata__\" entry '", mk, "' is not a string");
+        out.metadata[mk] = mv.get<std::string>();
       }
       continue;
     }
-    infos_.push_back(parse_entry(path_, key, value));
+    out.tensors.push_back(parse_entry(path, key, value));
   }
 
   // File order is data order. stable_sort keeps header order among zero-byte tensors at one offset.
-  std::stable_sort(infos_.begin(), infos_.end(), [](const SafetensorsInfo& a, const SafetensorsInfo& b) {
+  auto& infos = out.tensors;
+  std::stable_sort(infos.begin(), infos.end(), [](const SafetensorsInfo& a, const SafetensorsInfo& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
   uint64_t expected = 0;
   const SafetensorsInfo* prev = nullptr;
-  for (const auto& t : infos_) {
+  for (const auto& t : infos) {
     if (t.begin > expected) {
       if (prev)
-        corrupt(path_, "tensor '", t.name, "': data_offsets [", t.begin, ", ", t.end, "] leave bytes [",
+        corrupt(path, "tensor '", t.name, "': data_offsets [", t.begin, ", ", t.end, "] leave bytes [",
                 expected, ", ", t.begin, ") after tensor '", prev->name, "' unused (offsets must be contiguous)");
-      corrupt(path_, "tensor '", t.name, "': data_offsets [", t.begin, ", ", t.end,
+      corrupt(path, "tensor '", t.name, "': data_offsets [", t.begin, ", ", t.end,
               "] but the first tensor must start at offset 0");
     }
     if (t.begin < expected)
-      corrupt(path_, "tensor '", t.name, "': data_offsets [", t.begin, ", ", t.end, "] overlap tensor '",
+      corrupt(path, "tensor '", t.name, "': data_offsets [", t.begin, ", ", t.end, "] overlap tensor '",
               prev->name, "' at [", prev->begin, ", ", prev->end, "]");
     expected = t.end;
     prev = &t;
   }
-  const uint64_t data_len = file_size_ - 8 - header_len_;
-  if (data_len < expected)
-    corrupt(path_, "the data section holds ", data_len, " bytes but the header describes ", expected,
+  if (data_bytes < expected)
+    corrupt(path, "the data section holds ", data_bytes, " bytes but the header describes ", expected,
             " (the file is truncated)");
-  if (data_len > expected)
-    corrupt(path_, "the file has ", data_len - expected, " bytes after the last tensor (header describes ",
-            expected, " data bytes, the file holds ", data_len, ")");
+  if (data_bytes > expected)
+    corrupt(path, "the file has ", data_bytes - expected, " bytes after the last tensor (header describes ",
+            expected, " data bytes, the file holds ", data_bytes, ")");
+  return out;
+}
 
-  for (size_t i = 0; i < infos_.size(); ++i) index_[infos_[i].name] = i;
+SafetensorsHeader parse_safetensors(std::string_view file, const fs::path& path) {
+  if (file.size() < 8)
+    corrupt(path, "the file is ", file.size(), " bytes, too short for the 8-byte header length");
+  const auto* bytes = reinterpret_cast<const unsigned char*>(file.data());
+  const uint64_t header_len = checked_header_length(path, bytes, file.size());
+  return parse_safetensors_header(file.substr(8, header_len), file.size() - 8 - header_len, path);
+}
+
+void SafetensorsReader::open(const fs::path& path) {
+  close();
+  path_ = path;
+  // A missing, unreadable or non-regular file (a FIFO, /dev/zero) was named by the user: exit 2
+  // tells them to fix the path; the open never waits on a FIFO.
+  fd_ = open_input_file(path, "cannot open", &file_size_);
+  try {
+    if (file_size_ < 8)
+      corrupt(path, "the file is ", file_size_, " bytes, too short for the 8-byte header length");
+    std::array<unsigned char, 8> len{};
+    read_at(0, len.data(), len.size(), "the header length");
+    header_len_ = checked_header_length(path, len.data(), file_size_);
+    std::string header(header_len_, '\0');
+    read_at(8, header.data(), header.size(), "the header");
+    SafetensorsHeader parsed = parse_safetensors_header(header, file_size_ - 8 - header_len_, path_);
+    infos_ = std::move(parsed.tensors);
+    metadata_ = std::move(parsed.metadata);
+    for (size_t i = 0; i < infos_.size(); ++i) index_[infos_[i].name] = i;
+  } catch (...) {
+    close();
+    throw;
+  }
 }
 
 std::vector<std::string> SafetensorsReader::names() const {

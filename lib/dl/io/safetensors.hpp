@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -98,6 +99,19 @@ struct SafetensorsInfo {
   uint64_t nbytes() const { return end - begin; }
 };
 
+// A validated header: the tensors in file order (by data offset) and the metadata.
+struct SafetensorsHeader {
+  std::vector<SafetensorsInfo> tensors;
+  SafetensorsMetadata metadata;
+};
+// Checks the JSON header of a file whose data section holds `data_bytes` bytes: every entry's
+// dtype, shape and offsets, offsets contiguous from 0 and covering the data exactly. Throws
+// dl::Error(usage) naming `path` and the tensor. SafetensorsReader::open applies it to a file.
+SafetensorsHeader parse_safetensors_header(std::string_view header, uint64_t data_bytes,
+                                           const std::filesystem::path& path);
+// The same for a whole file held in memory (length field, header, data size).
+SafetensorsHeader parse_safetensors(std::string_view file, const std::filesystem::path& path);
+
 // Reads tensors one at a time with pread, so a file larger than memory can be loaded piecewise.
 // open() validates the whole header against the format (and the file size) up front; any
 // violation is a dl::Error(usage) naming the file and, where there is one, the tensor.
@@ -132,7 +146,6 @@ class SafetensorsReader {
   uint32_t crc32c_of_file() const;
 
  private:
-  void parse_header(const std::string& header);
   void read_at(uint64_t offset, void* dst, size_t n, const std::string& what) const;
 
   std::filesystem::path path_;

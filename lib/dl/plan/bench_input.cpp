@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -14,6 +13,7 @@
 
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
+#include "dl/io/input_file.hpp"
 #include "dl/io/csv.hpp"
 #include "dl/plan/gpus.hpp"
 
@@ -140,10 +140,7 @@ std::vector<json> read_bench_rows(const std::string& path) {
     os << std::cin.rdbuf();
     return parse_bench_rows(os.str(), "stdin");
   }
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw_usage("--bench: cannot read ", path);
-  os << f.rdbuf();
-  return parse_bench_rows(os.str(), path);
+  return parse_bench_rows(read_input_file(path, "--bench: cannot read"), path);
 }
 
 BenchSummary summarize_bench(const std::vector<json>& all_rows, Precision precision,

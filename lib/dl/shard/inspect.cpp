@@ -104,9 +104,8 @@ bool is_safetensors(const fs::path& p) { return p.extension() == ".safetensors";
 void inspect_checkpoint(const fs::path& dir, Inspection& ins) {
   ins.kind = "checkpoint";
   const fs::path mpath = dir / kManifest;
-  json m = read_json_file(mpath);
-  if (m.value("format", "") != "dlkit-checkpoint")
-    throw_usage(mpath.string(), ": not a dlkit checkpoint manifest (format is not \"dlkit-checkpoint\")");
+  // Checked field by field first: a file named outside the folder is never opened.
+  json m = read_checkpoint_manifest(dir);
   ins.step = m.value("step", int64_t{-1});
   ins.model_type = m.value("model_type", "");
   if (m.contains("layout") && m["layout"].is_object()) {
