@@ -5,7 +5,7 @@
 # logs stay in build-gpu/gpu-check/, and with $OUT set (the device runner's output folder, which
 # returns at most 8 files) the table, the JSON summaries and one logs archive are copied there.
 #
-#   STAGES="build test train ranks long" scripts/gpu-check.sh             # one device call
+#   STAGES="build ops test train ranks long" scripts/gpu-check.sh         # one device call
 #   STAGES="memory dlbench torch kernels bench" scripts/gpu-check.sh      # the next, reusing build-gpu/
 #   SANITIZE=1 STAGES="test" scripts/gpu-check.sh                         # a later call: compute-sanitizer
 #   scripts/gpu-check.sh                                                  # every stage: over 10 minutes
@@ -20,7 +20,10 @@
 #
 # Stages (issue numbers in brackets):
 #   build    configure + build in $BUILD (DL_CUDA=ON, sm_90 unless CMAKE_CUDA_ARCHITECTURES is set)
-#   test     tests/cuda: every op against the CPU in f64, the whole GPT against PyTorch on the GPU [4]
+#   ops      backend-ops test: every Backend op on the GPU (and the CPU) against the CPU in f64, in
+#            f32, bf16, f16 (again with DL_CUDA_ATTENTION=simt for attention); then backend-ops perf
+#            on the GPU: the per-kernel table (time per call, GFLOP/s or GB/s), backend-ops-perf.tsv [18]
+#   test     tests/cuda: determinism, the whole GPT against the CPU in f64 and PyTorch on the GPU [4]
 #   train    20 steps of configs/text.toml: GPU fp32 vs CPU (1e-4), GPU bf16 and fp16 vs CPU fp32 (2%) [4]
 #   ranks    dp=2 with ZeRO 0-3, two ranks on the one GPU, against one rank (1e-5) [4]
 #   long     500 steps in bf16 and fp32 on the GPU: mean loss of the last 20 steps within 2% [4]
@@ -36,7 +39,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 BUILD=${BUILD:-build-gpu}
-STAGES=${STAGES:-"build test train ranks long memory dlbench torch kernels bench"}
+STAGES=${STAGES:-"build ops test train ranks long memory dlbench torch kernels bench"}
 JOBS=${JOBS:-$(nproc)}
 DEADLINE=${DEADLINE:-570}
 START=$(date +%s)
@@ -101,7 +104,7 @@ finish() {
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
     # At most 8 files come back from $OUT, each under 16 MiB: the table, the summaries, one archive.
     cp "$LOGS/table.txt" "$OUT/gpu-check-table.txt"
-    for f in dlbench-vs-torch.json gpt2-124m-vs-torch.json kernels.json kernels.txt; do
+    for f in backend-ops-perf.tsv dlbench-vs-torch.json gpt2-124m-vs-torch.json kernels.json kernels.txt; do
       [ -f "$LOGS/$f" ] && cp "$LOGS/$f" "$OUT/$f"
     done
     tar -C "$LOGS" --exclude=checkpoints --exclude='*.safetensors' --exclude='events.out.tfevents*' \
@@ -178,7 +181,7 @@ if want build; then
     elif ! grep -q 'dlkit: CUDA backend ON' "$LOGS/configure.log"; then
       row build FAIL "configured without the CUDA backend (no nvcc on the PATH?): $(grep -m1 'dlkit: ' "$LOGS/configure.log")"
     else
-      run_for 420 cmake --build "$BUILD" -j "$JOBS" --target dl-train dl-bench dl-shard test_cuda > "$LOGS/build.log" 2>&1
+      run_for 420 cmake --build "$BUILD" -j "$JOBS" --target dl-train dl-bench dl-shard test_cuda backend-ops > "$LOGS/build.log" 2>&1
       rc=$?
       if [ $rc = 0 ]; then
         build_failed=0
@@ -192,12 +195,55 @@ if want build; then
   fi
 fi
 
-# --- test: every op against the CPU backend in f64 -----------------------------------------------
+# --- ops: backend-ops, every op against the CPU backend in f64, then its per-kernel table ---------
+if want ops && need ops backend-ops; then
+  note "backend-ops test on every backend this machine has, then backend-ops perf on the GPU"
+  run_for 150 "$BUILD/bin/backend-ops" test > "$LOGS/backend-ops-test.txt" 2> "$LOGS/backend-ops-test.err"
+  rc=$?
+  summary=$(grep -m1 -o '[0-9]* runs.*' "$LOGS/backend-ops-test.err")
+  backends=$(grep -m1 -o 'backends .*' "$LOGS/backend-ops-test.err")
+  if [ $rc != 0 ]; then
+    row ops FAIL "${summary:-$(why $rc "$LOGS/backend-ops-test.err")}; first: $(grep -m1 ' FAIL' "$LOGS/backend-ops-test.txt" | tr -s ' ' | cut -c1-200) (backend-ops-test.txt)"
+    if [ $rc != 124 ] && [ $rc != 137 ]; then
+      # Kernels run asynchronously: rerun synchronizing after every op so a fault names its op.
+      run_for 120 env DL_CUDA_SYNC=1 "$BUILD/bin/backend-ops" test > "$LOGS/backend-ops-test-sync.txt" 2>&1
+      note "DL_CUDA_SYNC=1 rerun: backend-ops-test-sync.txt"
+    fi
+  elif [ "$gpus" -ge 1 ] && [[ $backends != *cuda* ]]; then
+    row ops FAIL "a GPU is here but backend-ops did not select it: $backends"
+  elif [ "$gpus" -ge 1 ]; then
+    row ops ok "$summary; $backends"
+  else
+    row ops skip "no GPU: $summary; $backends"
+  fi
+  if [ "$gpus" -ge 1 ]; then
+    # The bf16/f16 attention takes the tensor-core kernels at head sizes 32, 64 and 128; the f32
+    # (SIMT) kernels must pass those cases too.
+    run_for 60 env DL_CUDA_ATTENTION=simt "$BUILD/bin/backend-ops" test -b cuda -o attention_forward,attention_backward \
+      > "$LOGS/backend-ops-simt.txt" 2> "$LOGS/backend-ops-simt.err"
+    rc=$?
+    if [ $rc = 0 ]; then
+      row ops ok "DL_CUDA_ATTENTION=simt: $(grep -m1 -o '[0-9]* runs.*' "$LOGS/backend-ops-simt.err")"
+    else
+      row ops FAIL "DL_CUDA_ATTENTION=simt: $(why $rc "$LOGS/backend-ops-simt.err") (backend-ops-simt.txt)"
+    fi
+    run_for 240 "$BUILD/bin/backend-ops" perf -b cuda > "$LOGS/backend-ops-perf.tsv" 2> "$LOGS/backend-ops-perf.err"
+    rc=$?
+    if [ $rc = 0 ]; then
+      row perf ok "$(($(wc -l < "$LOGS/backend-ops-perf.tsv") - 1)) op timings (backend-ops-perf.tsv)"
+      { column -t -s $'\t' "$LOGS/backend-ops-perf.tsv" 2> /dev/null || cat "$LOGS/backend-ops-perf.tsv"; } >&2
+    else
+      row perf FAIL "$(why $rc "$LOGS/backend-ops-perf.err") (backend-ops-perf.tsv)"
+    fi
+  fi
+fi
+
+# --- test: the CUDA backend's properties beyond single ops, the GPT against PyTorch ----------------
 # The GPU machine's PyTorch (the parity test runs it on the GPU): python3 on the PATH there.
 DL_TORCH_PYTHON=${DL_TORCH_PYTHON:-$(command -v python3)}
 export DL_TORCH_PYTHON
-if want test && need test test_cuda; then
-  note "kernel tests and the GPT against PyTorch on the GPU (tests/cuda; PyTorch: $DL_TORCH_PYTHON)"
+if want test && need test test_cuda backend-ops; then
+  note "CUDA backend tests and the GPT against PyTorch on the GPU (tests/cuda; PyTorch: $DL_TORCH_PYTHON)"
   run_for 300 "$BUILD/bin/test_cuda" > "$LOGS/test_cuda.log" 2>&1
   rc=$?
   summary=$(grep -m1 'test cases:' "$LOGS/test_cuda.log")
@@ -216,27 +262,17 @@ if want test && need test test_cuda; then
       note "DL_CUDA_SYNC=1 rerun: test_cuda_sync.log"
     fi
   fi
-  # The run above takes the tensor-core attention for bf16/f16 at head sizes 32/64/128; the f32
-  # (SIMT) attention kernels must keep passing on those cases too (DL_CUDA_ATTENTION=simt).
-  run_for 120 env DL_CUDA_ATTENTION=simt "$BUILD/bin/test_cuda" --test-case='*attention*' > "$LOGS/test_cuda_simt.log" 2>&1
-  rc=$?
-  if [ $rc = 0 ]; then
-    row test ok "DL_CUDA_ATTENTION=simt: $(grep -m1 'test cases:' "$LOGS/test_cuda_simt.log")"
-  else
-    row test FAIL "DL_CUDA_ATTENTION=simt: $(why $rc "$LOGS/test_cuda_simt.log") (test_cuda_simt.log)"
-  fi
   if [ "${SANITIZE:-0}" = 1 ]; then
     if command -v compute-sanitizer > /dev/null; then
       # The arena is one cudaMalloc: memcheck sees accesses outside it, not between its blocks.
-      # The tests that start other processes (PyTorch, dl-bench) are left out: under the sanitizer
-      # they would take minutes and check nothing of dlkit's kernels.
-      note "compute-sanitizer memcheck + racecheck over the kernel tests"
-      only_kernels=(--test-case-exclude='*PyTorch*,*dl-bench collective*')
-      run_for 240 compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/bin/test_cuda" "${only_kernels[@]}" \
+      # backend-ops runs every kernel in every dtype; the tests that start other processes
+      # (PyTorch, dl-bench) would take minutes under the sanitizer and check no kernel of ours.
+      note "compute-sanitizer memcheck + racecheck over backend-ops test on the GPU"
+      run_for 240 compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/bin/backend-ops" test -b cuda \
         > "$LOGS/memcheck.log" 2>&1
       rc=$?
       if [ $rc = 0 ]; then row memcheck ok "no errors"; else row memcheck FAIL "$(why $rc "$LOGS/memcheck.log") (memcheck.log)"; fi
-      run_for 240 compute-sanitizer --tool racecheck --error-exitcode 1 "$BUILD/bin/test_cuda" "${only_kernels[@]}" \
+      run_for 240 compute-sanitizer --tool racecheck --error-exitcode 1 "$BUILD/bin/backend-ops" test -b cuda \
         > "$LOGS/racecheck.log" 2>&1
       rc=$?
       if [ $rc = 0 ]; then row racecheck ok "no hazards"; else row racecheck FAIL "$(why $rc "$LOGS/racecheck.log") (racecheck.log)"; fi
