@@ -151,19 +151,30 @@ struct Run {
   Env tested, ref;
 };
 
+// The case's tensors on the tested backend (values rounded to each arg's dtype, outputs poisoned)
+// and, when `ref` is given, the same values in f64 for the reference. Each (case, arg) has its own
+// key, so both get the same values. Returns the bytes the args take on the tested backend.
+double fill_args(const Case& c, size_t case_index, Env& tested, Env* ref) {
+  double bytes = 0;
+  for (size_t i = 0; i < c.args.size(); ++i) {
+    const Arg& a = c.args[i];
+    const Tensor values = host_values(a, tested.dtype, 0xB0E5ull * 1000003ull + case_index * 64 + i);
+    const DType want = dtype_of(a, tested.dtype);
+    tested.t[a.name] = place(tested.be, values, want, a.host);
+    tested.declared[a.name] = want;
+    bytes += double(values.numel()) * double(dtype_size(want));
+    if (ref) {
+      ref->t[a.name] = values;
+      ref->declared[a.name] = want;
+    }
+  }
+  return bytes;
+}
+
 // Both Envs of one case in one dtype, set up (and the shared tensors copied into the reference).
 Run prepare(const Case& c, size_t case_index, Backend& be, DType dt) {
   Run r{Env(be, dt, false), Env(cpu_backend(), dt, true)};
-  for (size_t i = 0; i < c.args.size(); ++i) {
-    const Arg& a = c.args[i];
-    const uint64_t key = 0xB0E5ull * 1000003ull + case_index * 64 + i;
-    const Tensor values = host_values(a, dt, key);
-    const DType want = dtype_of(a, dt);
-    r.tested.t[a.name] = place(be, values, want, a.host);
-    r.tested.declared[a.name] = want;
-    r.ref.t[a.name] = values.clone();
-    r.ref.declared[a.name] = want;
-  }
+  fill_args(c, case_index, r.tested, &r.ref);
   if (c.setup) {
     c.setup(r.tested);
     c.setup(r.ref);
@@ -172,14 +183,14 @@ Run prepare(const Case& c, size_t case_index, Backend& be, DType dt) {
   return r;
 }
 
-struct Error_ {
+struct Errors {
   double rel = 0, elem = 0;  // norm-relative, and largest element error over max |ref|
   int64_t bad = 0;           // elements NaN, or Inf where the reference is not the same Inf
   int64_t wrong_ints = 0;    // i32 outputs that differ
 };
 
-Error_ compare(const Tensor& got, const Tensor& ref, const Tensor* start) {
-  Error_ e;
+Errors compare(const Tensor& got, const Tensor& ref, const Tensor* start) {
+  Errors e;
   if (ref.dtype() == DType::i32) {
     for (int64_t i = 0; i < ref.numel(); ++i) e.wrong_ints += got.data<int32_t>()[i] != ref.data<int32_t>()[i];
     return e;
@@ -226,7 +237,7 @@ struct Verdict {
   std::string why;    // what failed
 };
 
-void judge(Verdict& v, const std::string& what, const Error_& e, const Tol& tol) {
+void judge(Verdict& v, const std::string& what, const Errors& e, const Tol& tol) {
   if (e.bad > 0 || e.wrong_ints > 0) {
     v.ok = false;
     if (!v.why.empty()) v.why += "; ";
@@ -253,7 +264,7 @@ Verdict check(const Case& c, Run& r) {
   if (c.scalar) {
     const double got = r.tested.result, want = r.ref.result;
     const Tol tol = c.tol.of(r.tested.dtype);
-    Error_ e;
+    Errors e;
     if (!std::isfinite(want) || !std::isfinite(got)) e.bad = !((std::isnan(want) && std::isnan(got)) || got == want);
     else e.rel = std::fabs(got - want) / std::max(std::fabs(want), 1.0);
     judge(v, "result", e, {tol.rel, std::numeric_limits<double>::infinity()});
@@ -337,15 +348,9 @@ void run_perf(const std::vector<Case>& cases, const std::vector<NamedBackend>& b
       if (!filter.wants_op(c.op)) continue;
       for (DType dt : c.dtypes) {
         Env e(be, dt, false);
-        double bytes = 0;
-        for (size_t i = 0; i < c.args.size(); ++i) {
-          const Arg& a = c.args[i];
-          const DType want = dtype_of(a, dt);
-          Tensor values = host_values(a, dt, 0xB0E5ull * 1000003ull + ci * 64 + i);
-          e.t[a.name] = place(be, values, want, a.host);
-          e.declared[a.name] = want;
-          bytes += double(values.numel()) * double(dtype_size(want)) * (a.role == Role::inout ? 2 : 1);
-        }
+        double bytes = fill_args(c, ci, e, nullptr);
+        for (const Arg& a : c.args)  // read and written
+          if (a.role == Role::inout) bytes += double(e[a.name].nbytes());
         if (c.setup) c.setup(e);
         for (int w = 0; w < o.warmup; ++w) c.run(e);
         sync();
