@@ -15,6 +15,14 @@ using D = DType;
 std::string str_of(int64_t v) { return std::to_string(v); }
 std::string layout_name(WeightLayout l) { return l == WeightLayout::in_out ? "in_out" : "out_in"; }
 
+// <y, w> in double: the loss whose gradient with respect to y is w (the gradient checks' host f64
+// tensors).
+double dot(const Tensor& y, const Tensor& w) {
+  double s = 0;
+  for (int64_t i = 0; i < y.numel(); ++i) s += y.data<double>()[i] * w.data<double>()[i];
+  return s;
+}
+
 // --- copies, conversions, zero, scale ----------------------------------------------------------
 
 // dst = src on the device, from the host, or to the host.
@@ -84,6 +92,13 @@ Case encoder_backward(int64_t B, int64_t T, int64_t C, int64_t V, int64_t v0, bo
     Tensor none;
     e.be.encoder_backward(e["dwte"], with_wpe ? e["dwpe"] : none, e["dout"], e["tokens"], v0);
   };
+  c.loss = [=](Env& e) {
+    Tensor y = e.be.empty({B, T, C}, e.float_dtype());
+    e.be.encoder_forward(y, e["tokens"], e["wte"], with_wpe ? e["wpe"] : Tensor(), v0, V);
+    return dot(y, e["dout"]);
+  };
+  c.wrt = {{"wte", "dwte"}};  // the check makes wte and wpe: the op takes neither
+  if (with_wpe) c.wrt.push_back({"wpe", "dwpe"});
   return c;
 }
 
@@ -117,6 +132,13 @@ Case layernorm_backward(int64_t N, int64_t C, bool accumulate) {
     e.be.layernorm_backward(e["dinp"], e["dweight"], e["dbias"], e["dout"], e["inp"], e["weight"], e["mean"],
                             e["rstd"], accumulate);
   };
+  c.loss = [N, C](Env& e) {
+    Tensor y = e.be.empty({N, C}, e.float_dtype()), mean = e.be.empty({N}, e.float_dtype());
+    Tensor rstd = e.be.empty({N}, e.float_dtype());
+    e.be.layernorm_forward(y, mean, rstd, e["inp"], e["weight"], e["bias"]);
+    return dot(y, e["dout"]);
+  };
+  c.wrt = {{"inp", "dinp"}, {"weight", "dweight"}, {"bias", "dbias"}};
   return c;
 }
 
@@ -155,6 +177,14 @@ Case matmul_backward(int64_t N, int64_t IC, int64_t OC, WeightLayout layout, boo
     e.be.matmul_backward(e["dinp"], e["dweight"], with_bias ? e["dbias"] : none, e["dout"], e["inp"],
                          e["wbuf"].flat_slice(off, ws), layout, accumulate);
   };
+  c.loss = [=](Env& e) {
+    Tensor y = e.be.empty({N, OC}, e.float_dtype());
+    e.be.matmul_forward(y, e["inp"], e["wbuf"].flat_slice(off, ws), with_bias ? e["bias"] : Tensor(), layout);
+    return dot(y, e["dout"]);
+  };
+  c.wrt = {{"inp", "dinp"}};
+  if (!misaligned) c.wrt.push_back({"wbuf", "dweight"});  // element i of wbuf is element i of W
+  if (with_bias) c.wrt.push_back({"bias", "dbias"});  // the check makes "bias": the op takes none
   c.flops = 4.0 * double(N) * double(IC) * double(OC);
   return c;
 }
@@ -186,6 +216,13 @@ Case attention_backward(int64_t B, int64_t T, int64_t C, int H) {
     e.be.attention_forward(e["out"], e["state"], e["qkv"], H);
   };
   c.run = [H](Env& e) { e.be.attention_backward(e["dqkv"], e["dout"], e["qkv"], e["out"], e["state"], H); };
+  c.loss = [=](Env& e) {
+    Tensor y = e.be.empty({B, T, C}, e.float_dtype());
+    Tensor state = e.be.empty(e.be.attention_state_shape(B, T, C, H), e.float_dtype());
+    e.be.attention_forward(y, state, e["qkv"], H);
+    return dot(y, e["dout"]);
+  };
+  c.wrt = {{"qkv", "dqkv"}};
   c.flops = 2.5 * attention_flops(B, T, C);  // five GEMMs of the score matrix (recomputing it)
   return c;
 }
@@ -211,6 +248,15 @@ Case activation_backward(bool gelu, int64_t N, int64_t C, bool accumulate, bool 
     if (gelu) e.be.gelu_backward(e["dinp"], dout, e["inp"], accumulate);
     else e.be.relu_backward(e["dinp"], dout, e["inp"], accumulate);
   };
+  if (!in_place) {
+    c.loss = [gelu](Env& e) {
+      Tensor y = e.be.empty(e["inp"].shape(), e.float_dtype());
+      if (gelu) e.be.gelu_forward(y, e["inp"]);
+      else e.be.relu_forward(y, e["inp"]);
+      return dot(y, e["dout"]);
+    };
+    c.wrt = {{"inp", "dinp"}};
+  }
   return c;
 }
 
@@ -249,6 +295,15 @@ Case crossentropy_backward(int64_t N, int64_t V, bool in_place) {
   c.run = [in_place](Env& e) {
     e.be.crossentropy_backward(in_place ? e["logits"] : e["dlogits"], e["logits"], e["targets"], 1.0 / 29.0);
   };
+  if (!in_place) {
+    c.loss = [N](Env& e) {
+      Tensor losses = e.be.empty({N}, e.float_dtype());
+      Tensor none;
+      e.be.crossentropy_forward(losses, none, e["logits"], e["targets"]);
+      return e.be.sum(losses) / 29.0;
+    };
+    c.wrt = {{"logits", "dlogits"}};
+  }
   return c;
 }
 
@@ -304,6 +359,19 @@ Case crossentropy_backward_sharded(int64_t N, int64_t Vs) {
     e.be.crossentropy_backward_sharded(e["dlogits"], e["logits"], e["targets"], e["row_max"], e["sum_exp"], Vs,
                                        1.0 / 29.0);
   };
+  // With this shard's own row statistics the op is the gradient of the shard's cross-entropy:
+  // the sum over rows with a target of log(sum_exp) + row_max - picked.
+  c.loss = [N, Vs](Env& e) {
+    shard_row_stats(e, true);
+    Tensor picked = e.be.empty({N}, e.float_dtype());
+    e.be.logits_pick(picked, e["logits"], e["targets"], Vs);
+    double loss = 0;
+    for (int64_t r = 0; r < N; ++r)
+      if (e["targets"].data<int32_t>()[r] >= 0)
+        loss += std::log(e["sum_exp"].data<double>()[r]) + e["row_max"].data<double>()[r] - picked.data<double>()[r];
+    return loss / 29.0;
+  };
+  c.wrt = {{"logits", "dlogits"}};
   return c;
 }
 

@@ -230,6 +230,11 @@ std::string sci(double v) {
   return buf;
 }
 
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) s.resize(width, ' ');
+  return s;
+}
+
 struct Verdict {
   bool ok = true;
   double rel = 0, elem = 0;
@@ -284,14 +289,71 @@ Verdict check(const Case& c, Run& r) {
   return v;
 }
 
+// A backward op's gradient against central differences of c.loss, in f64 on the CPU, at up to 40
+// elements of each input spread over it. An input the op itself does not take (the embedding
+// tables of encoder_backward) is made with its gradient's shape.
+Verdict grad_check(const Case& c, size_t case_index) {
+  constexpr double h = 1e-4;  // the truncation error (h^2) and the rounding (2^-53 |loss| / h) both far below 1e-5
+  constexpr int64_t kSamples = 40;
+  Env e(cpu_backend(), DType::f64, true);
+  fill_args(c, case_index, e, nullptr);
+  for (size_t i = 0; i < c.wrt.size(); ++i) {
+    const auto& [x, g] = c.wrt[i];
+    if (!e.t.count(x)) e.t[x] = host_values(in(x, e[g].shape()), DType::f64, 0x6AADull * 1000003ull + case_index * 64 + i);
+  }
+  if (c.setup) c.setup(e);
+  std::map<std::string, Tensor> start;
+  for (const Arg& a : c.args)
+    if (a.role == Role::inout) start[a.name] = e[a.name].clone();
+  c.run(e);
+  Verdict v;
+  for (const auto& [x, g] : c.wrt) {
+    Tensor& xt = e[x];
+    const Tensor& gt = e[g];
+    const int64_t n = std::min(kSamples, gt.numel());
+    Tensor got = Tensor::empty({n}, DType::f64), fd = Tensor::empty({n}, DType::f64);
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t i = k * gt.numel() / n;
+      double* xi = xt.data<double>() + i;
+      const double orig = *xi;
+      *xi = orig + h;
+      const double up = c.loss(e);
+      *xi = orig - h;
+      const double down = c.loss(e);
+      *xi = orig;
+      fd.data<double>()[k] = (up - down) / (2 * h);
+      got.data<double>()[k] = gt.data<double>()[i] - (start.count(g) ? start[g].data<double>()[i] : 0.0);
+    }
+    judge(v, g + " vs fd", compare(got, fd, nullptr), {1e-5, 1e-4});
+  }
+  return v;
+}
+
+std::string line(const std::string& op, const std::string& params, const std::string& dtype,
+                 const std::string& backend, const Verdict& v) {
+  return pad(op, 30) + ' ' + pad(params, 44) + ' ' + pad(dtype, 5) + ' ' + pad(backend, 5) + " rel " + sci(v.rel) +
+         " max " + sci(v.elem) + ' ' + pad(v.worst.empty() ? "-" : v.worst, 8) + ' ' +
+         (v.ok ? "OK" : "FAIL " + v.why) + '\n';
+}
+
 void run_op(const Case& c, Env& e) {
   if (e.reference && c.reference) c.reference(e);
   else c.run(e);
 }
 
-std::string pad(std::string s, size_t width) {
-  if (s.size() < width) s.resize(width, ' ');
-  return s;
+// One line of the table: the check's verdict, or FAIL with what it threw.
+void record(TestTotals& totals, std::ostream& out, const Case& c, const std::string& dtype, const std::string& backend,
+            const std::function<Verdict()>& check) {
+  Verdict v;
+  try {
+    v = check();
+  } catch (const std::exception& e) {
+    v.ok = false;
+    v.why = std::string("threw: ") + e.what();
+  }
+  ++totals.run;
+  totals.failed += !v.ok;
+  out << line(c.op, c.params, dtype, backend, v);
 }
 
 }  // namespace
@@ -304,25 +366,24 @@ TestTotals run_test(const std::vector<Case>& cases, const std::vector<NamedBacke
     for (size_t ci = 0; ci < cases.size(); ++ci) {
       const Case& c = cases[ci];
       if (!filter.wants_op(c.op)) continue;
-      for (DType dt : c.dtypes) {
-        Verdict v;
-        try {
+      for (DType dt : c.dtypes)
+        record(totals, out, c, std::string(dtype_name(dt)), nb.name, [&] {
           Run r = prepare(c, ci, *nb.backend, dt);
           for (const Arg& a : c.args)
             if (a.delta_rel > 0) r.ref.t[a.name + "@start"] = r.ref[a.name].clone();
           run_op(c, r.tested);
           run_op(c, r.ref);
-          v = check(c, r);
-        } catch (const std::exception& e) {
-          v.ok = false;
-          v.why = std::string("threw: ") + e.what();
-        }
-        ++totals.run;
-        totals.failed += !v.ok;
-        out << pad(c.op, 30) << ' ' << pad(c.params, 44) << ' ' << pad(std::string(dtype_name(dt)), 5) << ' '
-            << pad(nb.name, 5) << " rel " << sci(v.rel) << " max " << sci(v.elem) << ' '
-            << pad(v.worst.empty() ? "-" : v.worst, 8) << ' ' << (v.ok ? "OK" : "FAIL " + v.why) << '\n';
-      }
+          return check(c, r);
+        });
+    }
+  }
+  // The gradient checks run on the CPU in f64, once per backward case.
+  if (filter.wants_backend("cpu")) {
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+      const Case& c = cases[ci];
+      if (!c.loss || !filter.wants_op(c.op)) continue;
+      record(totals, out, c, "f64", "cpu", [&] { return grad_check(c, ci); });
+      ++totals.gradients;
     }
   }
   out.flush();

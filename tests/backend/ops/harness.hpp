@@ -25,10 +25,12 @@ struct Filter {
   bool wants_backend(const std::string& name) const;
 };
 
-// Each case on each backend in each of its dtypes against the reference: op, params, dtype,
+// Each case on each backend in each of its dtypes against the reference, then each backward
+// case's gradient against central differences (dtype f64, backend cpu): op, params, dtype,
 // backend, the worst output's norm-relative and largest element error, OK or FAIL (and why).
 struct TestTotals {
   int run = 0, failed = 0;
+  int gradients = 0;  // of `run`: the backward ops' checks against central differences
 };
 TestTotals run_test(const std::vector<Case>& cases, const std::vector<NamedBackend>& backends, const Filter& filter,
              std::ostream& out);

@@ -1,6 +1,7 @@
 // backend-ops: every dl::Backend op on every backend this build and machine have (op_case.hpp).
 //
-//   backend-ops test [-o OP[,OP...]] [-b BACKEND]   correctness against the CPU in f64; exit 1 on a FAIL
+//   backend-ops test [-o OP[,OP...]] [-b BACKEND]   correctness against the CPU in f64 (and backward
+//                                                   ops against central differences); exit 1 on a FAIL
 //   backend-ops perf [-o OP[,OP...]] [-b BACKEND]   time per op (TSV on stdout)
 //
 // stdout is the table; stderr says which backends ran (and why CUDA did not) and the totals.
@@ -17,7 +18,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: backend-ops test|perf [-o OP[,OP...]] [-b BACKEND[,BACKEND...]]\n"
-    "  test  every case against the CPU backend in f64, one line per case, dtype and backend; exit 1 on a FAIL\n"
+    "  test  every case against the CPU backend in f64, one line per case, dtype and backend, and every\n"
+    "        backward op against central differences of its forward; exit 1 on a FAIL\n"
     "  perf  median time per call, GFLOP/s or GB/s, as TSV\n"
     "  -o    only these ops (dl::Backend's names: layernorm_forward, matmul_backward, ...)\n"
     "  -b    only these backends (cpu, cuda)\n";
@@ -87,8 +89,8 @@ int main(int argc, char** argv) {
     }
     const TestTotals t = run_test(cases, backends, filter, std::cout);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::cerr << "backend-ops test: " << t.run << " runs (case x dtype x backend), " << t.failed << " failed, "
-              << secs << " s\n";
+    std::cerr << "backend-ops test: " << t.run << " runs (case x dtype x backend, and " << t.gradients
+              << " gradients against central differences), " << t.failed << " failed, " << secs << " s\n";
     return t.failed ? 1 : 0;
   } catch (const dl::Error& e) {
     std::cerr << "backend-ops: " << e.what() << "\n";

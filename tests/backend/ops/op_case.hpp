@@ -13,7 +13,8 @@
 // dtype. The harness (harness.cpp) runs every case on every backend in every dtype the case lists,
 // against the CPU backend in f64 on the same inputs rounded to the dtype first (the reference sees
 // what the backend sees), with every output poisoned with NaN before the call (an element the op
-// forgot to write fails). Adding an op means adding one case function and listing it in
+// forgot to write fails); a backward op's own gradient is also checked against central
+// differences of its forward. Adding an op means adding one case function and listing it in
 // all_cases().
 #pragma once
 #include <cstdint>
@@ -113,6 +114,12 @@ struct Case {
   std::function<void(Env&)> run;  // the op
   // The reference, where the f64 CPU op is not the answer (a conversion rounds to its dtype).
   std::function<void(Env&)> reference;
+  // Backward ops: the gradient the op computes, checked against central differences of the
+  // forward in f64 on the CPU (catches a wrong term that the CPU's f32 and f64 paths share, which
+  // no comparison between backends can). `loss` is the scalar the op differentiates, computed
+  // from the Env's inputs; `wrt` pairs each input with the arg that receives its gradient.
+  std::function<double(Env&)> loss;
+  std::vector<std::pair<std::string, std::string>> wrt;
   Tolerance tol;
   bool scalar = false;  // compares Env::result (relative to max(|ref|, 1)) with tol.rel
   double flops = 0;     // per call, for perf (0: bytes/s from the tensors' sizes)
