@@ -4,7 +4,9 @@ BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all build configure deps test demo bench clean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all build configure deps test test-sanitize fuzz demo bench clean
 
 all: build
 
@@ -25,6 +27,17 @@ test: deps
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS); rc=$$?; \
 	  grep -h '^skipped:' $(BUILD)/Testing/Temporary/LastTest.log 2>/dev/null | sort -u | sed 's/^/ctest: /'; \
 	  exit $$rc
+	$(MAKE) test-sanitize
+
+# The suite under ASan + UBSan, the fuzz targets for 15 s each, the thread pool and dist/ under
+# TSan (clang, -O1, CPU only; build-asan/ and build-tsan/; docs/RELIABILITY.md).
+test-sanitize: deps
+	JOBS=$(JOBS) ./scripts/test-sanitize.sh
+
+# Every fuzz target for FUZZ_SECONDS seconds (default 60), continuing from build-asan/fuzz-work.
+fuzz: deps
+	JOBS=$(JOBS) ./scripts/test-sanitize.sh --build-only
+	./scripts/fuzz.sh build-asan $(FUZZ_SECONDS) $(JOBS)
 
 demo: deps
 	$(MAKE) build
@@ -39,4 +52,4 @@ bench: deps
 	./scripts/bench-init-from.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan

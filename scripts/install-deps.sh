@@ -11,6 +11,9 @@ packages=(
   libopenblas-dev libgloo-dev
   python3-torch python3-numpy
   iproute2 openmpi-bin slurm-wlm munge  # reliability tests: network namespaces, mpirun, a one-node Slurm
+  # make test-sanitize / make fuzz: clang with its sanitizer and libFuzzer runtimes, and
+  # llvm-symbolizer for readable sanitizer stacks (docs/RELIABILITY.md).
+  clang libclang-rt-dev llvm
 )
 
 missing=()

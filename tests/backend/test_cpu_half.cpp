@@ -139,7 +139,7 @@ std::vector<OpCase> op_cases() {
     return t;
   }();
   const Tensor tokens = ids({B, ET}, EV, 11, 3);
-  const DType F32 = DType::f32;
+  constexpr DType F32 = DType::f32;  // constexpr: lambdas use it without capturing it
   const auto state = [](DType dt) { return be().empty(be().attention_state_shape(B, T, C, H), dt); };
   // Vocabulary-parallel cross-entropy's row statistics over this shard's logits, in 16 bits.
   const auto shard = [](DType dt, uint64_t key) {
@@ -211,7 +211,7 @@ std::vector<OpCase> op_cases() {
   v.push_back({"bias_add", [](DType dt) { return Ts{rnd({N, OC}, dt, 44), rnd({OC}, dt, 45)}; },
                {0}, [](Ts& t) { be().bias_add(t[0], t[1]); }, 1});
   v.push_back({"crossentropy_forward: f32 losses, i32 hits",
-               [F32](DType dt) { return Ts{be().empty({N}, F32), Tensor::zeros({N}, DType::i32), rnd({N, V}, dt, 46, -5, 5)}; },
+               [](DType dt) { return Ts{be().empty({N}, F32), Tensor::zeros({N}, DType::i32), rnd({N, V}, dt, 46, -5, 5)}; },
                {0, 1}, [targets](Ts& t) { be().crossentropy_forward(t[0], t[1], t[2], targets); }, 4});
   v.push_back({"crossentropy_backward", [](DType dt) { return Ts{be().empty({N, V}, dt), rnd({N, V}, dt, 47, -5, 5)}; },
                {0}, [targets](Ts& t) { be().crossentropy_backward(t[0], t[1], targets, 1.0 / N); }, 4});
@@ -236,7 +236,7 @@ std::vector<OpCase> op_cases() {
                {0}, [targets](Ts& t) { be().crossentropy_backward_sharded(t[0], t[1], targets, t[2], t[3], 10, 1.0 / N); }, 4});
   // Mixed precision: f32 master weights and optimizer state, 16-bit gradients.
   v.push_back({"adamw_step, f32 master weights",
-               [F32](DType dt) {
+               [](DType dt) {
                  return Ts{rnd({N, IC}, F32, 54), rnd({N, IC}, dt, 55), rnd({N, IC}, F32, 56, -.1, .1), rnd({N, IC}, F32, 57, 0, .01)};
                },
                {0, 2, 3}, [](Ts& t) {
@@ -249,7 +249,7 @@ std::vector<OpCase> op_cases() {
                }, 4});
   for (bool nesterov : {false, true}) {
     v.push_back({nesterov ? "sgd_step, Nesterov" : "sgd_step, dampening",
-                 [F32](DType dt) { return Ts{rnd({N, IC}, F32, 58), rnd({N, IC}, dt, 59), rnd({N, IC}, F32, 60)}; },
+                 [](DType dt) { return Ts{rnd({N, IC}, F32, 58), rnd({N, IC}, dt, 59), rnd({N, IC}, F32, 60)}; },
                  {0, 2}, [nesterov](Ts& t) {
                    SgdParams sp;
                    sp.lr = 0.1;
@@ -262,9 +262,9 @@ std::vector<OpCase> op_cases() {
                  }, 4});
   }
   v.push_back({"scale", [](DType dt) { return Ts{rnd({N, IC}, dt, 61)}; }, {0}, [](Ts& t) { be().scale(t[0], 0.3); }, 2});
-  v.push_back({"convert f32 -> 16-bit", [F32](DType dt) { return Ts{be().empty({N, IC}, dt), rnd({N, IC}, F32, 62)}; },
+  v.push_back({"convert f32 -> 16-bit", [](DType dt) { return Ts{be().empty({N, IC}, dt), rnd({N, IC}, F32, 62)}; },
                {0}, [](Ts& t) { be().convert(t[0], t[1]); }, 0});
-  v.push_back({"convert 16-bit -> f32", [F32](DType dt) { return Ts{be().empty({N, IC}, F32), rnd({N, IC}, dt, 63)}; },
+  v.push_back({"convert 16-bit -> f32", [](DType dt) { return Ts{be().empty({N, IC}, F32), rnd({N, IC}, dt, 63)}; },
                {0}, [](Ts& t) { be().convert(t[0], t[1]); }, 0});
   return v;
 }

@@ -3,7 +3,11 @@
 // runs the analytic backward with dout = R, and compares with (L(x+h) - L(x-h)) / 2h.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "dl/backend/backend.hpp"
+#include "dl/backend/cpu/math.hpp"
 #include "support/numeric.hpp"
 
 using namespace dl;
@@ -434,4 +438,15 @@ TEST_CASE("attention kernels match a naive reference across tile and padding bou
     }
     CHECK(std::sqrt(num2) < 1e-7 * std::sqrt(den2));
   }
+}
+
+TEST_CASE("fast_expf: NaN stays NaN without undefined behaviour; the clamped ends and ordinary values") {
+  // UBSan found fast_expf converting a NaN to int (a diverging run's attention scores). NaN
+  // must come back NaN so that divergence is still seen, and both ends stay clamped.
+  CHECK(std::isnan(dl::cpu::fast_expf(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(dl::cpu::fast_expf(-std::numeric_limits<float>::infinity()) == 0.0f);
+  CHECK(dl::cpu::fast_expf(-1000.0f) == 0.0f);
+  CHECK(std::isfinite(dl::cpu::fast_expf(std::numeric_limits<float>::infinity())));
+  for (float x : {-87.0f, -10.0f, -1.0f, 0.0f, 0.5f, 10.0f, 88.0f})
+    CHECK(dl::cpu::fast_expf(x) == doctest::Approx(std::exp(static_cast<double>(x))).epsilon(2e-7));
 }

@@ -65,7 +65,7 @@ TEST_CASE("rounding from f32 is to nearest, ties to even") {
 TEST_CASE("fp16 rounding equals the compiler's _Float16 and bf16 the reference definition on random floats") {
   std::mt19937 gen(7);
   std::uniform_int_distribution<uint32_t> any;
-  int compared = 0;
+  [[maybe_unused]] int compared = 0;  // clang 14 has no _Float16 on x86: only the bf16 half runs there
   for (int i = 0; i < 2000000; ++i) {
     // Every exponent that matters to fp16 (subnormals to overflow), random significands.
     uint32_t u = i % 2 ? any(gen) : ((any(gen) & 0x807fffffu) | ((96u + any(gen) % 48u) << 23));

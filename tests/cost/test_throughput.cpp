@@ -146,7 +146,8 @@ TEST_CASE("shipped table reproduces the geometric-mean ratios of lambda_pytorch-
   CHECK(table.reference == "A100-SXM-80GB");
   std::string report;
   size_t compared = 0;
-  for (const auto& [model, per] : logs) {
+  for (const auto& [model_name, per] : logs) {
+    const auto& model = model_name;  // clang 14: a structured binding cannot be captured (CAPTURE)
     double sum = 0;
     int n = 0;
     std::vector<std::string> missing;

@@ -110,6 +110,20 @@ TEST_CASE("dpkg ordering: the rules one by one") {
   CHECK(v.revision == "1");
   CHECK(v.str() == "2:1.18.36:5.4-20-1");
   CHECK(parse_dpkg_version("  1.0-1  ").str() == "1.0-1");
+  // Found by fuzz_dpkg_version (tests/fuzz/corpus/fuzz_dpkg_version/epoch0-colon.txt): an epoch
+  // of 0 is written when the upstream version holds a colon, or "0:02:.-debu2" would print as
+  // "02:.-debu2", which reads back as epoch 2.
+  DpkgVersion zero = parse_dpkg_version("0:02:.-debu2");
+  CHECK(zero.str() == "0:02:.-debu2");
+  CHECK(dpkg_compare(parse_dpkg_version(zero.str()), zero) == 0);
+  CHECK(parse_dpkg_version("0:1.0-1").str() == "1.0-1");  // otherwise epoch 0 stays implicit
+  // Found by fuzz_dpkg_version (corpus/fuzz_dpkg_version/revision-colon-nul.bin): a colon in the
+  // revision needs the epoch too, and an epoch with a NUL inside is not a number (strtoll stopped
+  // at the NUL and took "5\0..." for epoch 5).
+  CHECK(parse_dpkg_version("0:1.0-1:2").str() == "0:1.0-1:2");
+  std::string why;
+  CHECK_FALSE(valid_dpkg_version(std::string_view("5\0x:1.0", 7), &why));
+  CHECK(why == "epoch in version is not number");
 }
 
 TEST_CASE("dpkg parsing errors give dpkg's reason") {

@@ -36,7 +36,7 @@ TEST_CASE("sha256: FIPS 180-2 test vectors, portable and SHA-NI") {
 
 TEST_CASE("sha256: split updates give the same digest at every boundary") {
   std::string data;
-  for (int i = 0; i < 1000; ++i) data += static_cast<char>(uniform_at(42, static_cast<uint64_t>(i)) * 256);
+  for (int i = 0; i < 1000; ++i) data += static_cast<char>(static_cast<unsigned char>(uniform_at(42, static_cast<uint64_t>(i)) * 256));
   std::string whole = sha256_hex(data);
   for (size_t cut : {size_t{0}, size_t{1}, size_t{55}, size_t{56}, size_t{63}, size_t{64}, size_t{65}, size_t{128}, size_t{999}}) {
     Sha256 h;

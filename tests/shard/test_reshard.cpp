@@ -170,7 +170,8 @@ TEST_CASE("split onto a checkpoint's own layout gives dl-train's files byte for 
     REQUIRE_MESSAGE(s.exit_code == 0, s.err);
     auto want = tree(step_dir(c.run, 4)), got = tree(step_dir(out, 4));
     REQUIRE(want.size() == got.size());
-    for (const auto& [file, bytes] : want) {
+    for (const auto& [file_name, bytes] : want) {
+      const auto& file = file_name;  // clang 14: a structured binding cannot be captured (CAPTURE)
       CAPTURE(file);
       REQUIRE(got.count(file));
       CHECK(got[file] == bytes);  // shards, config.json and the manifest (pieces, CRCs, layout)
@@ -293,7 +294,8 @@ TEST_CASE("dl-train resumes from split shards and continues the single-process l
   for (const auto* t : {&ra, &rb}) {
     REQUIRE(t->loss.size() == 4);
     REQUIRE(t->grad_norm.size() == 4);
-    for (auto [step, loss] : t->loss) {
+    for (auto [step_number, loss] : t->loss) {
+      const auto step = step_number;  // clang 14: a structured binding cannot be captured (CAPTURE)
       CAPTURE(step);
       REQUIRE(full.loss.count(step));
       CHECK(std::fabs(loss - full.loss.at(step)) <= 1e-5 * std::fabs(full.loss.at(step)));

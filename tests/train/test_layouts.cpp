@@ -239,7 +239,8 @@ TEST_CASE("SGD without clipping: dp=2 zero=2 and tp=2 give the single-process lo
   const std::vector<std::pair<std::string, std::vector<std::string>>> layouts = {
       {"sgd dp=2 zero=2", {"parallel.dp=2", "train.batch_size=4", "parallel.zero=2"}}, {"sgd tp=2", {"parallel.tp=2"}}};
   int i = 0;
-  for (const auto& [name, sets] : layouts) {
+  for (const auto& [layout_name, sets] : layouts) {
+    const auto& name = layout_name;  // clang 14: a structured binding cannot be captured (CAPTURE)
     CAPTURE(name);
     Run r = train(dir / "c.toml", dir / ("run" + std::to_string(i++)), 2, with(sets));
     INFO(r.err);

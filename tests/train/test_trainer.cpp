@@ -43,7 +43,8 @@ Curve train(const TempDir& d, const std::string& name, const std::vector<std::st
 // The gradient norm is what a mis-scaled gradient changes (AdamW would normalise it away from
 // the losses).
 void check_same_curve(const Curve& got, const Curve& want) {
-  for (const auto& [s, v] : want.loss) {
+  for (const auto& [step, v] : want.loss) {
+    const auto s = step;  // clang 14: a structured binding cannot be captured (CAPTURE)
     CAPTURE(s);
     CHECK(std::fabs(got.loss.at(s) - v) <= 1e-5 * std::fabs(v));
     CHECK(std::fabs(got.grad_norm.at(s) - want.grad_norm.at(s)) <= 1e-5 * want.grad_norm.at(s));

@@ -56,9 +56,11 @@ int dpkg_verrevcmp(std::string_view a, std::string_view b) {
 
 std::string DpkgVersion::str() const {
   std::string s;
-  if (epoch) s += std::to_string(epoch) + ":";
   s += upstream;
   if (!revision.empty()) s += "-" + revision;
+  // A ':' in the upstream version or the revision needs the epoch written even when it is 0
+  // (dpkg's vdew_nonambig): "0:1:2" printed as "1:2" would read back as epoch 1.
+  if (epoch || s.find(':') != std::string::npos) s = std::to_string(epoch) + ":" + s;
   return s;
 }
 
@@ -85,7 +87,7 @@ std::string parse_impl(std::string_view s, DpkgVersion& out) {
     errno = 0;
     long long epoch = std::strtoll(head.c_str(), &eptr, 10);
     if (eptr == head.c_str()) return "epoch in version is empty";
-    if (*eptr != '\0') return "epoch in version is not number";
+    if (eptr != head.c_str() + head.size()) return "epoch in version is not number";  // also an embedded NUL
     if (epoch < 0) return "epoch in version is negative";
     if (epoch > INT_MAX || errno == ERANGE) return "epoch in version is too big";
     if (colon + 1 >= s.size()) return "nothing after colon in version number";

@@ -225,7 +225,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   std::vector<double> rates;
 
   // DL_CUDA_PROFILE_STEP=N: step N runs inside the CUDA profiler's range (profiler.hpp).
-  const int64_t profile_step = be.device().is_cpu() ? 0 : profile_step_from_env();
+  [[maybe_unused]] const int64_t profile_step = be.device().is_cpu() ? 0 : profile_step_from_env();
   while (state.step < total) {
 #ifdef DL_HAVE_CUDA
     if (state.step + 1 == profile_step) cuda_profiler_start();

@@ -12,7 +12,9 @@ namespace dl::cpu {
 inline float fast_expf(float x) {
   // Rows of softmax inputs are shifted by their max, so x <= 0 almost always; clamp both ends.
   const float hi = 88.3762626647949f, lo = -87.3365447505531f;
-  float xc = x < lo ? lo : (x > hi ? hi : x);
+  // Written so that NaN clamps to lo: converting NaN to int below is undefined (UBSan found it in
+  // a diverging run); the NaN itself is returned at the end, as std::exp would.
+  float xc = x > lo ? (x < hi ? x : hi) : lo;
   // Round to nearest by the 1.5 * 2^23 trick: vectorises, unlike nearbyint.
   const float magic = 12582912.0f;
   float n = (xc * 1.44269504088896341f + magic) - magic;
@@ -30,7 +32,7 @@ inline float fast_expf(float x) {
   float scale;
   std::memcpy(&scale, &e, sizeof scale);
   float out = p * scale;
-  return x < lo ? 0.0f : out;
+  return x < lo ? 0.0f : (x == x ? out : x);
 }
 
 template <class T>

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# make test-sanitize (also part of make test): the test suite under sanitizers, CPU only, built
+# with clang at -O1 in separate build folders (docs/RELIABILITY.md):
+#   1. ASan + UBSan (+ libFuzzer coverage) in build-asan: every test suite (ctest), then every
+#      fuzz target for FUZZ_SECONDS_TEST seconds (default 15) from its seed corpus;
+#   2. TSan in build-tsan: the thread pool (test_core) and dist/ (test_dist: Gloo collectives,
+#      the launcher, dl-train's ranks).
+# Any sanitizer report fails the run. Suppressions (tests/sanitizers/*.supp) cover third-party
+# code only. Prints each phase's wall time. --build-only: configure and build build-asan, then stop
+# (make fuzz).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+ASAN_BUILD=${ASAN_BUILD:-build-asan}
+TSAN_BUILD=${TSAN_BUILD:-build-tsan}
+FUZZ_SECONDS_TEST=${FUZZ_SECONDS_TEST:-15}
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+supp="$PWD/tests/sanitizers"
+
+phase_start=0
+phase() { phase_start=$(date +%s); echo "test-sanitize: $*" >&2; }
+phase_end() { echo "test-sanitize: $1 took $(( $(date +%s) - phase_start )) s" >&2; }
+
+configure() {  # configure BUILD SANITIZERS [extra cmake args]
+  local build=$1 sanitize=$2
+  shift 2
+  [ -f "$build/CMakeCache.txt" ] && return 0
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
+    -DDL_CUDA=OFF -DDL_SANITIZE="$sanitize" "$@" > "$build.configure.log" 2>&1 ||
+    { cat "$build.configure.log" >&2; exit 1; }
+}
+
+export ASAN_OPTIONS="suppressions=$supp/asan.supp:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+export TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1:print_suppressions=0"
+
+phase "ASan + UBSan build ($ASAN_BUILD)"
+configure "$ASAN_BUILD" address,undefined -DDL_FUZZ=ON
+cmake --build "$ASAN_BUILD" -j "$JOBS" > "$ASAN_BUILD.build.log" 2>&1 || { tail -50 "$ASAN_BUILD.build.log" >&2; exit 1; }
+phase_end "ASan + UBSan build"
+[ "${1:-}" = "--build-only" ] && exit 0
+
+phase "ASan + UBSan tests"
+rc=0
+ctest --test-dir "$ASAN_BUILD" --output-on-failure -j "$JOBS" || rc=1
+phase_end "ASan + UBSan tests"
+
+phase "fuzz targets, ${FUZZ_SECONDS_TEST} s each"
+./scripts/fuzz.sh "$ASAN_BUILD" "$FUZZ_SECONDS_TEST" "$JOBS" || rc=1
+phase_end "fuzz"
+
+phase "TSan build ($TSAN_BUILD): test_core, test_dist and what they run"
+configure "$TSAN_BUILD" thread
+cmake --build "$TSAN_BUILD" -j "$JOBS" --target test_core test_dist collectives_worker launcher_worker dl-train \
+  > "$TSAN_BUILD.build.log" 2>&1 || { tail -50 "$TSAN_BUILD.build.log" >&2; exit 1; }
+phase_end "TSan build"
+
+phase "TSan tests"
+ctest --test-dir "$TSAN_BUILD" --output-on-failure -j "$JOBS" -R '^(core|dist)$' || rc=1
+phase_end "TSan tests"
+
+[ "$rc" -eq 0 ] && echo "test-sanitize: clean" >&2
+exit $rc
