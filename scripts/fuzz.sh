@@ -5,12 +5,13 @@
 # features, corpus size, crashes) and a total; exits 1 when any target found a crash, leaving the
 # input in BUILD/fuzz-crashes/ (add it to the corpus and fix the parser: docs/RELIABILITY.md).
 #   scripts/fuzz.sh BUILD SECONDS [JOBS]     (make test: 15 s each; make fuzz: FUZZ_SECONDS)
+#   FUZZ_TARGETS="fuzz_csv fuzz_config" scripts/fuzz.sh ...   (only those)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:?usage: scripts/fuzz.sh BUILD SECONDS [JOBS]}
 SECONDS_EACH=${2:?usage: scripts/fuzz.sh BUILD SECONDS [JOBS]}
 JOBS=${3:-$(nproc)}
-targets=$(cd "$BUILD/fuzz" && ls fuzz_* 2>/dev/null | sort)
+targets=${FUZZ_TARGETS:-$(cd "$BUILD/fuzz" && ls fuzz_* 2>/dev/null | sort)}
 [ -n "$targets" ] || { echo "fuzz: no targets in $BUILD/fuzz (configure with -DDL_FUZZ=ON)" >&2; exit 2; }
 logs="$BUILD/fuzz-logs" crashes="$BUILD/fuzz-crashes"
 mkdir -p "$logs" "$crashes"

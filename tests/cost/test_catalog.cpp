@@ -189,6 +189,11 @@ TEST_CASE("FSDL format: malformed rows warn, or fail with --strict naming file a
   CHECK(has(error_of([&] { load_catalogs({short_row}, {true}); }), "short.csv:2: malformed row"));
   CHECK(has(error_of([&] { load_catalogs({write("gpus.csv", "X,L4 (24 GB),Ada,two,24,4,16,0.8,0.8,,c\n")}, {true}); }),
             "gpus.csv:2: malformed row (--strict): GPUs 'two'"));
+  // Found by fuzz_cost_csv (corpus/fuzz_cost_csv/gpus-2e83.csv): a GPU count beyond int64 was
+  // converted to int64 (undefined); it is a malformed row like any other.
+  Catalog huge = load_catalogs({write("huge.csv", "X,L4 (24 GB),Ada,2e83,24,4,16,0.8,0.8,,c\nY,L4 (24 GB),Ada,1,24,4,16,0.8,0.8,,d\n")});
+  CHECK(huge.offers.size() == 1);
+  CHECK(has(huge.warnings.at(0), "huge.csv:2: row skipped: GPUs '2e83' is not a whole number from 1 to 1000000"));
   CHECK(has(error_of([&] { load_catalogs({write("neg.csv", "X,L4 (24 GB),Ada,1,24,4,16,-1,0.8,,c\n")}, {true}); }),
             "neg.csv:2"));
   CHECK(has(error_of([&] { load_catalogs({write("range.csv", "X,L4 (24 GB),Ada,1,24,4 to 6,16,0.8,0.8,,c\n")}, {true}); }),

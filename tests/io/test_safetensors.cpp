@@ -295,6 +295,12 @@ TEST_CASE("safetensors corruption is a usage error naming the file and the tenso
     const fs::path p = write_raw(dir / "badjson.safetensors", R"({"a": {"dtype": "F32",)", "");
     CHECK(has(open_error(p), "not valid JSON"));
   }
+  SUBCASE("a number too large for a double") {
+    // Found by fuzz_safetensors (corpus/fuzz_safetensors/found-number-overflow.bin): JSON's
+    // out_of_range escaped the reader as an uncaught exception instead of a usage error.
+    const fs::path p = write_raw(dir / "huge.safetensors", R"({"a": {"dtype": "F32", "shape": [1e555], "data_offsets": [0, 0]}})", "");
+    CHECK(has(open_error(p), "huge.safetensors: the header is not valid JSON ([json.exception.out_of_range.406] number overflow"));
+  }
   SUBCASE("header not starting with '{'") {
     const fs::path p = write_raw(dir / "space.safetensors", " {" + ok_entry + "}", f32x4);
     CHECK(has(open_error(p), "does not start with '{'"));

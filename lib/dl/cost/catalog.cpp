@@ -18,6 +18,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// More GPUs than any instance has: a cell above it is a typo or corruption, not an offer.
+constexpr int64_t kMaxGpusPerInstance = 1'000'000;
+
+
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
@@ -180,8 +184,9 @@ Catalog parse_fsdl_csv(const std::string& text, const std::string& source, const
     if (o.provider.empty()) malformed(str("empty ", serverless ? "Vendor" : "Cloud"));
     if (o.gpu_name.empty()) malformed("empty GPU Type");
     auto gpus = number(cell(c_gpus));
-    if (!gpus || *gpus < 1 || std::floor(*gpus) != *gpus) {
-      malformed(str("GPUs '", cell(c_gpus), "' is not a whole number >= 1"));
+    // The upper bound keeps the conversion to int64 defined (fuzz_cost_csv found GPUs = 2e83).
+    if (!gpus || *gpus < 1 || *gpus > kMaxGpusPerInstance || std::floor(*gpus) != *gpus) {
+      malformed(str("GPUs '", cell(c_gpus), "' is not a whole number from 1 to ", kMaxGpusPerInstance));
       cat.warnings.push_back(str(where, ": row skipped: ", problems.back()));
       continue;
     }

@@ -307,6 +307,10 @@ SafetensorsHeader parse_safetensors_header(std::string_view header, uint64_t dat
     h = ojson::parse(header);  // trailing padding spaces are JSON whitespace
   } catch (const ojson::parse_error& e) {
     corrupt(path, "the header is not valid JSON (at byte ", e.byte, " of ", header.size(), ")");
+  } catch (const ojson::exception& e) {
+    // A number too large for a double ("1e555") is out_of_range, not a parse_error
+    // (fuzz_safetensors found it escaping as an uncaught exception).
+    corrupt(path, "the header is not valid JSON (", e.what(), ")");
   }
   if (!h.is_object()) corrupt(path, "the header is not a JSON object");
 
