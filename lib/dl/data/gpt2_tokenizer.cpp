@@ -6,13 +6,12 @@
 #include <bit>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <unordered_map>
 
 #include "dl/core/error.hpp"
+#include "dl/io/input_file.hpp"
 
 namespace dl {
 
@@ -165,20 +164,25 @@ std::string token_bytes_of(const std::string& spelled) {
   return out;
 }
 
-std::string read_whole_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_usage(path.string(), ": cannot read the file (", std::strerror(errno), ")");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-nlohmann::json parse_json_file(const fs::path& path) {
+nlohmann::json parse_json_text(const std::string& text, const fs::path& path) {
   try {
-    return nlohmann::json::parse(read_whole_file(path));
-  } catch (const nlohmann::json::parse_error& e) {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
     throw_usage(path.string(), ": not valid JSON (", e.what(), ")");
   }
+}
+
+// The folder's tokenizer files as the in-memory constructor takes them: vocab.json and merges.txt
+// where either exists, else tokenizer.json (regular files only: io/input_file).
+Gpt2Tokenizer::Files read_tokenizer_files(const std::string& dir) {
+  const fs::path d(dir);
+  if (!fs::is_directory(d)) throw_usage("tokenizer folder '", dir, "' does not exist (gpt2:DIR names a folder)");
+  Gpt2Tokenizer::Files files;
+  for (const char* name : {"vocab.json", "merges.txt"})
+    if (fs::exists(d / name)) files[name] = read_input_file(d / name, "cannot read the tokenizer file");
+  if (files.empty() && fs::exists(d / "tokenizer.json"))
+    files["tokenizer.json"] = read_input_file(d / "tokenizer.json", "cannot read the tokenizer file");
+  return files;
 }
 
 }  // namespace
@@ -235,21 +239,24 @@ struct Gpt2Tokenizer::PairTable {
 
 Gpt2Tokenizer::~Gpt2Tokenizer() = default;
 
-Gpt2Tokenizer::Gpt2Tokenizer(const std::string& dir) : dir_(dir) {
+Gpt2Tokenizer::Gpt2Tokenizer(const std::string& dir) : Gpt2Tokenizer(read_tokenizer_files(dir), dir) {}
+
+Gpt2Tokenizer::Gpt2Tokenizer(const Files& files, const std::string& dir) : dir_(dir) {
   const fs::path d(dir);
-  if (!fs::is_directory(d)) throw_usage("tokenizer folder '", dir, "' does not exist (gpt2:DIR names a folder)");
   const fs::path vocab_path = d / "vocab.json", merges_path = d / "merges.txt", tok_path = d / "tokenizer.json";
-  const bool have_pair = fs::exists(vocab_path) || fs::exists(merges_path);
+  const auto vocab_text = files.find("vocab.json"), merges_text = files.find("merges.txt"),
+             tok_text = files.find("tokenizer.json");
+  const bool have_pair = vocab_text != files.end() || merges_text != files.end();
   nlohmann::json vocab;
   std::vector<std::pair<std::string, std::string>> merges;  // spelled
   std::vector<std::string> merge_where;                      // "merges.txt:LINE" for messages
   std::string vocab_file;
   if (have_pair) {
-    if (!fs::exists(vocab_path)) throw_usage(vocab_path.string(), ": missing (", merges_path.string(), " needs it)");
-    if (!fs::exists(merges_path)) throw_usage(merges_path.string(), ": missing (", vocab_path.string(), " needs it)");
+    if (vocab_text == files.end()) throw_usage(vocab_path.string(), ": missing (", merges_path.string(), " needs it)");
+    if (merges_text == files.end()) throw_usage(merges_path.string(), ": missing (", vocab_path.string(), " needs it)");
     vocab_file = vocab_path.string();
-    vocab = parse_json_file(vocab_path);
-    const std::string text = read_whole_file(merges_path);
+    vocab = parse_json_text(vocab_text->second, vocab_path);
+    const std::string& text = merges_text->second;
     size_t line_no = 0;
     for (size_t pos = 0; pos < text.size();) {
       size_t eol = text.find('\n', pos);
@@ -267,9 +274,9 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& dir) : dir_(dir) {
       merge_where.push_back(merges_path.string() + ":" + std::to_string(line_no));
     }
     files_ = {vocab_path.string(), merges_path.string()};
-  } else if (fs::exists(tok_path)) {
+  } else if (tok_text != files.end()) {
     vocab_file = tok_path.string();
-    const nlohmann::json j = parse_json_file(tok_path);
+    const nlohmann::json j = parse_json_text(tok_text->second, tok_path);
     if (!j.contains("model") || !j["model"].is_object() || j["model"].value("type", "") != "BPE")
       throw_usage(tok_path.string(), ": model.type is not \"BPE\" (a GPT-2 tokenizer.json has a BPE model)");
     const auto& m = j["model"];
@@ -294,7 +301,7 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& dir) : dir_(dir) {
     }
     if (j.contains("added_tokens") && j["added_tokens"].is_array())
       for (const auto& t : j["added_tokens"])
-        if (t.contains("content") && t.contains("id") && !vocab.contains(t["content"].get<std::string>()))
+        if (t.contains("content") && t["content"].is_string() && t.contains("id") && !vocab.contains(t["content"].get<std::string>()))
           vocab[t["content"].get<std::string>()] = t["id"];
     files_ = {tok_path.string()};
   } else {

@@ -10,6 +10,7 @@
 // Decoding concatenates the tokens' bytes, so decode(encode(b)) == b for any bytes b.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,11 @@ class Gpt2Tokenizer final : public Tokenizer {
   // Loads DIR/vocab.json + DIR/merges.txt, or else DIR/tokenizer.json (Hugging Face's BPE model).
   // Throws dl::Error(usage) naming the file and what is wrong (a malformed merges line by number).
   explicit Gpt2Tokenizer(const std::string& dir);
+  // The same from the files' contents, by name ("vocab.json" + "merges.txt", or "tokenizer.json"),
+  // for a tokenizer built from memory (tests/fuzz/fuzz_gpt2_tokenizer.cpp); messages name the
+  // files under `dir`. The folder constructor reads the files into one of these.
+  using Files = std::map<std::string, std::string>;
+  Gpt2Tokenizer(const Files& files, const std::string& dir);
   ~Gpt2Tokenizer() override;
 
   // Remembers the ids of pieces already merged: piece bytes -> ids in one pool, cleared when it

@@ -3,13 +3,12 @@
 #include <toml++/toml.h>
 
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
+#include "dl/io/input_file.hpp"
 #include "dl/sweep/toml_literal.hpp"
 
 namespace dl::sweep {
@@ -219,10 +218,7 @@ void collect_params(const fs::path& file, const toml::table& t, const std::strin
 std::string read_text(const fs::path& file) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) throw_usage("sweep file not found: ", file.string());
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return read_input_file(file, "cannot read sweep file");
 }
 
 }  // namespace
