@@ -1,5 +1,7 @@
 // dl-bench rows as dl-cost and dl-shard read them (--bench): plan::parse_bench_output in the
 // first byte's format, then the summary they plan with.
+#include <nlohmann/json.hpp>
+
 #include "dl/plan/bench_input.hpp"
 #include "fuzz.hpp"
 
@@ -10,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dl::fuzz::expect_parse_or_usage_error([&] { (void)dl::plan::parse_bench_output(text, "fuzz.json", format); });
   dl::fuzz::expect_parse_or_usage_error([&] {
     auto rows = dl::plan::parse_bench_rows(text, "fuzz.json");
-    for (const char* precision : {"bf16", "fp16", "fp32"}) (void)dl::plan::summarize_bench(rows, precision);
+    for (dl::Precision precision : {dl::Precision::bf16, dl::Precision::fp16, dl::Precision::fp32}) (void)dl::plan::summarize_bench(rows, precision);
   });
   return 0;
 }
