@@ -1,5 +1,7 @@
 // Sharded-checkpoint manifests (trainer_state.json): parse_checkpoint_manifest, then what a
 // CheckpointReader derives from an accepted manifest without opening its files.
+#include <nlohmann/json.hpp>
+
 #include "dl/checkpoint/format.hpp"
 #include "fuzz.hpp"
 
