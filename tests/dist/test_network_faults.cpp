@@ -162,7 +162,8 @@ TEST_CASE("two nodes in network namespaces: the single-process losses; a cut lin
     for (const auto& l : n0->out_lines()) out += l + "\n";
     const auto got = losses_of(out);
     REQUIRE(got.size() == want.size());
-    for (const auto& [step, loss] : want) {
+    for (const auto& [step_, loss] : want) {
+      const auto step = step_;  // clang 14 cannot capture a structured binding in CAPTURE's lambda
       CAPTURE(step);
       CHECK(std::abs(got.at(step) - loss) <= 1e-5 * std::abs(loss));
     }
@@ -221,7 +222,8 @@ TEST_CASE("two nodes in network namespaces: the single-process losses; a cut lin
     const auto got = losses_of(out);
     CHECK(got.size() == 600);
     // The steps before the cut are the single-process ones.
-    for (const auto& [step, loss] : want) {
+    for (const auto& [step_, loss] : want) {
+      const auto step = step_;  // clang 14 cannot capture a structured binding in CAPTURE's lambda
       CAPTURE(step);
       CHECK(std::abs(got.at(step) - loss) <= 1e-5 * std::abs(loss));
     }
