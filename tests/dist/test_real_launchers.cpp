@@ -44,7 +44,8 @@ std::map<int64_t, double> single_process_losses(const TempDir& d) {
 
 void check_same_losses(const std::map<int64_t, double>& got, const std::map<int64_t, double>& want) {
   REQUIRE(got.size() == want.size());
-  for (const auto& [step, loss] : want) {
+  for (const auto& [step_, loss] : want) {
+    const auto step = step_;  // clang 14 cannot capture a structured binding in CAPTURE's lambda
     CAPTURE(step);
     CHECK(std::abs(got.at(step) - loss) <= 1e-5 * std::abs(loss));
   }
