@@ -48,11 +48,12 @@ class GPT(nn.Module):
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
-    def forward(self, idx, tgt):
+    def forward(self, idx, tgt, head=None):
+        """head: a separate (untied) LM head [vocab, d]; None: the tied embedding."""
         x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for b in self.h:
             x = b(x)
-        logits = F.linear(self.ln_f(x), self.wte.weight)
+        logits = F.linear(self.ln_f(x), self.wte.weight if head is None else head)
         return F.cross_entropy(logits.float().view(-1, self.vocab), tgt.view(-1))
 
 

@@ -200,7 +200,7 @@ TEST_CASE("unknown keys and sections suggest the closest known key") {
   // nothing close: list what exists
   CHECK(parse_error("[model]\nwibble = 1\n") ==
         "x.toml:2: unknown key 'model.wibble'; the keys of [model] are type, n_layer, n_head, n_embd, block_size, "
-        "vocab_size, init_std, init_from, hidden, activation");
+        "vocab_size, init_std, tie_embeddings, init_from, hidden, activation");
   CHECK(parse_error("[zzzzzzzz]\n") ==
         "x.toml:1: unknown section 'zzzzzzzz'; the sections are model, data, optim, schedule, train, parallel, dist, log");
   // a sub-table under a known section is an unknown key
@@ -591,7 +591,7 @@ TEST_CASE("config_to_toml lists every section and key in declaration order") {
 
 TEST_CASE("config_key_docs has one entry per key with type, default and help") {
   auto docs = config_key_docs();
-  CHECK(docs.size() == 58);
+  CHECK(docs.size() == 59);
   std::set<std::string> names;
   for (const auto& d : docs) {
     CAPTURE(d.key);

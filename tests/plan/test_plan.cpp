@@ -9,6 +9,7 @@
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
 #include "dl/nn/gpt.hpp"
+#include "dl/nn/gpt_from_config.hpp"
 #include "dl/nn/mlp.hpp"
 #include "dl/plan/gpus.hpp"
 #include "dl/plan/plan.hpp"
@@ -396,10 +397,38 @@ TEST_CASE("attention: names, --attention parsing and the default from train.devi
 
 TEST_CASE("parameters per rank under tensor and pipeline parallelism") {
   ModelShape m = model_from_config(gpt_config(50257));
-  CHECK(params_per_rank(m, 2, 1) == 62641536.0);   // matrices and column biases / 2, wte / 2
+  // matrices and column biases / 2; wte's 50257 rows split 25128 + 25129, the busier rank's
+  CHECK(params_per_rank(m, 2, 1) == 62641536.0 + 768 / 2);
   CHECK(params_per_rank(m, 1, 2) == 81911040.0);   // first stage: 6 layers + wte + wpe
-  CHECK(params_per_rank(m, 2, 2) == 41362560.0);
+  CHECK(params_per_rank(m, 2, 2) == 41362560.0 + 768 / 2);
   CHECK(params_per_rank(model_from_params(8e9), 2, 4) == 1e9);  // bare count: psi / (tp pp)
+}
+
+TEST_CASE("parameters per rank are what the busiest rank of dl-train's GPT declares: tied or untied head, any "
+          "vocabulary") {
+  for (const bool tied : {true, false})
+    for (const int64_t vocab : {50257, 50304, 97})
+      for (const int tp : {1, 2, 3})
+        for (const int pp : {1, 2}) {
+          CAPTURE(tied);
+          CAPTURE(vocab);
+          CAPTURE(tp);
+          CAPTURE(pp);
+          Config c = parse_config("[model]\nn_layer = 2\nn_head = 6\nn_embd = 48\nblock_size = 32\nvocab_size = " +
+                                      std::to_string(vocab) + "\ntie_embeddings = " + (tied ? "true" : "false") + "\n",
+                                  "c.toml", ".");
+          ModelShape m = model_from_config(c);
+          GptConfig g = gpt_config_from(c.model);
+          CHECK(m.params == static_cast<double>(gpt_param_count(g)));
+          int64_t busiest = 0;
+          for (int t = 0; t < tp; ++t)
+            for (int p = 0; p < pp; ++p) {
+              GptParallel par;
+              par.tp_size = tp, par.tp_rank = t, par.pp_size = pp, par.pp_rank = p;
+              busiest = std::max(busiest, GptModel::declarations(g, par).numel());
+            }
+          CHECK(params_per_rank(m, tp, pp) == static_cast<double>(busiest));
+        }
 }
 
 TEST_CASE("communication per step by hand") {

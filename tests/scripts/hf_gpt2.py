@@ -9,7 +9,8 @@ SPEC_JSON: n_layer, n_head, n_embd, n_positions, vocab_size, seed, text (a file 
 mapped onto the vocabulary as (byte * 197) % vocab_size, give the token ids), and optionally
 dtype ("F32" | "F16" | "BF16"), prefix (names start with "transformer."), shards (1: one
 model.safetensors; more: model-0000K-of-0000N.safetensors and model.safetensors.index.json),
-lm_head ("none" | "copy": lm_head.weight equal to wte | "random"), tie (config.json's
+lm_head ("none" | "copy": lm_head.weight equal to wte | "random": a head of its own, which the
+reference's loss uses when tie is false, as transformers does), tie (config.json's
 tie_word_embeddings), mask_buffers (h.N.attn.bias and h.N.attn.masked_bias, as
 openai-community/gpt2 has), drop (tensor names left out), extra ({name: shape} added), transpose
 (names stored transposed), config (keys overriding config.json), val_windows (windows of
@@ -104,6 +105,8 @@ def write_folder(out_dir, spec):
                 p.add_(0.1 * torch.randn_like(p))
             # The weights as stored: rounded to the file's dtype, then computed with in fp32.
             p.copy_(p.to(TORCH_DTYPE[dtype]).float())
+        # A separate head as wide as the matrices above, rounded like them.
+        head = (0.2 * torch.randn_like(model.wte.weight)).to(TORCH_DTYPE[dtype]).float()
     os.makedirs(out_dir, exist_ok=True)
 
     tensors = hf_tensors(model, spec)
@@ -113,11 +116,12 @@ def write_folder(out_dir, spec):
         tensors.append((name, torch.zeros(shape)))
     if spec.get("prefix"):
         tensors = [("transformer." + n, t) for n, t in tensors]
-    head = spec.get("lm_head", "none")
-    if head == "copy":
+    head_kind = spec.get("lm_head", "none")
+    if head_kind == "copy":
         tensors.append(("lm_head.weight", model.wte.weight))
-    elif head == "random":
-        tensors.append(("lm_head.weight", torch.randn_like(model.wte.weight)))
+    elif head_kind == "random":
+        tensors.append(("lm_head.weight", head))
+    untied = head_kind == "random" and not spec.get("tie", True)
 
     shards = spec.get("shards", 1)
     if shards <= 1:
@@ -151,7 +155,7 @@ def write_folder(out_dir, spec):
     x = torch.tensor([val[k * T:k * T + T] for k in range(val_windows)])
     y = torch.tensor([val[k * T + 1:k * T + T + 1] for k in range(val_windows)])
     with torch.no_grad():
-        return {"loss": model(x, y).item()}
+        return {"loss": model(x, y, head if untied else None).item()}
 
 
 def main():

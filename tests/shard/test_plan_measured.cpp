@@ -65,6 +65,15 @@ TEST_CASE("dl-shard plan matches dl-train's measured memory per rank, layout by 
        {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4", "parallel.schedule=gpipe"},
        {"--zero", "0", "--pp", "2"}},
       {"activation checkpointing", 1, {"parallel.activation_checkpointing=true"}, {"--zero", "0"}},
+      // An untied head: lm_head.weight on the last stage instead of the tied copy, split by
+      // vocabulary under tp (a vocabulary tp does not divide: tests/plan).
+      {"untied single process", 1, {"model.tie_embeddings=false"}, {"--zero", "0"}},
+      {"untied dp=2 zero=3", 2, {"model.tie_embeddings=false", "parallel.dp=2", "parallel.zero=3", "train.batch_size=4"},
+       {"--zero", "3"}},
+      {"untied tp=2", 2, {"model.tie_embeddings=false", "parallel.tp=2"}, {"--zero", "0", "--tp", "2"}},
+      {"untied pp=2 1f1b m=4", 2,
+       {"model.tie_embeddings=false", "parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4"},
+       {"--zero", "0", "--pp", "2"}},
   };
   int i = 0;
   for (const auto& l : layouts) {

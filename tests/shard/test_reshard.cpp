@@ -266,6 +266,74 @@ TEST_CASE("merge: a dp=2 zero=3 run and a tp=2 x pp=2 run equal the single-proce
   }
 }
 
+TEST_CASE("an untied head over a vocabulary tp does not divide: tp=3 gives the single-process losses; split, merge and "
+          "inspect carry lm_head.weight and round-trip byte for byte") {
+  TempDir dir("reshard-untied");
+  // 3 heads so tp=3 splits them; 256 vocabulary rows split 85 + 85 + 86.
+  std::string toml = kGpt;
+  toml.replace(toml.find("n_head = 4"), 10, "n_head = 3");
+  toml.replace(toml.find("n_embd = 32"), 11, "n_embd = 24\ntie_embeddings = false");
+  write_file(dir / "c.toml", toml);
+  Trained single = train(dir / "c.toml", dir / "single", 1, {}, {"--steps", "4"});
+  REQUIRE_MESSAGE(single.code == 0, single.err);
+  Trained tp3 = train(dir / "c.toml", dir / "tp3", 3, {"parallel.tp=3"}, {"--steps", "4"});
+  REQUIRE_MESSAGE(tp3.code == 0, tp3.err);
+  REQUIRE(tp3.loss.size() == 4);
+  double worst = 0;
+  for (const auto& [step, loss] : single.loss) {
+    worst = std::max(worst, std::fabs(tp3.loss.at(step) - loss) / loss);
+    worst = std::max(worst, std::fabs(tp3.grad_norm.at(step) - single.grad_norm.at(step)) / single.grad_norm.at(step));
+  }
+  MESSAGE("tp=3 (vocabulary 85 + 85 + 86 rows, untied head): largest relative difference of loss or gradient norm "
+          << worst);
+  CHECK(worst < 1e-5);
+
+  // The checkpoint's model: lm_head.weight whole, config.json untied.
+  const fs::path ckpt = step_dir(dir / "tp3", 4);
+  CHECK(json::parse(read_file(ckpt / "config.json"))["tie_word_embeddings"] == false);
+  RunResult ins = shard({"inspect", ckpt.string(), "--format", "json"});
+  REQUIRE_MESSAGE(ins.exit_code == 0, ins.err);
+  CHECK(json::parse(ins.out)["ok"] == true);
+  // tp=3 -> one process -> tp=3: dl-train's own files, byte for byte.
+  RunResult one = shard({"split", (dir / "tp3").string(), "--layout", "tp=1", "-o", (dir / "one").string()});
+  REQUIRE_MESSAGE(one.exit_code == 0, one.err);
+  RunResult ins1 = shard({"inspect", step_dir(dir / "one", 4).string(), "--format", "json"});
+  REQUIRE_MESSAGE(ins1.exit_code == 0, ins1.err);
+  bool head_listed = false;
+  const json listed = json::parse(ins1.out);
+  for (const auto& t : listed["tensors"])
+    if (t["tensor"] == "lm_head.weight" && t["shape"].dump() == "[256,24]")
+      head_listed = true;
+  CHECK(head_listed);
+  RunResult back = shard({"split", (dir / "one").string(), "--layout", "tp=3", "-o", (dir / "back").string()});
+  REQUIRE_MESSAGE(back.exit_code == 0, back.err);
+  auto want = tree(ckpt), got = tree(step_dir(dir / "back", 4));
+  REQUIRE(want.size() == got.size());
+  for (const auto& [file, bytes] : want) {
+    CAPTURE(file);
+    REQUIRE(got.count(file));
+    CHECK(got[file] == bytes);
+  }
+  // Merged from tp=3 and from one process: the same model.safetensors, lm_head.weight included.
+  RunResult m3 = shard({"merge", (dir / "tp3").string(), "-o", (dir / "m3.safetensors").string()});
+  REQUIRE_MESSAGE(m3.exit_code == 0, m3.err);
+  RunResult m1 = shard({"merge", (dir / "one").string(), "-o", (dir / "m1.safetensors").string()});
+  REQUIRE_MESSAGE(m1.exit_code == 0, m1.err);
+  CHECK(read_file(dir / "m3.safetensors") == read_file(dir / "m1.safetensors"));
+  dl::SafetensorsReader merged(dir / "m3.safetensors");
+  REQUIRE(merged.contains("lm_head.weight"));
+  CHECK(merged.info("lm_head.weight").shape == dl::Shape{256, 24});
+  CHECK(merged.names().size() == 29);
+  // A config whose head is tied does not describe the checkpoint: exit 2 naming the key.
+  std::string tied_toml = toml;
+  tied_toml.replace(tied_toml.find("tie_embeddings = false"), 22, "tie_embeddings = true");
+  write_file(dir / "tied.toml", tied_toml);
+  RunResult tied = shard({"split", (dir / "tp3").string(), "--layout", "tp=1", "-o", (dir / "tied").string(), "--config",
+                          (dir / "tied.toml").string()});
+  CHECK(tied.exit_code == 2);
+  CHECK_MESSAGE(has(tied.err, "model.tie_embeddings = true but the checkpoint's model has false"), tied.err);
+}
+
 TEST_CASE("dl-train resumes from split shards and continues the single-process losses and gradient norms") {
   const Runs& r = runs();
   // Single process -> dp=2 zero=3: the run directory's config.toml carries the layout and half

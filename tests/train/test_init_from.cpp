@@ -60,13 +60,19 @@ TEST_CASE("a PyTorch-written GPT-2 folder loads in every on-disk form and gives 
   struct Form {
     std::string name;
     json spec;
+    int64_t tensors = 2 + 12 * 2 + 2;  // read from the files: the blocks' and the embeddings', ln_f
+    std::string model_keys = "";       // [model] lines
   };
   // f32 with openai-community/gpt2's mask buffers; f16 with GPT2LMHeadModel's prefix, in two
-  // shards; bf16 with a copy of the embedding as lm_head.weight and tie_word_embeddings false.
+  // shards; bf16 with a copy of the embedding as lm_head.weight and tie_word_embeddings false (an
+  // untied head that starts equal to wte); f32 with a head of its own (the reference's loss uses
+  // it); a tied folder untied by model.tie_embeddings = false (the head starts as wte's copy).
   std::vector<Form> forms = {
       {"f32, mask buffers", {{"dtype", "F32"}, {"mask_buffers", true}}},
       {"f16, transformer. prefix, 2 shards", {{"dtype", "F16"}, {"prefix", true}, {"shards", 2}}},
-      {"bf16, lm_head.weight, untied config", {{"dtype", "BF16"}, {"lm_head", "copy"}, {"tie", false}}},
+      {"bf16, lm_head.weight, untied config", {{"dtype", "BF16"}, {"lm_head", "copy"}, {"tie", false}}, 29},
+      {"f32, untied lm_head.weight of its own", {{"dtype", "F32"}, {"lm_head", "random"}, {"tie", false}}, 29},
+      {"f32, tied folder, model.tie_embeddings = false", {{"dtype", "F32"}}, 28, "tie_embeddings = false\n"},
   };
   std::vector<std::pair<fs::path, json>> folders;
   for (size_t k = 0; k < forms.size(); ++k) {
@@ -81,7 +87,9 @@ TEST_CASE("a PyTorch-written GPT-2 folder loads in every on-disk form and gives 
     CAPTURE(f.name);
     const fs::path hf = folders[static_cast<size_t>(i)].first;
     const double reference = references[static_cast<size_t>(i)];
-    write_file(d / "c.toml", finetune_toml(hf, hf));
+    std::string toml = finetune_toml(hf, hf);
+    toml.insert(toml.find("init_from"), f.model_keys);
+    write_file(d / "c.toml", toml);
     const fs::path run_dir = d / ("run" + std::to_string(i++));
     Result r = train(d / "c.toml", run_dir, {"--steps", "0"});
     INFO(r.err);
@@ -94,8 +102,15 @@ TEST_CASE("a PyTorch-written GPT-2 folder loads in every on-disk form and gives 
     json source = json::parse(read_file(run_dir / "init_from.json"));
     CHECK(source["format"] == "huggingface");
     CHECK(source["folder"] == hf.string());
-    CHECK(source["tensors"] == 2 + 12 * 2 + 2);
+    CHECK(source["tensors"] == f.tensors);
     CHECK(source["dtypes"].contains(f.spec["dtype"].get<std::string>()));
+    // The run's model, its checkpoint and its config.json say whether the head is tied.
+    const bool tied = f.spec.value("tie", true) && f.model_keys.empty();
+    CHECK(source["lm_head"].get<std::string>().starts_with(tied ? "tied" : "lm_head.weight"));
+    CHECK(read_file(run_dir / "config.toml").find(tied ? "tie_embeddings = true" : "tie_embeddings = false") !=
+          std::string::npos);
+    const json hf_config = json::parse(read_file(run_dir / "checkpoints" / "step_00000000" / "config.json"));
+    CHECK(hf_config["tie_word_embeddings"] == tied);
   }
 }
 
@@ -188,8 +203,14 @@ TEST_CASE("bad GPT-2 folders exit 2 naming the file and the problem, before anyt
       {"truncated safetensors", {},
        [](const fs::path& f) { fs::resize_file(f / "model.safetensors", fs::file_size(f / "model.safetensors") - 100); },
        {"model.safetensors", "truncated"}},
-      {"untied head", {{"lm_head", "random"}, {"tie", false}}, none,
-       {"model.safetensors: tensor 'lm_head.weight' differs from wte.weight", "untied head cannot be loaded"}},
+      {"a tied config with another lm_head.weight", {{"lm_head", "random"}}, none,
+       {"model.safetensors: tensor 'lm_head.weight' differs from wte.weight",
+        "set model.tie_embeddings = false to load it as a separate head"}},
+      {"an untied config without lm_head.weight", {{"tie", false}}, none,
+       {"model.safetensors: no tensor 'lm_head.weight', but ", "config.json says tie_word_embeddings = false"}},
+      {"model.tie_embeddings = true against an untied config", {{"lm_head", "random"}, {"tie", false}}, none,
+       {"c.toml:2: model.tie_embeddings = true, but ", "config.json says tie_word_embeddings = false"},
+       "tie_embeddings = true\n"},
       {"another LayerNorm epsilon", {{"config", {{"layer_norm_epsilon", 1e-6}}}}, none,
        {"config.json: layer_norm_epsilon is 1e-06; dl-train's GPT-2 computes LayerNorm with 1e-5"}},
       {"erf GELU", {{"config", {{"activation_function", "gelu"}}}}, none,

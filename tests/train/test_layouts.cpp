@@ -348,37 +348,54 @@ double final_val_loss(const fs::path& run_dir) {
 
 }  // namespace
 
-TEST_CASE("model.init_from into dp=2, ZeRO-3, tp=2 and pp=2 gives the single-process losses; a sharded checkpoint starts a run") {
+TEST_CASE("model.init_from into dp=2, ZeRO-3, tp=2 and pp=2 gives the single-process losses, tied or untied, with "
+          "GPT-2's odd vocabulary; a sharded checkpoint starts a run") {
   TempDir dir("layout-init");
-  // A PyTorch-written GPT-2 folder (tests/scripts/hf_gpt2.py) with a vocabulary tp=2 divides.
-  const fs::path hf = dir / "hf";
-  write_hf_gpt2(hf, {{"n_layer", 2}, {"n_head", 4}, {"n_embd", 32}, {"n_positions", 16}, {"vocab_size", 512}, {"seed", 5}});
-  write_file(dir / "c.toml", "[model]\ninit_from = \"hf\"\n\n[data]\nsource = \"tokens:hf/train.bin\"\n"
-                             "val_source = \"tokens:hf/val.bin\"\n\n[optim]\nlr = 3e-3\n\n[schedule]\n"
-                             "decay_steps = 8\n\n[train]\nsteps = 8\nbatch_size = 8\nthreads = 1\neval_every = 0\n"
-                             "eval_batches = 1\n\n[log]\nevery = 1\nsamples = 0\nprogress = \"none\"\n"
-                             "tensorboard = false\n");
-  Run single = train(dir / "c.toml", dir / "single", 1, {});
-  INFO(single.err);
-  REQUIRE(single.code == 0);
-  REQUIRE(single.loss.size() == 8);
-  const std::vector<Layout> layouts = {
-      {"dp=2", 2, {"parallel.dp=2", "train.batch_size=4"}},
-      {"dp=2 zero=3", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3"}},
-      {"tp=2", 2, {"parallel.tp=2"}},
-      {"pp=2", 2, {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4"}},
-  };
-  check_layouts(dir / "c.toml", dir.path(), layouts, single, 8, "init_from ");
-  // The ZeRO-3 run's sharded checkpoint (one flat piece per rank) as model.init_from of a single
-  // process: its weights are the single run's to float tolerance, so is its loss.
-  const fs::path sharded = dir / "run1" / "checkpoints" / "step_00000008";
-  REQUIRE(fs::exists(sharded / "shards" / "rank00001.safetensors"));
-  Run from_shards = train(dir / "c.toml", dir / "from-shards", 1, {"model.init_from=" + sharded.string()}, {"--steps", "0"});
-  INFO(from_shards.err);
-  REQUIRE(from_shards.code == 0);
-  const double a = final_val_loss(dir / "from-shards"), b = final_val_loss(dir / "single");
-  MESSAGE("val loss from the zero=3 shards " << a << ", single process " << b);
-  CHECK(std::fabs(a - b) / b < 1e-5);
+  // PyTorch-written GPT-2 folders (tests/scripts/hf_gpt2.py) with GPT-2's 50257-token vocabulary,
+  // which tp=2 splits unevenly (25128 + 25129 rows): the head tied to wte, and a head of its own.
+  const json shape = {{"n_layer", 2}, {"n_head", 4}, {"n_embd", 16}, {"n_positions", 16}, {"vocab_size", 50257}};
+  json untied = shape;
+  untied.update({{"seed", 6}, {"lm_head", "random"}, {"tie", false}});
+  json tied = shape;
+  tied["seed"] = 5;
+  write_hf_gpt2s({{dir / "hf", tied}, {dir / "hf-untied", untied}});
+  for (const std::string head : {"tied", "untied"}) {
+    CAPTURE(head);
+    const fs::path sub = dir / head;
+    fs::create_directories(sub);
+    write_file(sub / "c.toml", "[model]\ninit_from = \"" + (dir / (head == "tied" ? "hf" : "hf-untied")).string() +
+                                   "\"\n\n[data]\nsource = \"tokens:../hf/train.bin\"\n"
+                                   "val_source = \"tokens:../hf/val.bin\"\n\n[optim]\nlr = 3e-3\n\n[schedule]\n"
+                                   "decay_steps = 8\n\n[train]\nsteps = 8\nbatch_size = 8\nthreads = 1\neval_every = 0\n"
+                                   "eval_batches = 1\n\n[log]\nevery = 1\nsamples = 0\nprogress = \"none\"\n"
+                                   "tensorboard = false\n");
+    Run single = train(sub / "c.toml", sub / "single", 1, {});
+    INFO(single.err);
+    REQUIRE(single.code == 0);
+    REQUIRE(single.loss.size() == 8);
+    std::vector<Layout> layouts = {
+        {"dp=2", 2, {"parallel.dp=2", "train.batch_size=4"}},
+        {"dp=2 zero=3", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3"}},
+        {"tp=2", 2, {"parallel.tp=2"}},
+        {"pp=2", 2, {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4"}},
+    };
+    if (head == "untied") {  // the head's own gradient through every sharding of it
+      layouts.push_back({"dp=2 zero=1", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=1"}});
+      layouts.push_back({"dp=2 zero=2", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=2"}});
+      layouts.push_back({"tp=2 x pp=2", 4, {"parallel.tp=2", "parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4"}});
+    }
+    check_layouts(sub / "c.toml", sub, layouts, single, 8, "init_from " + head + " ");
+    // The ZeRO-3 run's sharded checkpoint (one flat piece per rank) as model.init_from of a single
+    // process: its weights are the single run's to float tolerance, so is its loss.
+    const fs::path sharded = sub / "run1" / "checkpoints" / "step_00000008";
+    REQUIRE(fs::exists(sharded / "shards" / "rank00001.safetensors"));
+    Run from_shards = train(sub / "c.toml", sub / "from-shards", 1, {"model.init_from=" + sharded.string()}, {"--steps", "0"});
+    INFO(from_shards.err);
+    REQUIRE(from_shards.code == 0);
+    const double a = final_val_loss(sub / "from-shards"), b = final_val_loss(sub / "single");
+    MESSAGE(head << ": val loss from the zero=3 shards " << a << ", single process " << b);
+    CHECK(std::fabs(a - b) / b < 1e-5);
+  }
 }
 
 namespace {

@@ -25,6 +25,7 @@ constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr const char* kPrefix = "transformer.";  // GPT2LMHeadModel's names; GPT2Model's have none
 constexpr const char* kHead = "lm_head.weight";
+constexpr const char* kTiedHead = "tied to wte.weight";
 
 bool is_weight_dtype(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 
@@ -55,13 +56,15 @@ struct InitFrom::Impl {
   };
   std::map<std::string, Stored> stored;
   std::vector<std::string> skipped;  // mask buffers
-  std::string head = "tied to wte.weight";
+  std::string head = kTiedHead;
+  // An untied model from a tied folder: its lm_head.weight starts as a copy of wte.weight.
+  bool head_from_wte = false;
   double open_seconds = 0;  // reading and checking the headers
   // dl-train checkpoint.
   std::unique_ptr<CheckpointReader> checkpoint;
 
   Tensor read(const std::string& name) const {
-    if (checkpoint) return checkpoint->read(name, "param");
+    if (checkpoint) return checkpoint->read(head_from_wte && name == kHead ? "wte.weight" : name, "param");
     const Stored& s = stored.at(name);
     return files[s.file]->read(s.key);
   }
@@ -69,8 +72,9 @@ struct InitFrom::Impl {
   const fs::path& file_of(const std::string& name) const { return files[stored.at(name).file]->path(); }
 
   void open_huggingface(const ParamSet& whole, const HfGpt2Shape& shape);
-  void open_checkpoint(const ParamSet& whole);
-  void check_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads);
+  void open_checkpoint(const ParamSet& whole, const HfGpt2Shape& shape);
+  void take_untied_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads);
+  void check_tied_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads);
 };
 
 void InitFrom::Impl::open_huggingface(const ParamSet& whole, const HfGpt2Shape& shape) {
@@ -141,6 +145,8 @@ void InitFrom::Impl::open_huggingface(const ParamSet& whole, const HfGpt2Shape& 
       throw_usage(weights_named.string(), ": weight_map places tensor '", name, "' in ", rel, ", which does not hold it");
   }
 
+  const bool untied = whole.contains(kHead);
+  if (untied) take_untied_head(shape, heads);
   // Exactly the model's parameters, each with its whole shape.
   for (const auto& info : whole.infos()) {
     auto it = stored.find(info.name);
@@ -165,19 +171,33 @@ void InitFrom::Impl::open_huggingface(const ParamSet& whole, const HfGpt2Shape& 
                   " is not a parameter of the GPT-2 model config.json describes (n_layer ", shape.n_layer, ", n_embd ",
                   shape.n_embd, ", vocab_size ", shape.vocab_size, ")");
     }
-  check_head(shape, heads);
+  if (!untied) check_tied_head(shape, heads);
 }
 
-// dl-train's GPT-2 ties the LM head to the token embedding: an lm_head.weight is taken only when
-// it is that embedding, bit for bit (a tied model saved with both copies).
-void InitFrom::Impl::check_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads) {
-  const fs::path cfg = folder / "config.json";
-  if (heads.empty()) {
-    if (!shape.tie_word_embeddings)
-      throw_usage(weights_named.string(), ": no tensor '", kHead, "', but ", cfg.string(),
-                  " says tie_word_embeddings = false (a separate LM head)");
+// An untied model (config.json's tie_word_embeddings = false, or model.tie_embeddings = false)
+// takes the folder's lm_head.weight; a tied folder has none, and its head starts as wte.weight.
+void InitFrom::Impl::take_untied_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads) {
+  if (!heads.empty()) {
+    stored[kHead] = heads.begin()->second;
+    head = std::string(kHead) + " (separate)";
     return;
   }
+  if (!shape.tie_word_embeddings)
+    throw_usage(weights_named.string(), ": no tensor '", kHead, "', but ", (folder / "config.json").string(),
+                " says tie_word_embeddings = false (a separate LM head)");
+  auto wte = stored.find("wte.weight");
+  if (wte == stored.end()) return;  // the check of every parameter names the missing wte.weight
+  stored[kHead] = wte->second;
+  head_from_wte = true;
+  head = std::string(kHead) + " (a copy of wte.weight: model.tie_embeddings = false unties the folder's head)";
+}
+
+// A tied model takes an lm_head.weight only when it is the embedding, bit for bit (a tied model
+// saved with both copies). transformers would silently replace a different one by wte.weight;
+// dl-train refuses and names the key that loads it as a head of its own.
+void InitFrom::Impl::check_tied_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads) {
+  const fs::path cfg = folder / "config.json";
+  if (heads.empty()) return;
   const Stored& h = heads.begin()->second;
   const SafetensorsReader& r = *files[h.file];
   const SafetensorsInfo& t = r.info(h.key);
@@ -187,13 +207,14 @@ void InitFrom::Impl::check_head(const HfGpt2Shape& shape, std::map<std::string, 
                 " (the LM head has wte.weight's shape)");
   const Tensor lm = r.read(h.key), wte = read("wte.weight");
   if (lm.dtype() != wte.dtype() || std::memcmp(lm.raw(), wte.raw(), lm.nbytes()) != 0)
-    throw_usage(r.path().string(), ": tensor '", h.key, "' differs from wte.weight (", cfg.string(),
-                shape.tie_word_embeddings ? " says the head is tied" : " says tie_word_embeddings = false",
-                "); dl-train's GPT-2 ties the LM head to the token embedding, so an untied head cannot be loaded");
+    throw_usage(r.path().string(), ": tensor '", h.key, "' differs from wte.weight, but the model ties its LM head to "
+                "the token embedding (", cfg.string(),
+                shape.tie_word_embeddings ? " says tie_word_embeddings = true or leaves it out" : " is overridden",
+                "); set model.tie_embeddings = false to load it as a separate head");
   head = std::string(kHead) + " (equal to wte.weight)";
 }
 
-void InitFrom::Impl::open_checkpoint(const ParamSet& whole) {
+void InitFrom::Impl::open_checkpoint(const ParamSet& whole, const HfGpt2Shape& shape) {
   format = "dlkit-checkpoint";
   weights_named = folder / kCheckpointManifest;
   if (std::string problem = verify_checkpoint(folder); !problem.empty()) throw_usage(problem);
@@ -201,9 +222,17 @@ void InitFrom::Impl::open_checkpoint(const ParamSet& whole) {
   if (checkpoint->model_type() != "gpt")
     throw_usage(weights_named.string(), ": the checkpoint holds a '", checkpoint->model_type(),
                 "' model; model.init_from starts a gpt model");
+  // A tied run's checkpoint into an untied model: the head starts as a copy of wte.weight.
+  if (whole.contains(kHead) && !checkpoint->has(kHead, "param") && shape.tie_word_embeddings) {
+    head_from_wte = true;
+    head = std::string(kHead) + " (a copy of wte.weight: model.tie_embeddings = false unties the checkpoint's head)";
+  } else if (whole.contains(kHead)) {
+    head = std::string(kHead) + " (separate)";
+  }
   std::set<std::string> declared;
   for (const auto& info : whole.infos()) {
     declared.insert(info.name);
+    if (head_from_wte && info.name == kHead) continue;
     if (!checkpoint->has(info.name, "param"))
       throw_usage(weights_named.string(), ": no tensor '", info.name, "'; the model config.json describes needs it as ",
                   shape_str(info.global_shape));
@@ -224,7 +253,7 @@ InitFrom::InitFrom(const fs::path& folder, const ModelConfig& model) : impl_(std
   // The whole model's parameters: names and whole shapes, as one process declares them.
   const ParamSet whole = GptModel::declarations(gpt_config_from(model), GptParallel{});
   if (fs::exists(folder / kCheckpointManifest))
-    impl_->open_checkpoint(whole);
+    impl_->open_checkpoint(whole, shape);
   else
     impl_->open_huggingface(whole, shape);
   impl_->open_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -256,14 +285,16 @@ json InitFrom::describe() const {
     d["step"] = m.checkpoint->state().step;
     d["layout"] = m.checkpoint->manifest()["layout"];
     d["tensors"] = m.checkpoint->names("param").size();
+    if (m.head != kTiedHead) d["lm_head"] = m.head;
     return d;
   }
   json files = json::array();
   std::map<std::string, int64_t> dtypes;
   for (const auto& f : m.files) files.push_back({{"file", f->path().filename().string()}, {"bytes", f->file_size()}});
-  for (const auto& [name, s] : m.stored) ++dtypes[std::string(safetensors_dtype(m.files[s.file]->info(s.key).dtype))];
+  for (const auto& [name, s] : m.stored)
+    if (!(m.head_from_wte && name == kHead)) ++dtypes[std::string(safetensors_dtype(m.files[s.file]->info(s.key).dtype))];
   d["files"] = files;
-  d["tensors"] = m.stored.size();
+  d["tensors"] = m.stored.size() - (m.head_from_wte ? 1 : 0);  // tensors read from the files
   d["dtypes"] = dtypes;
   d["lm_head"] = m.head;
   d["skipped_buffers"] = m.skipped.size();

@@ -557,6 +557,15 @@ struct Checker {
     take(m.n_embd, shape.n_embd, "n_embd");
     take(m.block_size, shape.n_positions, "n_positions");
     take(m.vocab_size, shape.vocab_size, "vocab_size");
+    // An untied folder's head cannot be tied to wte; a tied folder's may be untied (the head
+    // starts as a copy of wte.weight).
+    const std::string tie = key_of(&m.tie_embeddings);
+    if (!origins.count(tie))
+      m.tie_embeddings = shape.tie_word_embeddings;
+    else if (m.tie_embeddings && !shape.tie_word_embeddings)
+      throw_usage(where(tie), ": ", tie, " = true, but ", file.string(),
+                  " says tie_word_embeddings = false (its lm_head.weight is a tensor of its own): leave ", tie,
+                  " out or set it to false");
     // A Hugging Face folder usually carries its tokenizer: text then becomes the ids the weights
     // were trained on, unless data.tokenizer says otherwise.
     const fs::path dir(m.init_from);

@@ -22,6 +22,9 @@ struct ModelConfig {
   int64_t block_size = 128;  // sequence length used for training and the position table size
   int64_t vocab_size = 256;
   double init_std = 0.02;    // gpt: weights N(0, init_std); mlp layers use Kaiming normal
+  // gpt: the LM head is the token embedding (GPT-2); false: a separate lm_head.weight [V, D]
+  // (config.json's tie_word_embeddings = false)
+  bool tie_embeddings = true;
   // gpt: a folder whose weights the run starts from (a Hugging Face GPT-2 folder or a dl-train
   // checkpoint); its config.json fixes n_layer, n_head, n_embd, block_size and vocab_size. The
   // loaded config holds the absolute path.

@@ -28,7 +28,7 @@ std::string hf_gpt2_config_json(const ModelConfig& m) {
          {"embd_pdrop", 0.0},
          {"attn_pdrop", 0.0},
          {"scale_attn_weights", true},
-         {"tie_word_embeddings", true},
+         {"tie_word_embeddings", m.tie_embeddings},
          {"torch_dtype", "float32"}};
   return j.dump(2) + "\n";
 }

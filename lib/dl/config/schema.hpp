@@ -66,6 +66,7 @@ void visit_config(C& c, V&& v) {
   v("model", "block_size", c.model.block_size, help("gpt: training sequence length and size of the position table").min(1).max(kIntMax));
   v("model", "vocab_size", c.model.vocab_size, help("gpt: vocabulary size (token ids 0 .. vocab_size-1)").min(2).max(kIntMax));
   v("model", "init_std", c.model.init_std, help("gpt: initial weights ~ N(0, init_std); mlp layers use Kaiming normal").min(0));
+  v("model", "tie_embeddings", c.model.tie_embeddings, help("gpt: the LM head is the token embedding wte.weight (GPT-2); false: a separate output projection lm_head.weight [vocab_size, n_embd]; with model.init_from: config.json's tie_word_embeddings (false here unties a tied folder's head, starting it as a copy of wte.weight)"));
   v("model", "init_from", c.model.init_from, help("gpt: start from the weights in this folder (a Hugging Face GPT-2 folder: config.json with model.safetensors or its sharded index; or a dl-train checkpoint step_* folder); its config.json sets the model's shape; empty: random weights").existing_folder().optional());
   v("model", "hidden", c.model.hidden, help("mlp: widths of the hidden layers").min(1).max(kIntMax));
   v("model", "activation", c.model.activation, help("mlp: activation after each hidden layer"));

@@ -9,7 +9,13 @@ namespace dl {
 int64_t gpt_param_count(const GptConfig& c) {
   int64_t C = c.n_embd, L = c.n_layer;
   int64_t per_layer = 2 * C + (C * 3 * C + 3 * C) + (C * C + C) + 2 * C + (C * 4 * C + 4 * C) + (4 * C * C + C);
-  return int64_t(c.vocab_size) * C + int64_t(c.block_size) * C + L * per_layer + 2 * C;
+  const int64_t embeddings = int64_t(c.vocab_size) * C * (c.tie_embeddings ? 1 : 2) + int64_t(c.block_size) * C;
+  return embeddings + L * per_layer + 2 * C;
+}
+
+VocabRange vocab_range(int64_t vocab_size, int ranks, int rank) {
+  const int64_t first = vocab_size * rank / ranks;
+  return {first, vocab_size * (rank + 1) / ranks - first};
 }
 
 namespace {
@@ -27,15 +33,19 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, DType dtype, GptPa
   const int T = par_.tp_size, P = par_.pp_size;
   DL_CHECK(cfg_.n_head > 0 && cfg_.n_embd % cfg_.n_head == 0, "n_embd ", cfg_.n_embd, " not divisible by n_head ",
            cfg_.n_head);
-  if (T > 1 && (cfg_.n_head % T != 0 || cfg_.vocab_size % T != 0))
-    throw_usage("tensor parallel tp = ", T, " needs model.n_head (", cfg_.n_head, ") and model.vocab_size (",
-                cfg_.vocab_size, ") divisible by it");
+  if (T > 1 && cfg_.n_head % T != 0)
+    throw_usage("tensor parallel tp = ", T, " needs model.n_head (", cfg_.n_head, ") divisible by it");
+  if (cfg_.vocab_size < T)
+    throw_usage("tensor parallel tp = ", T, " needs at least one vocabulary row per rank; model.vocab_size is ",
+                cfg_.vocab_size);
   if (P > 1 && cfg_.n_layer % P != 0)
     throw_usage("pipeline parallel pp = ", P, " needs model.n_layer (", cfg_.n_layer, ") divisible by it");
   C_ = cfg_.n_embd;
   Cl_ = C_ / T;
   Fl_ = 4 * C_ / T;
-  Vl_ = cfg_.vocab_size / T;
+  const VocabRange vocab = vocab_range(cfg_.vocab_size, T, par_.tp_rank);
+  v0_ = vocab.first;
+  Vl_ = vocab.count;
   Hl_ = cfg_.n_head / T;
   const int per_stage = cfg_.n_layer / P;
   l0_ = par_.pp_rank * per_stage;
@@ -69,7 +79,7 @@ void GptModel::declare_params() {
   if (first_stage()) {
     group_begin();
     wte_ = Ps.size();
-    Ps.declare_slice("wte.weight", {V, C}, range(0, r * Vl_, Vl_), ParamInit::normal, std, true);
+    Ps.declare_slice("wte.weight", {V, C}, range(0, v0_, Vl_), ParamInit::normal, std, true);
     wpe_ = Ps.size();
     Ps.declare("wpe.weight", {Tm, C}, ParamInit::normal, std, true);
     group_end();
@@ -97,13 +107,17 @@ void GptModel::declare_params() {
     group_begin();
     lnf_w_ = Ps.size(); Ps.declare("ln_f.weight", {C}, ParamInit::ones, 0, false);
     lnf_b_ = Ps.size(); Ps.declare("ln_f.bias", {C}, ParamInit::zeros, 0, false);
-    if (!first_stage()) {
+    if (!cfg_.tie_embeddings) {
+      head_ = Ps.size();
+      Ps.declare_slice("lm_head.weight", {V, C}, range(0, v0_, Vl_), ParamInit::normal, std, true);
+    } else if (!first_stage()) {
       // The LM head is tied to the token embedding, which lives on the first stage: the last
       // stage keeps a copy, initialised identically and kept equal by summing both stages'
       // gradients before the (identical) optimizer updates.
       wte_ = Ps.size();
-      Ps.declare_slice("wte.weight", {V, C}, range(0, r * Vl_, Vl_), ParamInit::normal, std, true, /*tied_copy=*/true);
+      Ps.declare_slice("wte.weight", {V, C}, range(0, v0_, Vl_), ParamInit::normal, std, true, /*tied_copy=*/true);
     }
+    if (cfg_.tie_embeddings) head_ = wte_;
     group_end();
   }
   if (par_.tp_size == 1 && par_.pp_size == 1) DL_CHECK(Ps.numel() == gpt_param_count(cfg_), "parameter count");
@@ -229,7 +243,7 @@ void GptModel::block_forward(int l, const Tensor& in, Acts& a, Tensor& out) {
 ForwardStats GptModel::head_forward(Slot& s) {
   const int64_t N = s.B * s.T;
   be_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, s.residual.back(), P(lnf_w_), P(lnf_b_));
-  be_.matmul_forward(s.logits, s.lnf, P(wte_), Tensor(), WeightLayout::out_in);
+  be_.matmul_forward(s.logits, s.lnf, P(head_), Tensor(), WeightLayout::out_in);
   ForwardStats st;
   if (!s.targets.defined()) return st;
   if (s.targets.numel() != N)
@@ -239,7 +253,7 @@ ForwardStats GptModel::head_forward(Slot& s) {
   } else {
     // Vocabulary-parallel loss (Megatron): global row max, then global sum of exponentials and
     // the target's logit from whichever rank holds it.
-    const int64_t v0 = par_.tp_rank * Vl_;
+    const int64_t v0 = v0_;
     be_.logits_row_max(s.row_max, s.logits);
     par_.tp->allreduce(s.row_max, dist::ReduceOp::max);
     be_.logits_sum_exp(s.sum_exp, s.logits, s.row_max);
@@ -290,10 +304,9 @@ ForwardStats GptModel::forward_stage(const Batch& batch, const Tensor& hidden_in
   if (first_stage()) {
     hook(&ParamGroupHooks::before_forward, 0);
     Tensor wpe = par_.tp_rank == 0 ? P(wpe_).rows(0, T) : Tensor();
-    be_.encoder_forward(s.residual[0], s.tokens, P(wte_), wpe, par_.tp_rank * Vl_, cfg_.vocab_size);
+    be_.encoder_forward(s.residual[0], s.tokens, P(wte_), wpe, v0_, cfg_.vocab_size);
     tp_allreduce(s.residual[0]);
-    // The embedding group stays gathered on a single stage: the tied head uses it at the end.
-    if (!last_stage()) hook(&ParamGroupHooks::after_forward, 0);
+    if (!head_uses_embedding_group()) hook(&ParamGroupHooks::after_forward, 0);
   } else {
     be_.copy(s.residual[0], hidden_in);
   }
@@ -311,7 +324,7 @@ ForwardStats GptModel::forward_stage(const Batch& batch, const Tensor& hidden_in
   hook(&ParamGroupHooks::before_forward, head_group());
   ForwardStats st = head_forward(s);
   hook(&ParamGroupHooks::after_forward, head_group());
-  if (first_stage()) hook(&ParamGroupHooks::after_forward, 0);
+  if (head_uses_embedding_group()) hook(&ParamGroupHooks::after_forward, 0);
   return st;
 }
 
@@ -342,10 +355,10 @@ void GptModel::head_backward(Slot& s, double dloss) {
     // The logits are not needed after the loss: their gradient overwrites them in place.
     be_.crossentropy_backward(s.logits, s.logits, s.targets, dloss);
   } else {
-    be_.crossentropy_backward_sharded(s.logits, s.logits, s.targets, s.row_max, s.sum_exp, par_.tp_rank * Vl_, dloss);
+    be_.crossentropy_backward_sharded(s.logits, s.logits, s.targets, s.row_max, s.sum_exp, v0_, dloss);
   }
   Tensor none;
-  be_.matmul_backward(dc_, G(wte_), none, s.logits, s.lnf, P(wte_), WeightLayout::out_in, false);
+  be_.matmul_backward(dc_, G(head_), none, s.logits, s.lnf, P(head_), WeightLayout::out_in, false);
   tp_allreduce(dc_);  // each rank saw only its vocabulary slice
   be_.layernorm_backward(dres_, G(lnf_w_), G(lnf_b_), dc_, s.residual.back(), P(lnf_w_), s.lnf_mean, s.lnf_rstd, false);
 }
@@ -357,7 +370,7 @@ void GptModel::backward_stage(int slot, double dloss, const Tensor& dhidden_out,
   if (last_stage()) {
     DL_CHECK(s.targets.defined(), "backward without targets");
     hook(&ParamGroupHooks::before_backward, head_group());
-    if (first_stage()) hook(&ParamGroupHooks::before_backward, 0);  // the tied embedding
+    if (head_uses_embedding_group()) hook(&ParamGroupHooks::before_backward, 0);  // the tied embedding
     head_backward(s, dloss);
     hook(&ParamGroupHooks::after_backward, head_group());
   } else {
@@ -377,9 +390,9 @@ void GptModel::backward_stage(int slot, double dloss, const Tensor& dhidden_out,
     hook(&ParamGroupHooks::after_backward, block_group(l));
   }
   if (first_stage()) {
-    if (!last_stage()) hook(&ParamGroupHooks::before_backward, 0);
+    if (!head_uses_embedding_group()) hook(&ParamGroupHooks::before_backward, 0);
     Tensor wpe_grad = G(wpe_).rows(0, s.T);
-    be_.encoder_backward(G(wte_), wpe_grad, dres_, s.tokens, par_.tp_rank * Vl_);
+    be_.encoder_backward(G(wte_), wpe_grad, dres_, s.tokens, v0_);
     hook(&ParamGroupHooks::after_backward, 0);
   } else if (dhidden_in) {
     *dhidden_in = dres_;
@@ -395,7 +408,7 @@ ForwardStats GptModel::forward(const Batch& batch) { return forward_stage(batch,
 void GptModel::backward(double dloss) { backward_stage(0, dloss, Tensor(), nullptr); }
 
 Tensor GptModel::tied_embedding_grad() {
-  if (par_.pp_size == 1 || !(first_stage() || last_stage())) return Tensor();
+  if (par_.pp_size == 1 || !cfg_.tie_embeddings || !(first_stage() || last_stage())) return Tensor();
   return G(wte_).view({params_.info(wte_).numel()});
 }
 

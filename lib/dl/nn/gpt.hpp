@@ -1,15 +1,18 @@
 // GPT-2 (Radford et al. 2019) with explicit forward and backward, llm.c style: pre-LayerNorm
 // blocks of causal self-attention and a GELU MLP, learned position embeddings, final
-// LayerNorm, LM head tied to the token embedding. Parameters use the Hugging Face GPT-2 names
-// and Conv1D [in,out] layouts, so checkpoints load into transformers' GPT2LMHeadModel.
+// LayerNorm, LM head tied to the token embedding or (tie_embeddings = false) a separate
+// lm_head.weight [V, C]. Parameters use the Hugging Face GPT-2 names and Conv1D [in,out] layouts,
+// so checkpoints load into transformers' GPT2LMHeadModel.
 //
 // The same class runs every parallel layout:
 //  - tensor parallel (Megatron-LM, Shoeybi et al. 2019): c_attn and c_fc split by output
 //    columns (whole heads), attn.c_proj and mlp.c_proj by input rows, the token embedding and the
-//    loss split by vocabulary; one all-reduce after each row-parallel layer in forward and after
+//    loss split by vocabulary (contiguous row ranges, uneven when tp does not divide the
+//    vocabulary: GPT-2's 50257); one all-reduce after each row-parallel layer in forward and after
 //    each column-parallel layer's input gradient in backward;
 //  - pipeline parallel: a model object holds one stage (contiguous blocks; the first stage the
-//    embeddings, the last the final LayerNorm, the head and a tied copy of the token embedding),
+//    embeddings, the last the final LayerNorm and the head: a tied copy of the token embedding or
+//    the untied lm_head.weight),
 //    and keeps activations per in-flight micro-batch ("slot");
 //  - activation checkpointing: only each block's input is kept; backward recomputes the block;
 //  - ZeRO-3: ParamGroupHooks let an engine gather a group's parameters just before use.
@@ -31,10 +34,19 @@ struct GptConfig {
   int block_size = 128;  // maximum sequence length (n_positions)
   int vocab_size = 256;
   double init_std = 0.02;
+  bool tie_embeddings = true;  // false: the LM head is a parameter of its own, lm_head.weight [V, C]
 };
 
 // Parameter count for a config, as GptModel declares it (shared with the planner).
 int64_t gpt_param_count(const GptConfig& c);
+
+// The vocabulary rows [first, first + count) tensor-parallel rank `rank` of `ranks` holds of the
+// token embedding, the head and the logits: balanced contiguous ranges, so any vocabulary splits
+// (50257 over 2 ranks: 25128 and 25129 rows).
+struct VocabRange {
+  int64_t first = 0, count = 0;
+};
+VocabRange vocab_range(int64_t vocab_size, int ranks, int rank);
 
 struct GptParallel {
   int tp_size = 1, tp_rank = 0;
@@ -83,7 +95,8 @@ class GptModel final : public Model {
   ForwardStats forward_stage(const Batch& batch, const Tensor& hidden_in, int slot, Tensor* hidden_out) override;
   void backward_stage(int slot, double dloss, const Tensor& dhidden_out, Tensor* dhidden_in) override;
   // The token embedding's gradient on the first and the last stage of a pipeline (the head's
-  // copy); undefined with one stage (the lookup and the head share one tensor) or in between.
+  // copy); undefined with one stage (the lookup and the head share one tensor), in between, or
+  // when the head is untied.
   Tensor tied_embedding_grad() override;
 
  private:
@@ -119,6 +132,8 @@ class GptModel final : public Model {
     if (hooks_) (hooks_->*fn)(group);
   }
   int block_group(int l) const { return (first_stage() ? 1 : 0) + (l - l0_); }
+  // A single-stage tied model uses the embedding group again in the head: it stays gathered.
+  bool head_uses_embedding_group() const { return cfg_.tie_embeddings && first_stage() && last_stage(); }
   int head_group() const { return num_groups() - 1; }
 
   GptConfig cfg_;
@@ -128,7 +143,9 @@ class GptModel final : public Model {
   ParamSet params_;
   int l0_ = 0, l1_ = 0;          // blocks [l0, l1) live on this stage
   int64_t C_ = 0, Cl_ = 0, Fl_ = 0, Vl_ = 0, Hl_ = 0;  // widths: model, local attention, local MLP, local vocab, local heads
+  int64_t v0_ = 0;                                      // this rank's first vocabulary row
   size_t wte_ = 0, wpe_ = 0, lnf_w_ = 0, lnf_b_ = 0;
+  size_t head_ = 0;  // the LM head's weight: wte_ (tied) or lm_head.weight
   std::vector<Layer> layers_;     // indexed by l - l0
   std::vector<std::pair<size_t, size_t>> group_ranges_;  // [first, last) parameter index per group
   ParamGroupHooks* hooks_ = nullptr;

@@ -10,6 +10,7 @@ GptConfig gpt_config_from(const ModelConfig& m) {
   g.block_size = static_cast<int>(m.block_size);
   g.vocab_size = static_cast<int>(m.vocab_size);
   g.init_std = m.init_std;
+  g.tie_embeddings = m.tie_embeddings;
   return g;
 }
 

@@ -28,9 +28,9 @@ MeshShape resolve_mesh(const ParallelConfig& p, const ModelConfig& model, int wo
   if (model.type == ModelType::gpt) {
     if (model.n_head % m.tp != 0)
       throw_usage("parallel.tp = ", m.tp, " must divide model.n_head = ", model.n_head, " (heads are split across ranks)");
-    if (model.vocab_size % m.tp != 0)
-      throw_usage("parallel.tp = ", m.tp, " must divide model.vocab_size = ", model.vocab_size,
-                  " (the embedding and the loss are split by vocabulary); pad the vocabulary to a multiple of tp");
+    if (model.vocab_size < m.tp)
+      throw_usage("parallel.tp = ", m.tp, " exceeds model.vocab_size = ", model.vocab_size,
+                  " (the embedding and the loss split the vocabulary's rows across ranks)");
     if (model.n_layer % m.pp != 0)
       throw_usage("parallel.pp = ", m.pp, " must divide model.n_layer = ", model.n_layer,
                   " (stages hold equal numbers of blocks)");

@@ -100,8 +100,9 @@ PipelineStats PipelineRunner::run(const std::vector<Batch>& micro, double dloss)
 
 void PipelineRunner::reduce_tied_gradients(dist::Comm* embedding) {
   Tensor grad = model_.tied_embedding_grad();
-  DL_CHECK(grad.defined() == (embedding != nullptr), "the tied embedding's group and the stage disagree");
-  if (embedding) embedding->allreduce(grad);
+  if (!grad.defined()) return;  // one stage, a middle stage, or an untied head: nothing is shared
+  DL_CHECK(embedding != nullptr, "the tied embedding's gradient on a stage without the embedding group");
+  embedding->allreduce(grad);
 }
 
 ForwardStats forward_only(Model& stage, dist::Comm& pp, const Batch& batch) {

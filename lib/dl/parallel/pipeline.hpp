@@ -29,6 +29,7 @@ class PipelineRunner {
   // After the gradients are reduced over data-parallel ranks: the tied embedding's gradient
   // becomes the first stage's (lookup) plus the last stage's (head), summed over `embedding`
   // (the group of those two stages; null on a rank that is on neither or without a pipeline).
+  // A model with an untied head shares nothing between stages.
   void reduce_tied_gradients(dist::Comm* embedding);
 
  private:

@@ -55,6 +55,7 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
     m.heads = c.model.n_head;
     m.seq = c.model.block_size;
     m.vocab = c.model.vocab_size;
+    m.tied_head = c.model.tie_embeddings;
     m.dropout = false;  // dl-train's GPT has no dropout (hf config: *_pdrop = 0)
     return m;
   }
@@ -251,13 +252,23 @@ double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp) {
   // and whatever else the count holds when only --params was given (taken as embeddings).
   const double outside = std::max(0.0, m.params - static_cast<double>(m.n_layer) * layer_params(h) - 2 * h);
   const double wpe = m.seq > 0 && m.vocab > 0 ? static_cast<double>(m.seq) * h : 0.0;  // replicated
-  const double split = outside - wpe;  // wte (vocab-parallel) and the rest: split t ways
-  const double first = layers * layer_params_tp(h, t) + split / t + wpe + (p == 1 ? 2 * h : 0.0);
+  const double split = outside - wpe;  // wte, an untied lm_head (vocab-parallel) and the rest: split t ways
+  // The vocabulary's rows split as evenly as they go (dl-train's vocab_range): the busiest rank
+  // holds ceil(V / t) rows of wte and of an untied lm_head.
+  const double matrices = m.vocab > 0 ? (m.tied_head ? 1.0 : 2.0) : 0.0;
+  const double rows = static_cast<double>(ceil_div(m.vocab, std::max<int64_t>(tp, 1)));
+  const double vocab_whole = matrices * static_cast<double>(m.vocab) * h;
+  const double vocab_local = matrices * rows * h;
+  // (A rounded --params may hold less than the hints' vocabulary: then all of it splits t ways.)
+  const double split_local = split >= vocab_whole ? (split - vocab_whole) / t + vocab_local : split / t;
+  const double first = layers * layer_params_tp(h, t) + split_local + wpe + (p == 1 ? 2 * h : 0.0);
   if (p == 1) return first;
-  // The last stage holds the final LayerNorm and, with tied embeddings, its own copy of the
-  // token embedding for the LM head (Megatron-LM keeps one on the first and the last stage).
-  const double head = m.vocab > 0 ? static_cast<double>(m.vocab) * h / t : 0.0;
+  // The last stage holds the final LayerNorm and the LM head: with tied embeddings its own copy
+  // of the token embedding (Megatron-LM keeps one on the first and the last stage), else the
+  // untied lm_head, which the first stage then does not hold.
+  const double head = m.vocab > 0 ? rows * h : 0.0;
   const double last = layers * layer_params_tp(h, t) + 2 * h + head;
+  if (!m.tied_head) return std::max(first - head, last);
   return std::max(first, last);
 }
 

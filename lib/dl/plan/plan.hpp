@@ -23,6 +23,9 @@ struct ModelShape {
   // Korthikanti et al.'s activation constants count dropout masks and dropout outputs; a model
   // trained without dropout (dl-train's GPT) stores less: see activation_bytes_per_layer.
   bool dropout = true;
+  // The LM head is the token embedding (GPT-2); false: a separate V x D lm_head, counted in
+  // `params` and held by the last pipeline stage instead of a copy of the embedding.
+  bool tied_head = true;
   bool is_transformer() const { return n_layer > 0 && hidden > 0 && heads > 0 && seq > 0; }
 };
 
@@ -134,8 +137,8 @@ struct MemoryBreakdown {
 inline constexpr double kOverheadBytes = 2.0e9;
 
 // Parameters held by the busiest rank before ZeRO sharding: psi / (tp x pp) for a bare count;
-// for a transformer the heaviest pipeline stage (embeddings on the first, a copy of the tied
-// LM head on the last when pp > 1) with Megatron-style tensor-parallel splits (matrices, their
+// for a transformer the heaviest pipeline stage (embeddings on the first, the LM head on the
+// last when pp > 1: a copy of the tied embedding or the untied lm_head) with Megatron-style tensor-parallel splits (matrices, their
 // column-parallel biases and the vocabulary split t ways; LayerNorms, row-parallel biases and
 // position embeddings replicated).
 double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp);

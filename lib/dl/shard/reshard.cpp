@@ -229,6 +229,8 @@ void check_config_model(const ModelConfig& have, const ModelConfig& ckpt, const 
     differ("n_embd", have.n_embd, ckpt.n_embd);
     differ("block_size", have.block_size, ckpt.block_size);
     differ("vocab_size", have.vocab_size, ckpt.vocab_size);
+    auto boolean = [](bool b) { return std::string(b ? "true" : "false"); };
+    differ("tie_embeddings", boolean(have.tie_embeddings), boolean(ckpt.tie_embeddings));
   } else {
     if (have.hidden != ckpt.hidden)
       throw_usage(cfg_path.string(), ": model.hidden differs from the checkpoint's layers (give the config of the run "

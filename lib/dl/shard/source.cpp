@@ -95,6 +95,12 @@ CheckpointModel checkpoint_model(const CheckpointReader& reader) {
     m.config.block_size = json_int(cfg, "n_positions", cfg_path);
     m.config.vocab_size = json_int(cfg, "vocab_size", cfg_path);
     m.config.init_std = cfg.value("initializer_range", 0.02);
+    if (cfg.contains("tie_word_embeddings")) {
+      if (!cfg["tie_word_embeddings"].is_boolean())
+        throw_usage(cfg_path.string(), ": \"tie_word_embeddings\" must be true or false, got ",
+                    cfg["tie_word_embeddings"].dump());
+      m.config.tie_embeddings = cfg["tie_word_embeddings"].get<bool>();
+    }
     if (m.config.n_layer < 1 || m.config.n_head < 1 || m.config.n_embd < 1 || m.config.n_embd % m.config.n_head != 0 ||
         m.config.block_size < 1 || m.config.vocab_size < 1)
       throw_usage(cfg_path.string(), ": not a valid GPT-2 shape (n_layer ", m.config.n_layer, ", n_head ",
