@@ -35,6 +35,16 @@ struct Result {
   std::map<int64_t, double> loss, val_loss;
 };
 
+// The losses of dl-train --json's step records on `out` into `into`.
+void add_records(const std::string& out, Result& into) {
+  for (const auto& l : lines(out)) {
+    if (l.empty() || l[0] != '{') continue;
+    json j = json::parse(l);
+    if (j.contains("loss")) into.loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
+    if (j.contains("val_loss")) into.val_loss[j["step"].get<int64_t>()] = j["val_loss"].get<double>();
+  }
+}
+
 Result train(const fs::path& cfg, const fs::path& run_dir, std::vector<std::string> extra = {}) {
   std::vector<std::string> args = {cfg.string(), "--run-dir", run_dir.string(), "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
@@ -42,13 +52,22 @@ Result train(const fs::path& cfg, const fs::path& run_dir, std::vector<std::stri
   Result out;
   out.code = r.exit_code;
   out.err = r.err;
-  for (const auto& l : lines(r.out)) {
-    if (l.empty() || l[0] != '{') continue;
-    json j = json::parse(l);
-    if (j.contains("loss")) out.loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
-    if (j.contains("val_loss")) out.val_loss[j["step"].get<int64_t>()] = j["val_loss"].get<double>();
-  }
+  add_records(r.out, out);
   return out;
+}
+
+// dl-train --resume RUN --steps 20 after `a`'s first steps: every step's loss equals the
+// uninterrupted run's, bit for bit.
+void resume_to_20(const fs::path& run_dir, Result& a, const Result& full) {
+  RunResult b = run(tool("dl-train"), {"--resume", run_dir.string(), "--steps", "20", "--json"});
+  INFO(b.err);
+  REQUIRE(b.exit_code == 0);
+  add_records(b.out, a);
+  REQUIRE(a.loss.size() == 20);
+  for (int64_t s = 1; s <= 20; ++s) {
+    CAPTURE(s);
+    CHECK(a.loss.at(s) == full.loss.at(s));  // exact
+  }
 }
 
 double rel(double a, double b) { return std::fabs(a - b) / std::fabs(b); }
@@ -141,19 +160,7 @@ TEST_CASE("fine-tuning from a GPT-2 folder lowers the loss, resumes bit for bit,
   // 10 steps, then --resume to 20: the same bits at every step.
   Result a = train(d / "c.toml", d / "split", {"--steps", "10"});
   REQUIRE(a.code == 0);
-  RunResult b = run(tool("dl-train"), {"--resume", (d / "split").string(), "--steps", "20", "--json"});
-  INFO(b.err);
-  REQUIRE(b.exit_code == 0);
-  for (const auto& l : lines(b.out)) {
-    if (l.empty() || l[0] != '{') continue;
-    json j = json::parse(l);
-    if (j.contains("loss")) a.loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
-  REQUIRE(a.loss.size() == 20);
-  for (int64_t s = 1; s <= 20; ++s) {
-    CAPTURE(s);
-    CHECK(a.loss[s] == full.loss[s]);  // exact
-  }
+  resume_to_20(d / "split", a, full);
 
   // The fine-tuned run's checkpoint as model.init_from: the same weights, so the same loss.
   const fs::path ckpt = d / "full" / "checkpoints" / "step_00000020";
@@ -237,4 +244,54 @@ TEST_CASE("bad GPT-2 folders exit 2 naming the file and the problem, before anyt
     for (const auto& e : c.expect) CHECK_MESSAGE(r.err.find(e) != std::string::npos, "want: " << e << "\nstderr: " << r.err);
     CHECK(!fs::exists(run_dir));
   }
+}
+
+TEST_CASE("a run started from a GPT-2 folder resumes, evaluates and samples after the folder is deleted; a fresh run "
+          "without it exits 2") {
+  TempDir d("init-gone");
+  // An untied head: the resumed run must take lm_head.weight from its own checkpoint too.
+  const fs::path hf = d / "hf", data = d / "data";
+  json spec = kShape;
+  spec.update({{"seed", 4}, {"lm_head", "random"}, {"tie", false}});
+  write_hf_gpt2(hf, spec);
+  fs::create_directories(data);
+  for (const char* f : {"train.bin", "val.bin"}) fs::copy_file(hf / f, data / f);
+  write_file(d / "c.toml", finetune_toml(hf, data));
+
+  Result full = train(d / "c.toml", d / "full");
+  INFO(full.err);
+  REQUIRE(full.code == 0);
+  REQUIRE(full.loss.size() == 20);
+  Result a = train(d / "c.toml", d / "split", {"--steps", "10"});
+  REQUIRE(a.code == 0);
+  fs::remove_all(hf);
+
+  // --resume reads the run's resolved config.toml and its checkpoint: the same bits at every step.
+  resume_to_20(d / "split", a, full);
+  REQUIRE(a.val_loss.count(20));
+  CHECK(a.val_loss[20] == full.val_loss[20]);
+
+  // eval and sample load the newest checkpoint: the resumed run's val loss, and ids from the model.
+  RunResult e = run(tool("dl-train"), {"eval", "--run-dir", (d / "split").string(), "--format", "json"});
+  INFO(e.err);
+  REQUIRE(e.exit_code == 0);
+  const json ej = json::parse(e.out);
+  CHECK(ej["step"] == 20);
+  MESSAGE("eval after the folder is gone: loss " << ej["loss"].get<double>() << ", val_loss at step 20 "
+                                                 << full.val_loss[20]);
+  CHECK(rel(ej["loss"].get<double>(), full.val_loss[20]) < 1e-6);
+  RunResult s = run(tool("dl-train"), {"sample", "--run-dir", (d / "split").string(), "--prompt", "464 3290 318",
+                                       "--tokens", "4", "--format", "json"});
+  INFO(s.err);
+  REQUIRE(s.exit_code == 0);
+  const json sj = json::parse(s.out);
+  REQUIRE(sj.size() == 1);
+  CHECK(!sj[0]["completion"].get<std::string>().empty());
+
+  // A fresh run needs the folder: exit 2 naming model.init_from, nothing written.
+  Result fresh = train(d / "c.toml", d / "fresh");
+  CHECK(fresh.code == 2);
+  CHECK_MESSAGE(fresh.err.find("model.init_from") != std::string::npos, fresh.err);
+  CHECK_MESSAGE(fresh.err.find(hf.string()) != std::string::npos, fresh.err);
+  CHECK(!fs::exists(d / "fresh"));
 }

@@ -385,6 +385,7 @@ struct Checker {
   const std::map<std::string, std::string>& unknown_choices;
   std::string default_where;  // errors about keys left at their default (a bug) name the source
   fs::path default_base;
+  InitFromUse init_from_use = InitFromUse::start;
 
   std::string where(const std::string& key) const {
     auto it = origins.find(key);
@@ -417,7 +418,7 @@ struct Checker {
   void check(const std::string& key, std::string& v, const Spec& spec) {
     if (spec.source) resolve_source(key, v, spec);
     if (spec.tokenizer) resolve_tokenizer(key, v);
-    if (spec.folder && !v.empty()) resolve_folder(key, v);
+    if (spec.folder && !v.empty() && init_from_use == InitFromUse::start) resolve_folder(key, v);
   }
   template <class E>
   void check(const std::string& key, Choice<E>& v, const Spec&) {
@@ -580,7 +581,7 @@ struct Checker {
     visit_config(cfg, [&](std::string_view s, std::string_view k, auto& field, const Spec& spec) {
       check(std::string(s) + "." + std::string(k), field, spec);
     });
-    if (!cfg.model.init_from.empty()) apply_init_from();
+    if (!cfg.model.init_from.empty() && init_from_use == InitFromUse::start) apply_init_from();
     const auto& m = cfg.model;
     if (m.type == ModelType::gpt && m.n_embd % m.n_head != 0)
       fail({&m.n_embd, &m.n_head}, key_of(&m.n_embd), " (", m.n_embd, ") must be divisible by ", key_of(&m.n_head),
@@ -594,7 +595,7 @@ struct Checker {
 };
 
 Config parse_impl(std::string_view text, std::string_view source_name, const fs::path& base_dir,
-                  const std::vector<std::string>& overrides) {
+                  const std::vector<std::string>& overrides, InitFromUse init_from_use = InitFromUse::start) {
   fs::path base = fs::absolute(base_dir).lexically_normal();
   toml::table root;
   try {
@@ -625,7 +626,7 @@ Config parse_impl(std::string_view text, std::string_view source_name, const fs:
     }
   }
   for (const auto& ov : overrides) apply_override(cfg, origins, unknown_choices, ov);
-  Checker{cfg, origins, unknown_choices, std::string(source_name), base}.run();
+  Checker{cfg, origins, unknown_choices, std::string(source_name), base, init_from_use}.run();
   return cfg;
 }
 
@@ -636,13 +637,13 @@ Config parse_config(std::string_view toml_text, std::string_view source_name, co
   return parse_impl(toml_text, source_name, base_dir, overrides);
 }
 
-Config load_config(const fs::path& file, const std::vector<std::string>& overrides) {
+Config load_config(const fs::path& file, const std::vector<std::string>& overrides, InitFromUse init_from) {
   std::error_code ec;
   auto st = fs::status(file, ec);
   if (!fs::exists(st)) throw_usage("config file not found: ", file.string());
   if (fs::is_directory(st)) throw_usage("config file is a directory: ", file.string());
   const std::string text = read_input_file(file, "cannot read config file");
-  return parse_impl(text, file.string(), fs::absolute(file).parent_path(), overrides);
+  return parse_impl(text, file.string(), fs::absolute(file).parent_path(), overrides, init_from);
 }
 
 std::string toml_float(double x) { return format_float(x); }

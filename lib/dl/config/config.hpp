@@ -139,9 +139,16 @@ struct Config {
 // parallel.microbatches (the pipeline's micro-batches). dl-train, dl-shard and dl-cost agree on it.
 inline int64_t micro_batches_per_step(const Config& c) { return c.train.grad_accum * c.parallel.microbatches; }
 
+// What model.init_from's folder is to a config. `start`: the config starts a run, so the folder
+// must exist and its config.json fixes the model's shape. `recorded`: a run's own resolved
+// config.toml (--resume, eval, sample), which already holds the shape and whose weights come from
+// the run's checkpoints, so the folder is only a record and may be gone.
+enum class InitFromUse { start, recorded };
+
 // Loads a TOML file, applies "--set" overrides ("section.key=value"), validates every key, and
 // resolves data paths. Throws dl::Error(usage) naming the file, line and key.
-Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {},
+                   InitFromUse init_from = InitFromUse::start);
 // The same from TOML text; `source_name` names it in errors; relative data paths resolve
 // against `base_dir`.
 Config parse_config(std::string_view toml_text, std::string_view source_name,

@@ -167,7 +167,8 @@ Config load_run_config(const fs::path& run_dir, const std::vector<std::string>& 
   std::vector<std::string> sets = overrides;
   if (fs::is_directory(run_dir / kRunTokenizerDir))
     sets.insert(sets.begin(), "data.tokenizer=\"gpt2:" + fs::absolute(run_dir / kRunTokenizerDir).string() + "\"");
-  return load_config(cfg, sets);
+  // model.init_from's folder is a record here: the weights come from the run's checkpoints.
+  return load_config(cfg, sets, InitFromUse::recorded);
 }
 
 fs::path default_run_dir(const std::string& config_path, const std::map<std::string, std::string>& env) {
