@@ -6,7 +6,8 @@ Usage: hf_gpt2.py OUT_DIR SPEC_JSON
        hf_gpt2.py --many JSON_LIST_OF_[OUT_DIR, SPEC]   (one PyTorch start for several folders)
 
 SPEC_JSON: n_layer, n_head, n_embd, n_positions, vocab_size, seed, text (a file whose bytes,
-mapped onto the vocabulary as (byte * 197) % vocab_size, give the token ids), and optionally
+mapped onto the vocabulary as (byte * id_stride) % vocab_size, give the token ids; id_stride 197
+unless given), and optionally
 dtype ("F32" | "F16" | "BF16"), prefix (names start with "transformer."), shards (1: one
 model.safetensors; more: model-0000K-of-0000N.safetensors and model.safetensors.index.json),
 lm_head ("none" | "copy": lm_head.weight equal to wte | "random": a head of its own, which the
@@ -145,7 +146,8 @@ def write_folder(out_dir, spec):
         json.dump(config, f, indent=2)
 
     with open(spec["text"], "rb") as f:
-        ids = [(b * 197) % V for b in f.read()]
+        stride = spec.get("id_stride", 197)
+        ids = [(b * stride) % V for b in f.read()]
     val_windows = spec.get("val_windows", 4)
     split = len(ids) - (val_windows * T + 1)
     assert split > T + 1, "the text is too short for the training and validation windows"

@@ -353,7 +353,9 @@ TEST_CASE("model.init_from into dp=2, ZeRO-3, tp=2 and pp=2 gives the single-pro
   TempDir dir("layout-init");
   // PyTorch-written GPT-2 folders (tests/scripts/hf_gpt2.py) with GPT-2's 50257-token vocabulary,
   // which tp=2 splits unevenly (25128 + 25129 rows): the head tied to wte, and a head of its own.
-  const json shape = {{"n_layer", 2}, {"n_head", 4}, {"n_embd", 16}, {"n_positions", 16}, {"vocab_size", 50257}};
+  // ASCII bytes x 397 spread the ids over both ranks' rows (x 197 would keep them below 25128).
+  const json shape = {{"n_layer", 2}, {"n_head", 4}, {"n_embd", 16}, {"n_positions", 16}, {"vocab_size", 50257},
+                      {"id_stride", 397}};
   json untied = shape;
   untied.update({{"seed", 6}, {"lm_head", "random"}, {"tie", false}});
   json tied = shape;
