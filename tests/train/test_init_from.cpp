@@ -170,6 +170,13 @@ TEST_CASE("fine-tuning from a GPT-2 folder lowers the loss, resumes bit for bit,
   REQUIRE(again.code == 0);
   CHECK(again.val_loss[0] == full.val_loss[20]);
   CHECK(json::parse(read_file(d / "again" / "init_from.json"))["format"] == "dlkit-checkpoint");
+  // Untied from the tied checkpoint: lm_head.weight starts as its wte.weight, the same loss.
+  Result untied = train(d / "c2.toml", d / "untied", {"--steps", "0", "--set", "model.tie_embeddings=false"});
+  INFO(untied.err);
+  REQUIRE(untied.code == 0);
+  CHECK(untied.val_loss[0] == full.val_loss[20]);
+  CHECK(json::parse(read_file(d / "untied" / "init_from.json"))["lm_head"].get<std::string>().starts_with(
+      "lm_head.weight (a copy of wte.weight"));
   // A run directory is not a checkpoint: the error says which folder to give.
   write_file(d / "c3.toml", finetune_toml(d / "full", hf));
   Result run_dir = train(d / "c3.toml", d / "r3", {"--steps", "0"});
