@@ -309,7 +309,8 @@ TEST_CASE("an untied head over a vocabulary tp does not divide: tp=3 gives the s
   REQUIRE_MESSAGE(back.exit_code == 0, back.err);
   auto want = tree(ckpt), got = tree(step_dir(dir / "back", 4));
   REQUIRE(want.size() == got.size());
-  for (const auto& [file, bytes] : want) {
+  for (const auto& [file_, bytes] : want) {
+    const auto& file = file_;  // clang 14 cannot capture a structured binding in CAPTURE's lambda
     CAPTURE(file);
     REQUIRE(got.count(file));
     CHECK(got[file] == bytes);

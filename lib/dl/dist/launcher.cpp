@@ -193,6 +193,10 @@ int launch_local_ranks(const LaunchOptions& o) {
         if (!r->exited) ::kill(r->child.id(), sig);
     }
     bool all_done = true;
+    // The failure reported is the first seen; among ranks seen dead in the same pass, one killed
+    // by a signal goes first: a rank whose peer was killed exits 1 on the broken connection
+    // within milliseconds, and it is the kill, not that exit, that the user needs to hear of.
+    const Rank* failed = nullptr;
     for (auto& r : ranks) {
       if (r->exited) continue;
       if (r->child.running(ec)) {
@@ -202,15 +206,18 @@ int launch_local_ranks(const LaunchOptions& o) {
       r->exited = true;
       int status = r->child.native_exit_code();
       r->code = WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-      if (r->code != 0 && first_failure < 0 && !(forwarded_signal && r->code == 130)) {
-        first_failure = r->rank;
-        // Stop the others: SIGTERM now (they may be blocked in a collective with the dead
-        // rank), SIGKILL after the grace period.
-        for (auto& other : ranks)
-          if (!other->exited) ::kill(other->child.id(), SIGTERM);
-        stop_deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(o.stop_grace_s * 1000));
-      }
+      if (r->code != 0 && !(forwarded_signal && r->code == 130) &&
+          (!failed || (WIFSIGNALED(status) && failed->code <= 128)))
+        failed = r.get();
+    }
+    if (failed && first_failure < 0) {
+      first_failure = failed->rank;
+      // Stop the others: SIGTERM now (they may be blocked in a collective with the dead rank),
+      // SIGKILL after the grace period.
+      for (auto& other : ranks)
+        if (!other->exited) ::kill(other->child.id(), SIGTERM);
+      stop_deadline = std::chrono::steady_clock::now() +
+                      std::chrono::milliseconds(static_cast<int64_t>(o.stop_grace_s * 1000));
     }
     if (all_done) break;
     if (std::chrono::steady_clock::now() > stop_deadline) {
