@@ -6,7 +6,12 @@
 #include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -417,7 +422,7 @@ TEST_CASE("emulated cuBLASLt: the heuristic honours MAX_WORKSPACE_BYTES and the 
   CHECK(r.workspaceSize == m * n * 4);
   CHECK(r.state == CUBLAS_STATUS_SUCCESS);
 
-  Buffer A(CUDA_R_32F, m * k), B(CUDA_R_32F, k * n), D(CUDA_R_32F, m * n), ws(CUDA_R_32F, m * n);
+  Buffer A(CUDA_R_32F, m * k), B(CUDA_R_32F, k * n), D(CUDA_R_32F, m * n), ws(CUDA_R_32F, 2 * m * n);
   for (int64_t i = 0; i < m * k; ++i) A.set(i, 0.5);
   for (int64_t i = 0; i < k * n; ++i) B.set(i, 0.25);
   A.upload();
@@ -427,12 +432,16 @@ TEST_CASE("emulated cuBLASLt: the heuristic honours MAX_WORKSPACE_BYTES and the 
   // the workspace the configured algo requires").
   CHECK(cublasLtMatmul(s.lt.h, s.desc, &alpha, A.dev, s.la, B.dev, s.lb, &beta, D.dev, s.ld, D.dev, s.ld, &r.algo,
                        ws.dev, r.workspaceSize - 1, nullptr) == CUBLAS_STATUS_INVALID_VALUE);
-  // A workspace that is not device memory fails as an illegal address would.
-  std::vector<float> host_ws(static_cast<size_t>(m * n));
+  // A workspace that is not device memory fails as an illegal address would; one that is not
+  // 256-byte aligned as a misaligned address.
+  alignas(256) static float host_ws[m * n];
   (void)cudaGetLastError();
   CHECK(cublasLtMatmul(s.lt.h, s.desc, &alpha, A.dev, s.la, B.dev, s.lb, &beta, D.dev, s.ld, D.dev, s.ld, &r.algo,
-                       host_ws.data(), r.workspaceSize, nullptr) == CUBLAS_STATUS_EXECUTION_FAILED);
+                       host_ws, r.workspaceSize, nullptr) == CUBLAS_STATUS_EXECUTION_FAILED);
   CHECK(cudaGetLastError() == cudaErrorIllegalAddress);
+  CHECK(cublasLtMatmul(s.lt.h, s.desc, &alpha, A.dev, s.la, B.dev, s.lb, &beta, D.dev, s.ld, D.dev, s.ld, &r.algo,
+                       static_cast<char*>(ws.dev) + 128, r.workspaceSize, nullptr) == CUBLAS_STATUS_EXECUTION_FAILED);
+  CHECK(cudaGetLastError() == cudaErrorMisalignedAddress);
   CHECK(cublasLtMatmul(s.lt.h, s.desc, &alpha, A.dev, s.la, B.dev, s.lb, &beta, D.dev, s.ld, D.dev, s.ld, &r.algo,
                        ws.dev, r.workspaceSize, nullptr) == CUBLAS_STATUS_SUCCESS);
   D.download();
@@ -651,4 +660,66 @@ TEST_CASE("emulated number formats: bf16 and f16 round once to nearest even, f16
   }
   CHECK(round_tf32(1.0f + std::ldexp(1.0f, -11)) == 1.0f);
   CHECK(round_tf32(1.0f + std::ldexp(3.0f, -11)) == 1.0f + std::ldexp(1.0f, -9));
+}
+
+TEST_CASE("emulated cuBLASLt: a bias under 16-byte alignment is declined by the heuristic and faults in the matmul") {
+  const int64_t m = 8, n = 4, k = 6;
+  Small s(m, n, k, m);
+  Buffer A(CUDA_R_32F, m * k), B(CUDA_R_32F, k * n), D(CUDA_R_32F, m * n), bias(CUDA_R_32F, m + 2);
+  A.upload();
+  B.upload();
+  const uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+  REQUIRE(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == CUBLAS_STATUS_SUCCESS);
+  auto set_bias = [&](void* p) {
+    REQUIRE(cublasLtMatmulDescSetAttribute(s.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof p) ==
+            CUBLAS_STATUS_SUCCESS);
+  };
+  void* aligned16 = bias.dev;
+  void* aligned8 = static_cast<char*>(bias.dev) + 8;
+  cublasLtMatmulHeuristicResult_t r{};
+  int found = 0;
+  set_bias(aligned8);
+  CHECK(s.heuristic(r, found) == CUBLAS_STATUS_NOT_SUPPORTED);
+  set_bias(aligned16);
+  REQUIRE(s.heuristic(r, found) == CUBLAS_STATUS_SUCCESS);
+  const float alpha = 1, beta = 0;
+  (void)cudaGetLastError();
+  set_bias(aligned8);  // the algorithm chosen for the aligned bias, run with the other
+  CHECK(cublasLtMatmul(s.lt.h, s.desc, &alpha, A.dev, s.la, B.dev, s.lb, &beta, D.dev, s.ld, D.dev, s.ld, &r.algo,
+                       nullptr, 0, nullptr) == CUBLAS_STATUS_EXECUTION_FAILED);
+  CHECK(cudaGetLastError() == cudaErrorMisalignedAddress);
+}
+
+TEST_CASE("emulated cuBLASLt: DL_CUDA_EMU_LT_MIN_ALIGNMENT=16 declines less aligned operands" * doctest::skip()) {
+  // Run by the next case in a child process with the variable set.
+  const int64_t m = 8, n = 4, k = 6;
+  Small s(m, n, k, m);
+  cublasLtMatmulHeuristicResult_t r{};
+  int found = 0;
+  for (auto a : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                 CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    const uint32_t four = 4, sixteen = 16;
+    REQUIRE(cublasLtMatmulPreferenceSetAttribute(s.pref, a, &four, sizeof four) == CUBLAS_STATUS_SUCCESS);
+    CHECK(s.heuristic(r, found) == CUBLAS_STATUS_NOT_SUPPORTED);
+    REQUIRE(cublasLtMatmulPreferenceSetAttribute(s.pref, a, &sixteen, sizeof sixteen) == CUBLAS_STATUS_SUCCESS);
+  }
+  CHECK(s.heuristic(r, found) == CUBLAS_STATUS_SUCCESS);
+}
+
+TEST_CASE("emulated cuBLASLt: DL_CUDA_EMU_LT_MIN_ALIGNMENT raises the alignment the heuristic asks for") {
+  auto run_child_case = [](const char* value) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setenv("DL_CUDA_EMU_LT_MIN_ALIGNMENT", value, 1);
+      if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr)) _exit(126);
+      execl("/proc/self/exe", "test_cuda_emulator", "--no-skip", "-tc=emulated cuBLASLt: DL_CUDA_EMU_LT_MIN_ALIGNMENT=16*",
+            static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  CHECK(run_child_case("16") == 0);
+  CHECK(run_child_case("4") != 0);  // the child's checks do fail without it
 }

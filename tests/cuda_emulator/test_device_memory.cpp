@@ -167,6 +167,12 @@ TEST_CASE("emulated memory: copies and memsets check their kind and range agains
   CHECK(cudaMemcpy(static_cast<char*>(d) + 1, h.data(), n, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
   CHECK(cudaMemcpy(back.data(), d, n + 1, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
   CHECK(cudaMemset(d, 0, n + 1) == cudaErrorInvalidValue);
+  // Just past a block (its alignment slack) is no host memory either, whatever the kind says.
+  void* odd = nullptr;
+  REQUIRE(cudaMalloc(&odd, 1000) == cudaSuccess);
+  CHECK(cudaMemcpy(static_cast<char*>(odd) + 1000, h.data(), 8, cudaMemcpyDefault) == cudaErrorInvalidValue);
+  CHECK(cudaMemcpy(h.data(), static_cast<char*>(odd) + 1000, 8, cudaMemcpyHostToHost) == cudaErrorInvalidValue);
+  CHECK(cudaFree(odd) == cudaSuccess);
   CHECK(cudaMemset(back.data(), 0, n) == cudaErrorInvalidValue);  // memset of host memory
   CHECK(cudaGetLastError() == cudaErrorInvalidValue);
 

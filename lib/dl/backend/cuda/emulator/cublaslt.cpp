@@ -23,19 +23,26 @@
 // cudaErrorIllegalAddress for cudaGetLastError, as compute-sanitizer would.
 //
 // Heuristics return one algorithm when every MIN_ALIGNMENT preference is at least its matrix's
-// element size (and a bias or aux pointer is aligned to its element), else NOT_SUPPORTED. The
+// element size and DL_CUDA_EMU_LT_MIN_ALIGNMENT (bytes, a power of two; 1 unless set: set it to
+// 16 to make the heuristic decline operands a GPU's fast kernels would, and so exercise a
+// caller's fallback), and a bias or aux pointer is 16-byte aligned (kernels read those vectors in
+// 16-byte pieces; the heuristic reads their pointers for that), else NOT_SUPPORTED. The
 // algorithm wants a workspace (4 bytes per element of D: a split-K's partial sums) when
 // k >= 2 max(m, n), the epilogue is DEFAULT and MAX_WORKSPACE_BYTES allows it, none otherwise;
-// cublasLtMatmul fills the bytes it wants with 0xFF, so a workspace that is not there faults.
+// cublasLtMatmul fills the bytes it wants with 0xFF, so a workspace that is not there faults. A
+// workspace not 256-byte aligned, or a bias or aux pointer under 16 bytes, fails as a misaligned
+// address (EXECUTION_FAILED, cudaErrorMisalignedAddress), as such launches do on a GPU.
 #include <cublasLt.h>
 #include <cublas_api.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "dl/backend/cuda/emulator/device_memory.hpp"
@@ -299,15 +306,43 @@ cublasStatus_t check(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasL
 
 bool aligned(const void* p, size_t to) { return to <= 1 || reinterpret_cast<uintptr_t>(p) % to == 0; }
 
+constexpr size_t kVectorAlignment = 16, kWorkspaceAlignment = 256;
+
+size_t lt_min_alignment() {
+  static const size_t bytes = [] {
+    const char* env = std::getenv("DL_CUDA_EMU_LT_MIN_ALIGNMENT");
+    if (!env || !*env) return size_t{1};
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(env, &end, 10);
+    if (*end || v == 0 || v > 256 || (v & (v - 1))) {
+      std::fprintf(stderr, "DL_CUDA_EMU_LT_MIN_ALIGNMENT=%s is not a power of two from 1 to 256 (bytes): ignored\n",
+                   env);
+      return size_t{1};
+    }
+    return static_cast<size_t>(v);
+  }();
+  return bytes;
+}
+
+// A GPU fault inside the call: said on stderr, left for cudaGetLastError, EXECUTION_FAILED.
+cublasStatus_t fault(cudaError_t e, const std::string& what) {
+  std::fprintf(stderr, "dl cuda emulator: cublasLtMatmul: %s (%s)\n", what.c_str(), cudaGetErrorName(e));
+  record_launch_error(e, false);
+  return CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
 // The emulated algorithm's demands on a checked problem under a preference.
 cublasStatus_t fit(Problem& p, const Pref& pref) {
   if (pref.search_mode != CUBLASLT_SEARCH_BEST_FIT) return CUBLAS_STATUS_NOT_SUPPORTED;
   const size_t in = type_bytes(static_cast<int32_t>(p.a->type)), out = type_bytes(static_cast<int32_t>(p.out->type));
-  if (pref.align_a < in || pref.align_b < in || pref.align_c < out || pref.align_d < out)
+  const size_t floor = lt_min_alignment();
+  auto enough = [&](uint32_t promised, size_t element) { return promised >= std::max(element, floor); };
+  if (!enough(pref.align_a, in) || !enough(pref.align_b, in) || !enough(pref.align_c, out) ||
+      !enough(pref.align_d, out))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   // The heuristic reads the bias and aux pointers' values for their alignment.
-  if (p.d->bias && !aligned(p.d->bias, type_bytes(p.bias_type))) return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (p.d->aux && !aligned(p.d->aux, type_bytes(p.aux_type))) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (p.d->bias && !aligned(p.d->bias, kVectorAlignment)) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (p.d->aux && !aligned(p.d->aux, kVectorAlignment)) return CUBLAS_STATUS_NOT_SUPPORTED;
   const auto split_k = static_cast<uint64_t>(p.m * p.n) * 4;
   p.workspace = p.d->epilogue == CUBLASLT_EPILOGUE_DEFAULT && p.k >= 2 * std::max(p.m, p.n) &&
                         split_k <= pref.max_workspace
@@ -354,10 +389,7 @@ cublasStatus_t run(const Problem& p, const void* alpha_p, const void* A, const v
   if (beta != 0) ok = ok && operand_ok("C", C, extent(*p.c), outt);
   if (adds_bias(d.epilogue) || writes_bias(d.epilogue)) ok = ok && operand_ok("bias", d.bias, bias_extent, p.bias_type);
   if (uses_aux(d.epilogue)) ok = ok && operand_ok("epilogue aux", d.aux, aux_extent, p.aux_type);
-  if (!ok) {
-    record_launch_error(cudaErrorIllegalAddress, false);
-    return CUBLAS_STATUS_EXECUTION_FAILED;
-  }
+  if (!ok) return fault(cudaErrorIllegalAddress, "an operand is outside device memory");
 
   std::vector<double> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k)), v(static_cast<size_t>(m * n));
   auto input = [&](const void* base, int64_t i) {
@@ -673,11 +705,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
     if (st != CUBLAS_STATUS_SUCCESS) return st;
   }
   if (workspaceSizeInBytes < p.workspace || (p.workspace && !workspace)) return CUBLAS_STATUS_INVALID_VALUE;
+  const uint32_t e = p.d->epilogue;
+  if ((adds_bias(e) || writes_bias(e)) && !aligned(p.d->bias, kVectorAlignment))
+    return fault(cudaErrorMisalignedAddress, "the bias vector is not 16-byte aligned");
+  if (uses_aux(e) && !aligned(p.d->aux, kVectorAlignment))
+    return fault(cudaErrorMisalignedAddress, "the epilogue aux matrix is not 16-byte aligned");
   if (p.workspace) {
-    if (!operand_ok("workspace", workspace, static_cast<int64_t>(p.workspace / 4), CUDA_R_32F)) {
-      record_launch_error(cudaErrorIllegalAddress, false);
-      return CUBLAS_STATUS_EXECUTION_FAILED;
-    }
+    if (!aligned(workspace, kWorkspaceAlignment))
+      return fault(cudaErrorMisalignedAddress, "the workspace is not 256-byte aligned");
+    if (!operand_ok("workspace", workspace, static_cast<int64_t>(p.workspace / 4), CUDA_R_32F))
+      return fault(cudaErrorIllegalAddress, "an operand is outside device memory");
     std::memset(workspace, 0xFF, p.workspace);
   }
   if (sticky_error() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;

@@ -50,6 +50,26 @@ Handles& handles() {
   return *h;
 }
 
+// A new handle of type T, registered in `set`.
+template <class T, class Handle>
+cudaError_t create_handle(std::set<const void*> Handles::*set, Handle* out, T value) {
+  auto* p = new T(value);
+  Handles& h = handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  (h.*set).insert(p);
+  *out = reinterpret_cast<Handle>(p);
+  return cudaSuccess;
+}
+
+template <class T>
+cudaError_t destroy_handle(std::set<const void*> Handles::*set, const void* handle) {
+  Handles& h = handles();
+  std::lock_guard<std::mutex> lock(h.mu);
+  if (!(h.*set).erase(handle)) return fail(cudaErrorInvalidResourceHandle);
+  delete static_cast<const T*>(handle);
+  return cudaSuccess;
+}
+
 bool stream_valid(cudaStream_t s) {
   if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return true;
   Handles& h = handles();
@@ -67,7 +87,7 @@ EmuEvent* event_of(cudaEvent_t e) {
 // allocation's end is an invalid copy, not a host pointer.
 enum class Side { host, device, overrun };
 Side side_of(const void* p, size_t bytes) {
-  auto a = find_allocation(p);
+  auto a = find_allocation(p, true);  // its guard pages and slack are no host memory either
   if (!a) return Side::host;
   return a->contains(p, bytes) ? Side::device : Side::overrun;
 }
@@ -188,23 +208,14 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
   DL_EMU_STICKY;
   if (!pStream || (flags & ~1u)) return fail(cudaErrorInvalidValue);
-  auto* s = new EmuStream{flags};
-  Handles& h = handles();
-  std::lock_guard<std::mutex> lock(h.mu);
-  h.streams.insert(s);
-  *pStream = reinterpret_cast<cudaStream_t>(s);
-  return cudaSuccess;
+  return create_handle(&Handles::streams, pStream, EmuStream{flags});
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t* pStream) { return cudaStreamCreateWithFlags(pStream, cudaStreamDefault); }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   DL_EMU_STICKY;
-  Handles& h = handles();
-  std::lock_guard<std::mutex> lock(h.mu);
-  if (!h.streams.erase(stream)) return fail(cudaErrorInvalidResourceHandle);
-  delete reinterpret_cast<EmuStream*>(stream);
-  return cudaSuccess;
+  return destroy_handle<EmuStream>(&Handles::streams, stream);
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
@@ -232,23 +243,14 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   DL_EMU_STICKY;
   if (!event || (flags & ~(cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess)))
     return fail(cudaErrorInvalidValue);
-  auto* e = new EmuEvent{flags, false, {}};
-  Handles& h = handles();
-  std::lock_guard<std::mutex> lock(h.mu);
-  h.events.insert(e);
-  *event = reinterpret_cast<cudaEvent_t>(e);
-  return cudaSuccess;
+  return create_handle(&Handles::events, event, EmuEvent{flags, false, {}});
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   DL_EMU_STICKY;
-  Handles& h = handles();
-  std::lock_guard<std::mutex> lock(h.mu);
-  if (!h.events.erase(event)) return fail(cudaErrorInvalidResourceHandle);
-  delete reinterpret_cast<EmuEvent*>(event);
-  return cudaSuccess;
+  return destroy_handle<EmuEvent>(&Handles::events, event);
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
