@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "dl/backend/cuda/emulator/float_formats.hpp"
+#include "dl/backend/cuda/emulator/runtime.hpp"
 
 namespace {
 
@@ -722,4 +724,25 @@ TEST_CASE("emulated cuBLASLt: DL_CUDA_EMU_LT_MIN_ALIGNMENT raises the alignment 
   };
   CHECK(run_child_case("16") == 0);
   CHECK(run_child_case("4") != 0);  // the child's checks do fail without it
+}
+
+TEST_CASE("emulated cuBLASLt: after a sticky launch error (a lost context) every matmul fails") {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::signal(SIGSEGV, SIG_DFL);
+    Small s(8, 4, 6, 8);
+    Buffer A(CUDA_R_32F, 48), B(CUDA_R_32F, 24), D(CUDA_R_32F, 32);
+    const float alpha = 1, beta = 0;
+    auto matmul = [&] {
+      return cublasLtMatmul(s.lt.h, s.desc, &alpha, A.dev, s.la, B.dev, s.lb, &beta, D.dev, s.ld, D.dev, s.ld, nullptr,
+                            nullptr, 0, nullptr);
+    };
+    const bool before = matmul() == CUBLAS_STATUS_SUCCESS;
+    record_launch_error(cudaErrorIllegalAddress, true);
+    const bool after = matmul() == CUBLAS_STATUS_EXECUTION_FAILED;
+    _exit(before && after ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
 }

@@ -668,6 +668,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                               const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
                               cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo, void* workspace,
                               size_t workspaceSizeInBytes, cudaStream_t stream) {
+  if (sticky_error() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;  // the context is lost
   Problem p;
   cublasStatus_t st = check(lightHandle, computeDesc, Adesc, Bdesc, Cdesc, Ddesc, p);
   if (st != CUBLAS_STATUS_SUCCESS) return st;
@@ -717,7 +718,6 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
       return fault(cudaErrorIllegalAddress, "an operand is outside device memory");
     std::memset(workspace, 0xFF, p.workspace);
   }
-  if (sticky_error() != cudaSuccess) return CUBLAS_STATUS_EXECUTION_FAILED;
   (void)stream;  // synchronous: done when this returns
   return run(p, alpha, A, B, beta, C, D);
 }
