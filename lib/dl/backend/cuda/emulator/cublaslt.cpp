@@ -373,6 +373,17 @@ bool operand_ok(const char* what, const void* p, int64_t elements, int32_t t) {
   return false;
 }
 
+// Four running sums, not one: the additions overlap (about 4x faster), and in double the order
+// changes nothing an f32 (or narrower) output can show.
+double dot(const double* a, const double* b, int64_t k) {
+  double s[4] = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 4 <= k; i += 4)
+    for (int j = 0; j < 4; ++j) s[j] += a[i + j] * b[i + j];
+  for (; i < k; ++i) s[0] += a[i] * b[i];
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
 cublasStatus_t run(const Problem& p, const void* alpha_p, const void* A, const void* B, const void* beta_p,
                    const void* C, void* D) {
   const Desc& d = *p.d;
@@ -408,9 +419,7 @@ cublasStatus_t run(const Problem& p, const void* alpha_p, const void* A, const v
       for (int64_t i = 0; i < m; ++i) {
         const double* ar = &a[static_cast<size_t>(i * k)];
         const double* bc = &b[static_cast<size_t>(j * k)];
-        double acc = 0;
-        for (int64_t kk = 0; kk < k; ++kk) acc += ar[kk] * bc[kk];
-        double x = double(alpha) * acc;
+        double x = double(alpha) * dot(ar, bc, k);
         if (beta != 0) x += double(beta) * load(C, outt, offset(*p.c, i, j, bt));
         v[static_cast<size_t>(j * m + i)] = x;
       }
