@@ -519,6 +519,28 @@ TEST_CASE("emulated cuBLASLt: invalid arguments return the documented status") {
   }
 }
 
+TEST_CASE("emulated cuBLASLt: in place (C == D) needs one layout for both; missing scalars and operands are INVALID_VALUE") {
+  const int64_t m = 8, n = 4, k = 6;
+  Small s(m, n, k, m);
+  Buffer A(CUDA_R_32F, m * k), B(CUDA_R_32F, k * n), D(CUDA_R_32F, (m + 8) * n);
+  A.upload();
+  B.upload();
+  cublasLtMatrixLayout_t wide = nullptr;  // m x n with ld m + 8: another layout of the same matrix
+  REQUIRE(cublasLtMatrixLayoutCreate(&wide, CUDA_R_32F, m, n, m + 8) == CUBLAS_STATUS_SUCCESS);
+  const float alpha = 1, beta = 1, zero = 0;
+  CHECK(cublasLtMatmul(s.lt.h, s.desc, &alpha, A.dev, s.la, B.dev, s.lb, &beta, D.dev, wide, D.dev, s.ld, nullptr,
+                       nullptr, 0, nullptr) == CUBLAS_STATUS_INVALID_VALUE);
+  CHECK(cublasLtMatmul(s.lt.h, s.desc, &alpha, A.dev, s.la, B.dev, s.lb, &beta, nullptr, s.ld, D.dev, s.ld, nullptr,
+                       nullptr, 0, nullptr) == CUBLAS_STATUS_INVALID_VALUE);  // beta != 0 reads C
+  CHECK(cublasLtMatmul(s.lt.h, s.desc, &alpha, A.dev, s.la, B.dev, s.lb, &zero, nullptr, s.ld, D.dev, s.ld, nullptr,
+                       nullptr, 0, nullptr) == CUBLAS_STATUS_SUCCESS);  // beta == 0 does not
+  CHECK(cublasLtMatmul(s.lt.h, s.desc, nullptr, A.dev, s.la, B.dev, s.lb, &beta, D.dev, s.ld, D.dev, s.ld, nullptr,
+                       nullptr, 0, nullptr) == CUBLAS_STATUS_INVALID_VALUE);
+  CHECK(cublasLtMatmul(s.lt.h, s.desc, &alpha, nullptr, s.la, B.dev, s.lb, &beta, D.dev, s.ld, D.dev, s.ld, nullptr,
+                       nullptr, 0, nullptr) == CUBLAS_STATUS_INVALID_VALUE);
+  CHECK(cublasLtMatrixLayoutDestroy(wide) == CUBLAS_STATUS_SUCCESS);
+}
+
 TEST_CASE("emulated cuBLASLt: combinations the library refuses are NOT_SUPPORTED, which the backend falls back on") {
   const int64_t m = 8, n = 4, k = 6;
   cublasLtMatmulHeuristicResult_t r{};
