@@ -198,7 +198,6 @@ double gelu_grad(double x) {
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x);
 }
 
-bool has(uint32_t epilogue, uint32_t bit) { return (epilogue & bit) == bit; }
 bool supported_epilogue(uint32_t e) {
   switch (e) {
     case CUBLASLT_EPILOGUE_DEFAULT:
@@ -226,6 +225,10 @@ bool adds_bias(uint32_t e) {
 }
 bool writes_bias(uint32_t e) {
   return e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB;
+}
+bool applies_gelu(uint32_t e) {
+  return e == CUBLASLT_EPILOGUE_GELU || e == CUBLASLT_EPILOGUE_GELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX ||
+         e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
 }
 bool uses_aux(uint32_t e) {
   return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || e == CUBLASLT_EPILOGUE_DGELU ||
@@ -446,7 +449,7 @@ cublasStatus_t run(const Problem& p, const void* alpha_p, const void* A, const v
           store(d.aux, p.aux_type, aux0 + i + j * d.aux_ld, x);
         if (e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD)
           x *= gelu_grad(load(d.aux, p.aux_type, aux0 + i + j * d.aux_ld));
-        if (has(e, CUBLASLT_EPILOGUE_GELU) && !has(e, 64)) x = gelu(x);
+        if (applies_gelu(e)) x = gelu(x);
         if (e == CUBLASLT_EPILOGUE_RELU || e == CUBLASLT_EPILOGUE_RELU_BIAS) x = std::max(x, 0.0);
         store(D, outt, offset(*p.out, i, j, bt), x);
       }
