@@ -364,16 +364,15 @@ void encode_algo(const Problem& p, const Pref& pref, cublasLtMatmulAlgo_t& algo)
   algo.data[5] = pref.align_d;
 }
 
-// Whether [p, p + elements) of type t is device memory; reports the overrun otherwise.
-bool operand_ok(const char* what, const void* p, int64_t elements, int32_t t) {
-  if (elements == 0) return true;
+// Empty when [p, p + elements) of type t is device memory; else what is wrong with the operand.
+std::string outside(const char* what, const void* p, int64_t elements, int32_t t) {
+  if (elements == 0) return {};
   const size_t bytes = static_cast<size_t>(elements) * type_bytes(t);
-  if (is_device_range(p, bytes)) return true;
+  if (is_device_range(p, bytes)) return {};
+  char text[160];
+  std::snprintf(text, sizeof text, "%s (%zu bytes at %p) is not inside one device allocation", what, bytes, p);
   auto a = find_allocation(p, true);
-  std::fprintf(stderr,
-               "dl cuda emulator: cublasLtMatmul's %s (%zu bytes at %p) is not inside one device allocation%s%s\n", what,
-               bytes, p, a ? ": it starts in or next to " : "", a ? a->describe().c_str() : "");
-  return false;
+  return a ? std::string(text) + ": it starts in or next to " + a->describe() : std::string(text);
 }
 
 // Four running sums, not one: the additions overlap (about 4x faster), and in double the order
@@ -398,12 +397,14 @@ cublasStatus_t run(const Problem& p, const void* alpha_p, const void* A, const v
   const int64_t bias_extent = bias_len + (p.batch - 1) * d.bias_stride;
   const int64_t aux_extent = n == 0 ? 0 : (n - 1) * d.aux_ld + m + (p.batch - 1) * d.aux_stride;
 
-  bool ok = operand_ok("A", A, extent(*p.a), in) && operand_ok("B", B, extent(*p.b), in) &&
-            operand_ok("D", D, extent(*p.out), outt);
-  if (beta != 0) ok = ok && operand_ok("C", C, extent(*p.c), outt);
-  if (adds_bias(d.epilogue) || writes_bias(d.epilogue)) ok = ok && operand_ok("bias", d.bias, bias_extent, p.bias_type);
-  if (uses_aux(d.epilogue)) ok = ok && operand_ok("epilogue aux", d.aux, aux_extent, p.aux_type);
-  if (!ok) return fault(cudaErrorIllegalAddress, "an operand is outside device memory");
+  std::string wrong = outside("A", A, extent(*p.a), in);
+  if (wrong.empty()) wrong = outside("B", B, extent(*p.b), in);
+  if (wrong.empty()) wrong = outside("D", D, extent(*p.out), outt);
+  if (wrong.empty() && beta != 0) wrong = outside("C", C, extent(*p.c), outt);
+  if (wrong.empty() && (adds_bias(d.epilogue) || writes_bias(d.epilogue)))
+    wrong = outside("the bias", d.bias, bias_extent, p.bias_type);
+  if (wrong.empty() && uses_aux(d.epilogue)) wrong = outside("the epilogue aux", d.aux, aux_extent, p.aux_type);
+  if (!wrong.empty()) return fault(cudaErrorIllegalAddress, wrong);
 
   std::vector<double> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k)), v(static_cast<size_t>(m * n));
   auto input = [&](const void* base, int64_t i) {
@@ -726,8 +727,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   if (p.workspace) {
     if (!aligned(workspace, kWorkspaceAlignment))
       return fault(cudaErrorMisalignedAddress, "the workspace is not 256-byte aligned");
-    if (!operand_ok("workspace", workspace, static_cast<int64_t>(p.workspace / 4), CUDA_R_32F))
-      return fault(cudaErrorIllegalAddress, "an operand is outside device memory");
+    const std::string wrong = outside("the workspace", workspace, static_cast<int64_t>(p.workspace / 4), CUDA_R_32F);
+    if (!wrong.empty()) return fault(cudaErrorIllegalAddress, wrong);
     std::memset(workspace, 0xFF, p.workspace);
   }
   (void)stream;  // synchronous: done when this returns
