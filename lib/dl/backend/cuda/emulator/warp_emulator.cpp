@@ -17,6 +17,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dl::emu {
@@ -62,7 +63,7 @@ struct Block {
   std::vector<int> order, position;
   std::vector<uint64_t> ready;
   int live = 0, block_waiting = 0;
-  std::vector<int> warp_lanes, warp_waiting;
+  std::vector<int> warp_lanes, warp_waiting, warp_done;  // counts per warp
   uint64_t barriers = 0;
   std::string error;  // the first failure; the launch throws it
 };
@@ -189,12 +190,23 @@ void draw_order(Block& b) {
     if (!t.done && t.wait == Wait::none) set_ready(b, t.linear, true);
 }
 
+// The threads of `warp` (every thread when warp < 0): the counts above keep the checks of a
+// barrier or shuffle from scanning them, except to name a thread in a failure.
+std::pair<size_t, size_t> thread_range(const Block& b, int warp) {
+  if (warp < 0) return {0, b.threads.size()};
+  const auto first = static_cast<size_t>(warp) * 32;
+  return {first, first + static_cast<size_t>(b.warp_lanes[static_cast<size_t>(warp)])};
+}
+
 void release(Block& b, Wait kind, int warp) {
-  for (Thread& t : b.threads)
-    if (!t.done && t.wait == kind && (kind == Wait::block || t.warp == warp)) {
+  const auto [first, last] = thread_range(b, kind == Wait::block ? -1 : warp);
+  for (size_t i = first; i < last; ++i) {
+    Thread& t = b.threads[i];
+    if (!t.done && t.wait == kind) {
       t.wait = Wait::none;
       set_ready(b, t.linear, true);
     }
+  }
   if (kind == Wait::block) {
     b.block_waiting = 0;
     ++b.barriers;
@@ -204,15 +216,17 @@ void release(Block& b, Wait kind, int warp) {
   }
 }
 
-const Thread* first_done(const Block& b, int warp) {
-  for (const Thread& o : b.threads)
-    if (o.done && (warp < 0 || o.warp == warp)) return &o;
-  return nullptr;
+const Thread& first_done(const Block& b, int warp) {
+  const auto [first, last] = thread_range(b, warp);
+  for (size_t i = first; i < last; ++i)
+    if (b.threads[i].done) return b.threads[i];
+  throw std::logic_error("warp emulator: no thread has left");
 }
-const Thread* first_waiting(const Block& b, Wait kind, int warp) {
-  for (const Thread& o : b.threads)
-    if (!o.done && o.wait == kind && (warp < 0 || o.warp == warp)) return &o;
-  return nullptr;
+const Thread& first_waiting(const Block& b, Wait kind, int warp) {
+  const auto [first, last] = thread_range(b, warp);
+  for (size_t i = first; i < last; ++i)
+    if (!b.threads[i].done && b.threads[i].wait == kind) return b.threads[i];
+  throw std::logic_error("warp emulator: no thread waits");
 }
 std::string left_early(const Block& b, const Thread& waiting, Wait kind, const Thread& gone) {
   return "warp emulator: " + where(b, waiting) + " waits at a " +
@@ -243,14 +257,14 @@ void arrive(Wait kind, const char* site) {
   set_ready(b, t.linear, false);
   if (kind == Wait::block) {
     ++g_counters.block_syncs;
-    if (const Thread* gone = first_done(b, -1)) fail(left_early(b, t, kind, *gone));
+    if (b.live < static_cast<int>(b.threads.size())) fail(left_early(b, t, kind, first_done(b, -1)));
     if (++b.block_waiting == b.live) {
       check_same_barrier(b);
       release(b, kind, t.warp);
     }
   } else {
     ++g_counters.warp_syncs;
-    if (const Thread* gone = first_done(b, t.warp)) fail(left_early(b, t, kind, *gone));
+    if (b.warp_done[w] > 0) fail(left_early(b, t, kind, first_done(b, t.warp)));
     if (++b.warp_waiting[w] == b.warp_lanes[w]) release(b, kind, t.warp);
   }
   yield(*g_fiber);
@@ -261,8 +275,10 @@ void leave(Block& b, Thread& t) {
   t.done = true;
   set_ready(b, t.linear, false);
   --b.live;
-  if (const Thread* w = first_waiting(b, Wait::block, -1)) fail(left_early(b, *w, Wait::block, t));
-  if (const Thread* w = first_waiting(b, Wait::warp, t.warp)) fail(left_early(b, *w, Wait::warp, t));
+  ++b.warp_done[static_cast<size_t>(t.warp)];
+  if (b.block_waiting > 0) fail(left_early(b, first_waiting(b, Wait::block, -1), Wait::block, t));
+  if (b.warp_waiting[static_cast<size_t>(t.warp)] > 0)
+    fail(left_early(b, first_waiting(b, Wait::warp, t.warp), Wait::warp, t));
 }
 
 // A fiber's life: run the thread it is given, then park until the scheduler gives it the next.
@@ -511,24 +527,23 @@ void func_set_max_dynamic_shared(const void* kernel, size_t bytes) {
   g_shared_limits[kernel] = bytes;
 }
 
-uint32_t exchange(uint32_t mine, int src_lane) {
+uint64_t exchange64(uint64_t mine, int src_lane) {
   Thread& t = me();
-  lane_slots(t.warp, t.lane)[0] = mine;
+  uint32_t* slots = lane_slots(t.warp, t.lane);
+  slots[0] = static_cast<uint32_t>(mine);
+  slots[1] = static_cast<uint32_t>(mine >> 32);
   sync_warp();
   const int src = src_lane & 31;
   if (src >= g_block->warp_lanes[static_cast<size_t>(t.warp)])
     fail("warp emulator: " + where(*g_block, t) + " reads lane " + std::to_string(src) +
          " of a warp with fewer lanes (the block is not a whole number of warps)");
-  const uint32_t got = lane_slots(t.warp, src)[0];
+  const uint32_t* theirs = lane_slots(t.warp, src);
+  const uint64_t got = (uint64_t{theirs[1]} << 32) | theirs[0];
   sync_warp();  // nobody overwrites a slot before every lane has read
   return got;
 }
 
-uint64_t exchange64(uint64_t mine, int src_lane) {
-  const uint32_t lo = exchange(static_cast<uint32_t>(mine), src_lane);
-  const uint32_t hi = exchange(static_cast<uint32_t>(mine >> 32), src_lane);
-  return (uint64_t{hi} << 32) | lo;
-}
+uint32_t exchange(uint32_t mine, int src_lane) { return static_cast<uint32_t>(exchange64(mine, src_lane)); }
 
 float fused_dot_add(float c, const float (&a)[16], const float (&b)[16]) {
   double t[17];
@@ -626,6 +641,7 @@ void launch(const char* name, const void* kernel, dim3 grid, dim3 block, size_t 
         blk.warp_lanes.assign(static_cast<size_t>(warps), 32);
         if (n % 32) blk.warp_lanes.back() = n % 32;
         blk.warp_waiting.assign(static_cast<size_t>(warps), 0);
+        blk.warp_done.assign(static_cast<size_t>(warps), 0);
         for (int i = 0; i < n; ++i) {
           Thread& t = blk.threads[static_cast<size_t>(i)];
           const auto u = static_cast<unsigned>(i);
