@@ -37,6 +37,7 @@ struct Thread {
   const char* site = nullptr;  // the barrier it waits at
   bool started = false, done = false;
   struct Fiber* fiber = nullptr;  // the stack it runs on, once started
+  unsigned shuffles = 0;          // shuffles so far: their parity picks the exchange buffer
 };
 
 // A stack that runs emulated threads one after another: it takes the next thread that has not
@@ -55,7 +56,8 @@ struct Block {
   uint3 bid{};
   std::vector<Thread> threads;
   unsigned char* shared = nullptr;
-  std::vector<uint32_t> slots;  // [warp][lane][kSlotsPerLane]
+  std::vector<uint32_t> slots;      // [warp][lane][kSlotsPerLane]
+  std::vector<uint64_t> exchanged;  // [2][warp][lane]: what each lane offered at a shuffle
   jmp_buf scheduler{};
   ucontext_t scheduler_ctx{};
   const std::function<void()>* body = nullptr;
@@ -527,20 +529,21 @@ void func_set_max_dynamic_shared(const void* kernel, size_t bytes) {
   g_shared_limits[kernel] = bytes;
 }
 
+// One warp-wide wait per shuffle: consecutive shuffles write alternate buffers, so a lane that
+// has gone on to the next one cannot overwrite what a slower lane has still to read (nobody gets
+// two shuffles ahead: the next one waits for every lane).
 uint64_t exchange64(uint64_t mine, int src_lane) {
   Thread& t = me();
-  uint32_t* slots = lane_slots(t.warp, t.lane);
-  slots[0] = static_cast<uint32_t>(mine);
-  slots[1] = static_cast<uint32_t>(mine >> 32);
+  Block& b = *g_block;
+  const size_t warps = b.warp_lanes.size();
+  uint64_t* buffer = &b.exchanged[(t.shuffles++ & 1u) * warps * 32 + static_cast<size_t>(t.warp) * 32];
+  buffer[t.lane] = mine;
   sync_warp();
   const int src = src_lane & 31;
   if (src >= g_block->warp_lanes[static_cast<size_t>(t.warp)])
     fail("warp emulator: " + where(*g_block, t) + " reads lane " + std::to_string(src) +
          " of a warp with fewer lanes (the block is not a whole number of warps)");
-  const uint32_t* theirs = lane_slots(t.warp, src);
-  const uint64_t got = (uint64_t{theirs[1]} << 32) | theirs[0];
-  sync_warp();  // nobody overwrites a slot before every lane has read
-  return got;
+  return buffer[src];
 }
 
 uint32_t exchange(uint32_t mine, int src_lane) { return static_cast<uint32_t>(exchange64(mine, src_lane)); }
@@ -626,6 +629,7 @@ void launch(const char* name, const void* kernel, dim3 grid, dim3 block, size_t 
   blk.order.resize(static_cast<size_t>(n));
   blk.position.resize(static_cast<size_t>(n));
   blk.slots.assign(static_cast<size_t>(warps) * 32 * kSlotsPerLane, 0u);
+  blk.exchanged.assign(2 * static_cast<size_t>(warps) * 32, 0u);
   blk.body = &body;
   blk.shared = pages.base();
   for (unsigned z = 0; z < grid.z && error.empty(); ++z)
