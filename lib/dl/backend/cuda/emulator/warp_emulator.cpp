@@ -423,12 +423,28 @@ class SegvHandler {
   SegvHandler& operator=(const SegvHandler&) = delete;
 };
 
+// What a hung block waits at: a thread at a block barrier (its place) and one at a warp-wide
+// operation that the first one's warp never reaches, as a GPU would hang.
+std::string deadlock(const Block& b) {
+  std::string what = "warp emulator: deadlock in block (" + std::to_string(b.bid.x) + "," + std::to_string(b.bid.y) +
+                     "," + std::to_string(b.bid.z) + ") of " + kernel_name() + ": every live thread waits";
+  const Thread* at_barrier = nullptr;
+  const Thread* at_warp_op = nullptr;
+  for (const Thread& t : b.threads) {
+    if (t.done) continue;
+    if (t.wait == Wait::block && !at_barrier) at_barrier = &t;
+    if (t.wait == Wait::warp && !at_warp_op) at_warp_op = &t;
+  }
+  if (at_barrier) what += ": thread " + std::to_string(at_barrier->linear) + " at the __syncthreads() of " + at_barrier->site;
+  if (at_warp_op) what += ", thread " + std::to_string(at_warp_op->linear) + " at a warp-wide operation (shuffle) of its warp";
+  return what + " (a barrier or shuffle inside a branch that not every thread takes)";
+}
+
 void run_block(Block& blk) {
   for (;;) {
     const int p = first_ready(blk);
     if (p < 0) {
-      if (blk.live > 0 && blk.error.empty())
-        blk.error = "warp emulator: deadlock in " + kernel_name() + ": every live thread waits at a barrier";
+      if (blk.live > 0 && blk.error.empty()) blk.error = deadlock(blk);
       break;
     }
     Thread& t = blk.threads[static_cast<size_t>(blk.order[static_cast<size_t>(p)])];
