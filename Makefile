@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all build configure deps test test-sanitize fuzz demo bench clean
+.PHONY: all build configure deps test test-emulated test-sanitize fuzz demo bench clean
 
 all: build
 
@@ -26,6 +26,7 @@ test: deps
 	@# ctest lists skipped tests without their reason: print the reason each one gave.
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS); rc=$$?; \
 	  grep -h '^skipped:' $(BUILD)/Testing/Temporary/LastTest.log 2>/dev/null | sort -u | sed 's/^/ctest: /'; \
+	  $(MAKE) test-emulated || rc=1; \
 	  exit $$rc
 	$(MAKE) test-sanitize
 
@@ -38,6 +39,18 @@ test-sanitize: deps
 fuzz: deps
 	JOBS=$(JOBS) ./scripts/test-sanitize.sh --build-only
 	./scripts/fuzz.sh build-asan $(FUZZ_SECONDS) $(JOBS)
+
+# The CUDA backend on an emulated device (docs/CUDA.md): its own build folder, only the targets
+# its tests need. Needs NVIDIA's headers (no GPU, no CUDA libraries).
+EMU_BUILD ?= $(BUILD)-emu
+EMU_TARGETS = dl-train kernel_fault_worker test_cuda_emulated test_cuda_emulator
+test-emulated:
+	@if [ ! -f /usr/local/cuda/include/cuda_runtime.h ] && [ -z "$$CUDA_HOME" ]; then \
+	  echo "ctest: emulated CUDA device skipped: NVIDIA's headers (cuda_runtime.h) not found"; exit 0; fi; \
+	[ -f $(EMU_BUILD)/CMakeCache.txt ] || cmake -S . -B $(EMU_BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  -DDL_CUDA_EMULATION=ON $(CMAKE_FLAGS) || exit 1; \
+	cmake --build $(EMU_BUILD) -j $(JOBS) --target $(EMU_TARGETS) || exit 1; \
+	ctest --test-dir $(EMU_BUILD) --output-on-failure -j $(JOBS) -R '^(cuda_emulated|cuda_emulator)$$'
 
 demo: deps
 	$(MAKE) build
@@ -52,4 +65,4 @@ bench: deps
 	./scripts/bench-init-from.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) $(EMU_BUILD) build-asan build-tsan

@@ -36,7 +36,7 @@ struct Dims {
 template <class E>
 __global__ void __launch_bounds__(kWarps * 32) attention_forward_kernel(E* out, float* lse, const E* qkv, Dims dm,
                                                                        float scale) {
-  extern __shared__ float smem[];
+  DL_DYNAMIC_SHARED(float, smem);
   const int hs = dm.hs;
   float* sq = smem;                               // [kRowsPerBlock][hs], scaled
   float* sk = sq + kRowsPerBlock * hs;            // [kTile][hs + 1]
@@ -123,7 +123,7 @@ template <class E>
 __global__ void __launch_bounds__(kWarps * 32) attention_backward_dq_kernel(E* dqkv, const E* dout, const E* qkv,
                                                                            const float* lse, const float* delta,
                                                                            Dims dm, float scale) {
-  extern __shared__ float smem[];
+  DL_DYNAMIC_SHARED(float, smem);
   const int hs = dm.hs;
   float* sq = smem;                        // [kRowsPerBlock][hs]
   float* sdo = sq + kRowsPerBlock * hs;    // [kRowsPerBlock][hs]
@@ -209,7 +209,7 @@ template <class E>
 __global__ void __launch_bounds__(kWarps * 32) attention_backward_dkv_kernel(E* dqkv, const E* dout, const E* qkv,
                                                                             const float* lse, const float* delta,
                                                                             Dims dm, float scale) {
-  extern __shared__ float smem[];
+  DL_DYNAMIC_SHARED(float, smem);
   const int hs = dm.hs;
   float* sk = smem;                        // [kRowsPerBlock][hs]: this block's keys
   float* sv = sk + kRowsPerBlock * hs;     // [kRowsPerBlock][hs]
@@ -316,7 +316,7 @@ dim3 make_grid(int64_t B, int64_t T, int H) {
 template <class K>
 void allow_smem(K kernel, size_t bytes, const char* name) {
   if (bytes > 48 * 1024)
-    DL_CUDA_CALL(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+    DL_CUDA_CALL(set_max_dynamic_shared(kernel, static_cast<int>(bytes)),
                  "raising the shared-memory limit of ", name, " to ", bytes, " bytes");
 }
 
@@ -372,8 +372,8 @@ void attention_forward(DType dt, void* out, float* lse, const void* qkv, int64_t
     using E = decltype(z);
     auto kernel = attention_forward_kernel<E>;
     allow_smem(kernel, smem, "attention_forward_kernel");
-    kernel<<<make_grid(B, T, H), kWarps * 32, smem, stream>>>(static_cast<E*>(out), lse, static_cast<const E*>(qkv),
-                                                               dm, scale);
+    launch("attention_forward_kernel", kernel, make_grid(B, T, H), kWarps * 32, smem, stream, static_cast<E*>(out), lse,
+           static_cast<const E*>(qkv), dm, scale);
   });
   DL_KERNEL_CHECK("attention_forward_kernel", "B=", B, " T=", T, " C=", C, " H=", H);
 }
@@ -405,11 +405,12 @@ void attention_backward(DType dt, void* dqkv, float* delta, const void* dout, co
                          check);
     auto k_dq = attention_backward_dq_kernel<E>;
     allow_smem(k_dq, smem_dq, "attention_backward_dq_kernel");
-    k_dq<<<grid, kWarps * 32, smem_dq, stream>>>(dq, dO, q, lse, delta, dm, scale);
+    launch("attention_backward_dq_kernel", k_dq, grid, kWarps * 32, smem_dq, stream, dq, dO, q, lse, delta, dm, scale);
     DL_KERNEL_CHECK("attention_backward_dq_kernel", "B=", B, " T=", T, " C=", C, " H=", H);
     auto k_dkv = attention_backward_dkv_kernel<E>;
     allow_smem(k_dkv, smem_dkv, "attention_backward_dkv_kernel");
-    k_dkv<<<grid, kWarps * 32, smem_dkv, stream>>>(dq, dO, q, lse, delta, dm, scale);
+    launch("attention_backward_dkv_kernel", k_dkv, grid, kWarps * 32, smem_dkv, stream, dq, dO, q, lse, delta, dm,
+           scale);
     DL_KERNEL_CHECK("attention_backward_dkv_kernel", "B=", B, " T=", T, " C=", C, " H=", H);
   });
 }

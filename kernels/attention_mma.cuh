@@ -44,7 +44,7 @@ struct Dims {
 // shared tile [kTile][HS + kPad] and/or its transpose [HS][kTStride]; rows at or past T are zero.
 // 16-byte global loads: the caller checked that every row start is 16-byte aligned.
 template <int HS, class E>
-DL_DEV void load_tile(uint16_t* tile, uint16_t* transposed, const E* src, int64_t stride, int row0, int T) {
+__device__ __forceinline__ void load_tile(uint16_t* tile, uint16_t* transposed, const E* src, int64_t stride, int row0, int T) {
   constexpr int kChunks = HS / 8;
   for (int idx = static_cast<int>(threadIdx.x); idx < kTile * kChunks; idx += kThreads) {
     const int r = idx / kChunks, c = (idx % kChunks) * 8;
@@ -62,7 +62,7 @@ DL_DEV void load_tile(uint16_t* tile, uint16_t* transposed, const E* src, int64_
 
 // S (16 x kTile per warp) = A B^T over HS: A as fragments, B's rows in a shared [kTile][HS+kPad] tile.
 template <class E, int HS>
-DL_DEV void rows_times_tile(float (&s)[kTile / 8][4], const uint32_t (&a)[HS / 16][4], const uint16_t* tile, int g,
+__device__ __forceinline__ void rows_times_tile(float (&s)[kTile / 8][4], const uint32_t (&a)[HS / 16][4], const uint16_t* tile, int g,
                             int t) {
 #pragma unroll
   for (int nb = 0; nb < kTile / 8; ++nb) {
@@ -79,7 +79,7 @@ DL_DEV void rows_times_tile(float (&s)[kTile / 8][4], const uint32_t (&a)[HS / 1
 
 // acc (16 x HS) += P (16 x kTile, f32 accumulators rounded to E) * M, M[k][n] = transposed[n][k].
 template <class E, int HS>
-DL_DEV void accumulate_times_tile(float (&acc)[HS / 8][4], const float (&p)[kTile / 8][4],
+__device__ __forceinline__ void accumulate_times_tile(float (&acc)[HS / 8][4], const float (&p)[kTile / 8][4],
                                   const uint16_t* transposed, int g, int t) {
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
@@ -96,16 +96,16 @@ DL_DEV void accumulate_times_tile(float (&acc)[HS / 8][4], const float (&p)[kTil
 
 // The warp's 16 rows of a shared [kTile][HS+kPad] tile as A fragments.
 template <int HS>
-DL_DEV void load_rows(uint32_t (&a)[HS / 16][4], const uint16_t* tile, int warp_id, int g, int t) {
+__device__ __forceinline__ void load_rows(uint32_t (&a)[HS / 16][4], const uint16_t* tile, int warp_id, int g, int t) {
 #pragma unroll
   for (int ks = 0; ks < HS / 16; ++ks) load_a(a[ks], tile + warp_id * 16 * (HS + kPad) + ks * 16, HS + kPad, g, t);
 }
 
-DL_DEV float quad_sum(float v) {
+__device__ __forceinline__ float quad_sum(float v) {
   v += warp::shfl_xor(v, 1);
   return v + warp::shfl_xor(v, 2);
 }
-DL_DEV float quad_max(float v) {
+__device__ __forceinline__ float quad_max(float v) {
   v = fmaxf(v, warp::shfl_xor(v, 1));
   return fmaxf(v, warp::shfl_xor(v, 2));
 }
@@ -116,7 +116,7 @@ template <int HS>
 struct Place {
   int warp_id, g, t, bh, row0;
   int64_t C3, qkv_offset, out_offset;
-  DL_DEV explicit Place(const Dims& dm) {
+  __device__ __forceinline__ explicit Place(const Dims& dm) {
     const int lane = static_cast<int>(threadIdx.x) % 32;
     warp_id = static_cast<int>(threadIdx.x) / 32;
     g = lane / 4;
@@ -132,8 +132,8 @@ struct Place {
 
 // Forward: out and lse.
 template <class E, int HS>
-DL_KERNEL void DL_LAUNCH_BOUNDS(kThreads) forward_kernel(E* out, float* lse, const E* qkv, Dims dm, float scale_log2) {
-  DL_SHARED_BASE(smem);
+__global__ void __launch_bounds__(kThreads) forward_kernel(E* out, float* lse, const E* qkv, Dims dm, float scale_log2) {
+  DL_DYNAMIC_SHARED(unsigned char, smem);
   uint16_t* sq = reinterpret_cast<uint16_t*>(smem);  // [kTile][HS + kPad]
   uint16_t* sk = sq + kTile * (HS + kPad);             // [kTile][HS + kPad]
   uint16_t* svt = sk + kTile * (HS + kPad);            // [HS][kTStride]: V transposed
@@ -210,7 +210,7 @@ DL_KERNEL void DL_LAUNCH_BOUNDS(kThreads) forward_kernel(E* out, float* lse, con
 // delta[(b*H + h)*T + t] = sum over the head's columns of dout * out at row (b, t): one warp per
 // (b, t, h), for f32, bf16 and f16 (FA2 reads the forward's output the same way).
 template <class E>
-DL_KERNEL void DL_LAUNCH_BOUNDS(kThreads)
+__global__ void __launch_bounds__(kThreads)
     delta_kernel(float* delta, const E* dout, const E* out, int64_t rows, int T, int H, int hs) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + static_cast<int>(threadIdx.x) / 32;  // (b*T+t)*H+h
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -229,10 +229,10 @@ DL_KERNEL void DL_LAUNCH_BOUNDS(kThreads)
 
 // dQ for 64 query rows: dQ_i = scale * sum_{j <= i} dS_ij k_j.
 template <class E, int HS>
-DL_KERNEL void DL_LAUNCH_BOUNDS(kThreads)
+__global__ void __launch_bounds__(kThreads)
     backward_dq_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse, const float* delta, Dims dm,
                        float scale_log2, float scale) {
-  DL_SHARED_BASE(smem);
+  DL_DYNAMIC_SHARED(unsigned char, smem);
   uint16_t* sk = reinterpret_cast<uint16_t*>(smem);  // [kTile][HS + kPad]: keys (first: queries)
   uint16_t* sv = sk + kTile * (HS + kPad);             // [kTile][HS + kPad]: values (first: dO)
   uint16_t* skt = sv + kTile * (HS + kPad);            // [HS][kTStride]: keys transposed
@@ -290,10 +290,10 @@ DL_KERNEL void DL_LAUNCH_BOUNDS(kThreads)
 
 // dK, dV for 64 key rows: dK_j = scale * sum_{i >= j} dS_ij q_i, dV_j = sum_{i >= j} P_ij dO_i.
 template <class E, int HS>
-DL_KERNEL void DL_LAUNCH_BOUNDS(kThreads)
+__global__ void __launch_bounds__(kThreads)
     backward_dkv_kernel(E* dqkv, const E* dout, const E* qkv, const float* lse, const float* delta, Dims dm,
                         float scale_log2, float scale) {
-  DL_SHARED_BASE(smem);
+  DL_DYNAMIC_SHARED(unsigned char, smem);
   uint16_t* sq = reinterpret_cast<uint16_t*>(smem);  // [kTile][HS + kPad]: queries (first: keys)
   uint16_t* sdo = sq + kTile * (HS + kPad);            // [kTile][HS + kPad]: dO (first: values)
   uint16_t* sqt = sdo + kTile * (HS + kPad);           // [HS][kTStride]: queries transposed
@@ -387,7 +387,8 @@ void forward(E* out, float* lse, const E* qkv, int64_t B, Dims dm, Stream stream
     constexpr int HS = decltype(hs)::value;
     auto kernel = forward_kernel<E, HS>;
     prepare(kernel, forward_smem<HS>(), "attention_mma::forward_kernel");
-    DL_LAUNCH(kernel, grid, dim3(kThreads), forward_smem<HS>(), stream, out, lse, qkv, dm, scale_log2);
+    launch("attention_mma::forward_kernel", kernel, grid, dim3(kThreads), forward_smem<HS>(), stream, out, lse, qkv, dm,
+           scale_log2);
     check("attention_mma::forward_kernel");
   });
 }
@@ -397,7 +398,8 @@ template <class E, class Stream, class Check>
 void delta(float* out_delta, const E* dout, const E* out, int64_t B, Dims dm, Stream stream, Check&& check) {
   const int64_t rows = B * dm.T * dm.H;
   const dim3 grid(static_cast<unsigned>((rows + kWarps - 1) / kWarps));
-  DL_LAUNCH(delta_kernel<E>, grid, dim3(kThreads), 0, stream, out_delta, dout, out, rows, dm.T, dm.H, dm.C / dm.H);
+  launch("attention_mma::delta_kernel", delta_kernel<E>, grid, dim3(kThreads), 0, stream, out_delta, dout, out, rows,
+         dm.T, dm.H, dm.C / dm.H);
   check("attention_mma::delta_kernel");
 }
 
@@ -412,13 +414,13 @@ void backward(E* dqkv, float* delta_scratch, const E* dout, const E* qkv, const 
     constexpr int HS = decltype(hs)::value;
     auto k_dq = backward_dq_kernel<E, HS>;
     prepare(k_dq, forward_smem<HS>(), "attention_mma::backward_dq_kernel");
-    DL_LAUNCH(k_dq, grid, dim3(kThreads), forward_smem<HS>(), stream, dqkv, dout, qkv, lse, delta_scratch, dm,
-              scale_log2, scale);
+    launch("attention_mma::backward_dq_kernel", k_dq, grid, dim3(kThreads), forward_smem<HS>(), stream, dqkv, dout, qkv,
+           lse, delta_scratch, dm, scale_log2, scale);
     check("attention_mma::backward_dq_kernel");
     auto k_dkv = backward_dkv_kernel<E, HS>;
     prepare(k_dkv, dkv_smem<HS>(), "attention_mma::backward_dkv_kernel");
-    DL_LAUNCH(k_dkv, grid, dim3(kThreads), dkv_smem<HS>(), stream, dqkv, dout, qkv, lse, delta_scratch, dm,
-              scale_log2, scale);
+    launch("attention_mma::backward_dkv_kernel", k_dkv, grid, dim3(kThreads), dkv_smem<HS>(), stream, dqkv, dout, qkv,
+           lse, delta_scratch, dm, scale_log2, scale);
     check("attention_mma::backward_dkv_kernel");
   });
 }

@@ -1,5 +1,5 @@
 // Shared pieces of the CUDA kernels: f32 <-> storage type conversion, dtype dispatch, warp and
-// block reductions, launch checks.
+// block reductions, launch checks. Kernels see the machine through device.cuh.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "device.cuh"
 #include "dl/backend/cuda/cuda_check.hpp"
 #include "dl/backend/cuda/kernels.hpp"
 #include "dl/core/error.hpp"

@@ -69,8 +69,9 @@ __device__ float block_sum_exp(const T* l, int64_t V, float mx, float* scratch) 
 template <class T, class L>
 __global__ void crossentropy_forward_kernel(L* losses, int32_t* correct, const T* logits, const int32_t* targets,
                                             int64_t V) {
-  __shared__ float sval[32], scratch[32];
-  __shared__ int sidx[32];
+  DL_SHARED_ARRAY(float, sval, [32]);
+  DL_SHARED_ARRAY(float, scratch, [32]);
+  DL_SHARED_ARRAY(int, sidx, [32]);
   const int64_t r = blockIdx.x;
   const T* l = logits + r * V;
   const int32_t t = targets[r];
@@ -94,7 +95,7 @@ __global__ void crossentropy_forward_kernel(L* losses, int32_t* correct, const T
 template <class T>
 __global__ void crossentropy_backward_kernel(T* dlogits, const T* logits, const int32_t* targets, int64_t V,
                                              float dloss) {
-  __shared__ float scratch[32];
+  DL_SHARED_ARRAY(float, scratch, [32]);
   const int64_t r = blockIdx.x;
   const T* l = logits + r * V;
   T* d = dlogits + r * V;
@@ -113,8 +114,8 @@ __global__ void crossentropy_backward_kernel(T* dlogits, const T* logits, const 
 
 template <class T>
 __global__ void argmax_kernel(int32_t* out, const T* logits, int64_t V) {
-  __shared__ float sval[32];
-  __shared__ int sidx[32];
+  DL_SHARED_ARRAY(float, sval, [32]);
+  DL_SHARED_ARRAY(int, sidx, [32]);
   float mx;
   int64_t am;
   block_argmax(logits + blockIdx.x * V, V, sval, sidx, mx, am);
@@ -123,14 +124,14 @@ __global__ void argmax_kernel(int32_t* out, const T* logits, int64_t V) {
 
 template <class T>
 __global__ void row_max_kernel(T* row_max, const T* logits, int64_t V) {
-  __shared__ float scratch[32];
+  DL_SHARED_ARRAY(float, scratch, [32]);
   float m = block_row_max(logits + blockIdx.x * V, V, scratch);
   if (threadIdx.x == 0) row_max[blockIdx.x] = from_f32<T>(m);
 }
 
 template <class T>
 __global__ void sum_exp_kernel(T* sum_exp, const T* logits, const T* row_max, int64_t V) {
-  __shared__ float scratch[32];
+  DL_SHARED_ARRAY(float, scratch, [32]);
   float s = block_sum_exp(logits + blockIdx.x * V, V, to_f32(row_max[blockIdx.x]), scratch);
   if (threadIdx.x == 0) sum_exp[blockIdx.x] = from_f32<T>(s);
 }
@@ -174,8 +175,8 @@ void crossentropy_forward(DType dt, DType loss_t, void* losses, int32_t* correct
     using T = decltype(z);
     dispatch_float(loss_t, "crossentropy_forward (losses)", [&](auto y) {
       using L = decltype(y);
-      crossentropy_forward_kernel<T, L><<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
-          static_cast<L*>(losses), correct, static_cast<const T*>(logits), targets, V);
+      launch("crossentropy_forward_kernel", crossentropy_forward_kernel<T, L>, static_cast<unsigned>(N), kThreads, 0,
+             stream, static_cast<L*>(losses), correct, static_cast<const T*>(logits), targets, V);
     });
   });
   DL_KERNEL_CHECK("crossentropy_forward_kernel", "N=", N, " V=", V);
@@ -187,8 +188,8 @@ void crossentropy_backward(DType dt, void* dlogits, const void* logits, const in
   check_rows(N, "crossentropy_backward");
   dispatch_float(dt, "crossentropy_backward", [&](auto z) {
     using T = decltype(z);
-    crossentropy_backward_kernel<T><<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
-        static_cast<T*>(dlogits), static_cast<const T*>(logits), targets, V, dloss);
+    launch("crossentropy_backward_kernel", crossentropy_backward_kernel<T>, static_cast<unsigned>(N), kThreads, 0,
+           stream, static_cast<T*>(dlogits), static_cast<const T*>(logits), targets, V, dloss);
   });
   DL_KERNEL_CHECK("crossentropy_backward_kernel", "N=", N, " V=", V);
 }
@@ -198,7 +199,8 @@ void argmax(DType dt, int32_t* out, const void* logits, int64_t N, int64_t V, cu
   check_rows(N, "argmax");
   dispatch_float(dt, "argmax", [&](auto z) {
     using T = decltype(z);
-    argmax_kernel<T><<<static_cast<unsigned>(N), kThreads, 0, stream>>>(out, static_cast<const T*>(logits), V);
+    launch("argmax_kernel", argmax_kernel<T>, static_cast<unsigned>(N), kThreads, 0, stream, out,
+           static_cast<const T*>(logits), V);
   });
   DL_KERNEL_CHECK("argmax_kernel", "N=", N, " V=", V);
 }
@@ -208,8 +210,8 @@ void logits_row_max(DType dt, void* row_max, const void* logits, int64_t N, int6
   check_rows(N, "logits_row_max");
   dispatch_float(dt, "logits_row_max", [&](auto z) {
     using T = decltype(z);
-    row_max_kernel<T><<<static_cast<unsigned>(N), kThreads, 0, stream>>>(static_cast<T*>(row_max),
-                                                                         static_cast<const T*>(logits), V);
+    launch("row_max_kernel", row_max_kernel<T>, static_cast<unsigned>(N), kThreads, 0, stream, static_cast<T*>(row_max),
+           static_cast<const T*>(logits), V);
   });
   DL_KERNEL_CHECK("row_max_kernel", "N=", N, " V=", V);
 }
@@ -220,8 +222,8 @@ void logits_sum_exp(DType dt, void* sum_exp, const void* logits, const void* row
   check_rows(N, "logits_sum_exp");
   dispatch_float(dt, "logits_sum_exp", [&](auto z) {
     using T = decltype(z);
-    sum_exp_kernel<T><<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
-        static_cast<T*>(sum_exp), static_cast<const T*>(logits), static_cast<const T*>(row_max), V);
+    launch("sum_exp_kernel", sum_exp_kernel<T>, static_cast<unsigned>(N), kThreads, 0, stream, static_cast<T*>(sum_exp),
+           static_cast<const T*>(logits), static_cast<const T*>(row_max), V);
   });
   DL_KERNEL_CHECK("sum_exp_kernel", "N=", N, " V=", V);
 }
@@ -231,8 +233,8 @@ void logits_pick(DType dt, void* picked, const void* logits, const int32_t* targ
   if (N == 0) return;
   dispatch_float(dt, "logits_pick", [&](auto z) {
     using T = decltype(z);
-    pick_kernel<T><<<grid_for(N, 256), 256, 0, stream>>>(static_cast<T*>(picked), static_cast<const T*>(logits),
-                                                         targets, N, V, v0);
+    launch("pick_kernel", pick_kernel<T>, grid_for(N, 256), 256, 0, stream, static_cast<T*>(picked),
+           static_cast<const T*>(logits), targets, N, V, v0);
   });
   DL_KERNEL_CHECK("pick_kernel", "N=", N, " V=", V);
 }
@@ -244,9 +246,9 @@ void crossentropy_backward_sharded(DType dt, void* dlogits, const void* logits, 
   check_rows(N, "crossentropy_backward_sharded");
   dispatch_float(dt, "crossentropy_backward_sharded", [&](auto z) {
     using T = decltype(z);
-    crossentropy_backward_sharded_kernel<T><<<static_cast<unsigned>(N), kThreads, 0, stream>>>(
-        static_cast<T*>(dlogits), static_cast<const T*>(logits), targets, static_cast<const T*>(row_max),
-        static_cast<const T*>(sum_exp), V, v0, dloss);
+    launch("crossentropy_backward_sharded_kernel", crossentropy_backward_sharded_kernel<T>, static_cast<unsigned>(N),
+           kThreads, 0, stream, static_cast<T*>(dlogits), static_cast<const T*>(logits), targets,
+           static_cast<const T*>(row_max), static_cast<const T*>(sum_exp), V, v0, dloss);
   });
   DL_KERNEL_CHECK("crossentropy_backward_sharded_kernel", "N=", N, " V=", V);
 }

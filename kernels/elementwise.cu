@@ -80,8 +80,8 @@ void gelu_forward(DType dt, void* out, const void* inp, int64_t n, cudaStream_t 
   if (n == 0) return;
   dispatch_float(dt, "gelu_forward", [&](auto z) {
     using T = decltype(z);
-    gelu_forward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out),
-                                                                           static_cast<const T*>(inp), n);
+    launch("gelu_forward_kernel", gelu_forward_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream,
+           static_cast<T*>(out), static_cast<const T*>(inp), n);
   });
   DL_KERNEL_CHECK("gelu_forward_kernel", "n=", n);
 }
@@ -91,8 +91,8 @@ void gelu_backward(DType dt, void* dinp, const void* dout, const void* inp, int6
   if (n == 0) return;
   dispatch_float(dt, "gelu_backward", [&](auto z) {
     using T = decltype(z);
-    gelu_backward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-        static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp), n, accumulate);
+    launch("gelu_backward_kernel", gelu_backward_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream,
+           static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp), n, accumulate);
   });
   DL_KERNEL_CHECK("gelu_backward_kernel", "n=", n);
 }
@@ -101,8 +101,8 @@ void relu_forward(DType dt, void* out, const void* inp, int64_t n, cudaStream_t 
   if (n == 0) return;
   dispatch_float(dt, "relu_forward", [&](auto z) {
     using T = decltype(z);
-    relu_forward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out),
-                                                                           static_cast<const T*>(inp), n);
+    launch("relu_forward_kernel", relu_forward_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream,
+           static_cast<T*>(out), static_cast<const T*>(inp), n);
   });
   DL_KERNEL_CHECK("relu_forward_kernel", "n=", n);
 }
@@ -112,8 +112,8 @@ void relu_backward(DType dt, void* dinp, const void* dout, const void* inp, int6
   if (n == 0) return;
   dispatch_float(dt, "relu_backward", [&](auto z) {
     using T = decltype(z);
-    relu_backward_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(
-        static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp), n, accumulate);
+    launch("relu_backward_kernel", relu_backward_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream,
+           static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp), n, accumulate);
   });
   DL_KERNEL_CHECK("relu_backward_kernel", "n=", n);
 }
@@ -122,8 +122,8 @@ void add(DType dt, void* out, const void* a, const void* b, int64_t n, cudaStrea
   if (n == 0) return;
   dispatch_float(dt, "add", [&](auto z) {
     using T = decltype(z);
-    add_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out), static_cast<const T*>(a),
-                                                                  static_cast<const T*>(b), n);
+    launch("add_kernel", add_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream, static_cast<T*>(out),
+           static_cast<const T*>(a), static_cast<const T*>(b), n);
   });
   DL_KERNEL_CHECK("add_kernel", "n=", n);
 }
@@ -132,8 +132,8 @@ void bias_add(DType dt, void* out, const void* bias, int64_t N, int64_t C, cudaS
   if (N * C == 0) return;
   dispatch_float(dt, "bias_add", [&](auto z) {
     using T = decltype(z);
-    bias_add_kernel<T><<<grid_for(N * C, kThreads), kThreads, 0, stream>>>(static_cast<T*>(out),
-                                                                           static_cast<const T*>(bias), N * C, C);
+    launch("bias_add_kernel", bias_add_kernel<T>, grid_for(N * C, kThreads), kThreads, 0, stream, static_cast<T*>(out),
+           static_cast<const T*>(bias), N * C, C);
   });
   DL_KERNEL_CHECK("bias_add_kernel", "N=", N, " C=", C);
 }
@@ -142,7 +142,7 @@ void scale(DType dt, void* x, float s, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   dispatch_float(dt, "scale", [&](auto z) {
     using T = decltype(z);
-    scale_kernel<T><<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<T*>(x), s, n);
+    launch("scale_kernel", scale_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream, static_cast<T*>(x), s, n);
   });
   DL_KERNEL_CHECK("scale_kernel", "n=", n);
 }
@@ -153,8 +153,8 @@ void convert(DType dst_t, void* dst, DType src_t, const void* src, int64_t n, cu
     using D = decltype(d);
     dispatch_float(src_t, "convert", [&](auto s) {
       using S = decltype(s);
-      convert_kernel<D, S><<<grid_for(n, kThreads), kThreads, 0, stream>>>(static_cast<D*>(dst),
-                                                                          static_cast<const S*>(src), n);
+      launch("convert_kernel", convert_kernel<D, S>, grid_for(n, kThreads), kThreads, 0, stream, static_cast<D*>(dst),
+             static_cast<const S*>(src), n);
     });
   });
   DL_KERNEL_CHECK("convert_kernel", dtype_name(src_t), " -> ", dtype_name(dst_t), " n=", n);

@@ -50,8 +50,8 @@ void encoder_forward(DType dt, void* out, const int32_t* tokens, const void* wte
   if (B * T * C == 0) return;
   dispatch_float(dt, "encoder_forward", [&](auto z) {
     using E = decltype(z);
-    encoder_forward_kernel<E><<<grid_for(B * T * C, 256), 256, 0, stream>>>(
-        static_cast<E*>(out), tokens, static_cast<const E*>(wte), static_cast<const E*>(wpe), B * T, T, C, v0, rows);
+    launch("encoder_forward_kernel", encoder_forward_kernel<E>, grid_for(B * T * C, 256), 256, 0, stream,
+           static_cast<E*>(out), tokens, static_cast<const E*>(wte), static_cast<const E*>(wpe), B * T, T, C, v0, rows);
   });
   DL_KERNEL_CHECK("encoder_forward_kernel", "B=", B, " T=", T, " C=", C);
 }
@@ -63,8 +63,8 @@ void encoder_backward_wte(DType dt, void* dwte, const void* dout, const int32_t*
   int threads = C >= 256 ? 256 : 32 * static_cast<int>((C + 31) / 32);
   dispatch_float(dt, "encoder_backward", [&](auto z) {
     using E = decltype(z);
-    encoder_backward_wte_kernel<E><<<static_cast<unsigned>(n_unique), threads, 0, stream>>>(
-        static_cast<E*>(dwte), static_cast<const E*>(dout), row_ids, offsets, rows_of, C);
+    launch("encoder_backward_wte_kernel", encoder_backward_wte_kernel<E>, static_cast<unsigned>(n_unique), threads, 0,
+           stream, static_cast<E*>(dwte), static_cast<const E*>(dout), row_ids, offsets, rows_of, C);
   });
   DL_KERNEL_CHECK("encoder_backward_wte_kernel", "distinct tokens=", n_unique, " C=", C);
 }
@@ -74,8 +74,8 @@ void encoder_backward_wpe(DType dt, void* dwpe, const void* dout, int64_t B, int
   if (T * C == 0) return;
   dispatch_float(dt, "encoder_backward", [&](auto z) {
     using E = decltype(z);
-    encoder_backward_wpe_kernel<E><<<grid_for(T * C, 256), 256, 0, stream>>>(
-        static_cast<E*>(dwpe), static_cast<const E*>(dout), B, T, C);
+    launch("encoder_backward_wpe_kernel", encoder_backward_wpe_kernel<E>, grid_for(T * C, 256), 256, 0, stream,
+           static_cast<E*>(dwpe), static_cast<const E*>(dout), B, T, C);
   });
   DL_KERNEL_CHECK("encoder_backward_wpe_kernel", "B=", B, " T=", T, " C=", C);
 }

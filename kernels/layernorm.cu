@@ -83,7 +83,8 @@ __global__ void layernorm_backward_input_kernel(T* dinp, float* mean32, float* r
 template <class T>
 __global__ void layernorm_params_partial_kernel(float* partial, const T* dout, const T* inp, const float* mean32,
                                                 const float* rstd32, int64_t N, int64_t C) {
-  __shared__ float acc_w[8][33], acc_b[8][33];
+  DL_SHARED_ARRAY(float, acc_w, [8][33]);
+  DL_SHARED_ARRAY(float, acc_b, [8][33]);
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c = blockIdx.x * 32LL + tx;
   const int64_t chunk = blockIdx.y;
@@ -119,9 +120,9 @@ void layernorm_forward(DType dt, void* out, void* mean, void* rstd, const void* 
   unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
   dispatch_float(dt, "layernorm_forward", [&](auto z) {
     using T = decltype(z);
-    layernorm_forward_kernel<T><<<blocks, 32 * kRowsPerBlock, 0, stream>>>(
-        static_cast<T*>(out), static_cast<T*>(mean), static_cast<T*>(rstd), static_cast<const T*>(inp),
-        static_cast<const T*>(weight), static_cast<const T*>(bias), N, C);
+    launch("layernorm_forward_kernel", layernorm_forward_kernel<T>, blocks, 32 * kRowsPerBlock, 0, stream,
+           static_cast<T*>(out), static_cast<T*>(mean), static_cast<T*>(rstd), static_cast<const T*>(inp),
+           static_cast<const T*>(weight), static_cast<const T*>(bias), N, C);
   });
   DL_KERNEL_CHECK("layernorm_forward_kernel", "N=", N, " C=", C);
 }
@@ -133,10 +134,10 @@ void layernorm_backward_input(DType dt, void* dinp, float* mean32, float* rstd32
   unsigned blocks = static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock);
   dispatch_float(dt, "layernorm_backward", [&](auto z) {
     using T = decltype(z);
-    layernorm_backward_input_kernel<T><<<blocks, 32 * kRowsPerBlock, 0, stream>>>(
-        static_cast<T*>(dinp), mean32, rstd32, static_cast<const T*>(dout), static_cast<const T*>(inp),
-        static_cast<const T*>(weight), static_cast<const T*>(mean), static_cast<const T*>(rstd), recompute_stats, N,
-        C, accumulate);
+    launch("layernorm_backward_input_kernel", layernorm_backward_input_kernel<T>, blocks, 32 * kRowsPerBlock, 0, stream,
+           static_cast<T*>(dinp), mean32, rstd32, static_cast<const T*>(dout), static_cast<const T*>(inp),
+           static_cast<const T*>(weight), static_cast<const T*>(mean), static_cast<const T*>(rstd), recompute_stats, N,
+           C, accumulate);
   });
   DL_KERNEL_CHECK("layernorm_backward_input_kernel", "N=", N, " C=", C);
 }
@@ -148,8 +149,8 @@ void layernorm_backward_params_partial(DType dt, float* partial, const void* dou
   dim3 grid(static_cast<unsigned>((C + 31) / 32), static_cast<unsigned>(column_chunks(N)));
   dispatch_float(dt, "layernorm_backward", [&](auto z) {
     using T = decltype(z);
-    layernorm_params_partial_kernel<T><<<grid, dim3(32, 8), 0, stream>>>(
-        partial, static_cast<const T*>(dout), static_cast<const T*>(inp), mean32, rstd32, N, C);
+    launch("layernorm_params_partial_kernel", layernorm_params_partial_kernel<T>, grid, dim3(32, 8), 0, stream, partial,
+           static_cast<const T*>(dout), static_cast<const T*>(inp), mean32, rstd32, N, C);
   });
   DL_KERNEL_CHECK("layernorm_params_partial_kernel", "N=", N, " C=", C);
 }

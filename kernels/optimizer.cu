@@ -44,8 +44,8 @@ void adamw_step(DType param_t, DType grad_t, void* param, const void* grad, void
     using P = decltype(zp);
     dispatch_float(grad_t, "adamw_step (grad)", [&](auto zg) {
       using G = decltype(zg);
-      adamw_kernel<P, G><<<grid_for(n, 256), 256, 0, stream>>>(static_cast<P*>(param), static_cast<const G*>(grad),
-                                                               static_cast<P*>(m), static_cast<P*>(v), n, k);
+      launch("adamw_kernel", adamw_kernel<P, G>, grid_for(n, 256), 256, 0, stream, static_cast<P*>(param),
+             static_cast<const G*>(grad), static_cast<P*>(m), static_cast<P*>(v), n, k);
     });
   });
   DL_KERNEL_CHECK("adamw_kernel", "n=", n, " param ", dtype_name(param_t), " grad ", dtype_name(grad_t));
@@ -58,8 +58,8 @@ void sgd_step(DType param_t, DType grad_t, void* param, const void* grad, void* 
     using T = decltype(zp);
     dispatch_float(grad_t, "sgd_step (grad)", [&](auto zg) {
       using G = decltype(zg);
-      sgd_kernel<T, G><<<grid_for(n, 256), 256, 0, stream>>>(static_cast<T*>(param), static_cast<const G*>(grad),
-                                                             static_cast<T*>(momentum_buf), n, k);
+      launch("sgd_kernel", sgd_kernel<T, G>, grid_for(n, 256), 256, 0, stream, static_cast<T*>(param),
+             static_cast<const G*>(grad), static_cast<T*>(momentum_buf), n, k);
     });
   });
   DL_KERNEL_CHECK("sgd_kernel", "n=", n, " param ", dtype_name(param_t), " grad ", dtype_name(grad_t));

@@ -12,7 +12,7 @@ namespace {
 // sums are then added in order.
 template <class T>
 __global__ void column_sum_partial_kernel(float* partial, const T* x, int64_t N, int64_t C) {
-  __shared__ float acc[8][33];
+  DL_SHARED_ARRAY(float, acc, [8][33]);
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c = blockIdx.x * 32LL + tx;
   const int64_t chunk = blockIdx.y;
@@ -41,7 +41,7 @@ __global__ void column_sum_finish_kernel(T* dst, const float* partial, int64_t c
 // Grid-stride partial sums in double, one per block, then one block adds the partials in order.
 template <class T>
 __global__ void sum_partial_kernel(double* partial, const T* x, int64_t n, bool squares) {
-  __shared__ double scratch[32];
+  DL_SHARED_ARRAY(double, scratch, [32]);
   double s = 0.0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     double v = static_cast<double>(to_f32(x[i]));
@@ -52,7 +52,7 @@ __global__ void sum_partial_kernel(double* partial, const T* x, int64_t n, bool 
 }
 
 __global__ void sum_finish_kernel(double* result, const double* partial, int n) {
-  __shared__ double scratch[32];
+  DL_SHARED_ARRAY(double, scratch, [32]);
   double s = 0.0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) s += partial[i];
   s = block_reduce(s, scratch, SumOp{}, 0.0);
@@ -66,7 +66,8 @@ void column_sum_partial(DType dt, float* partial, const void* x, int64_t N, int6
   dim3 grid(static_cast<unsigned>((C + 31) / 32), static_cast<unsigned>(column_chunks(N)));
   dispatch_float(dt, "column_sum", [&](auto z) {
     using T = decltype(z);
-    column_sum_partial_kernel<T><<<grid, dim3(32, 8), 0, stream>>>(partial, static_cast<const T*>(x), N, C);
+    launch("column_sum_partial_kernel", column_sum_partial_kernel<T>, grid, dim3(32, 8), 0, stream, partial,
+           static_cast<const T*>(x), N, C);
   });
   DL_KERNEL_CHECK("column_sum_partial_kernel", "N=", N, " C=", C);
 }
@@ -76,7 +77,8 @@ void column_sum_finish(DType dt, void* dst, const float* partial, int64_t chunks
   if (C == 0) return;
   dispatch_float(dt, "column_sum", [&](auto z) {
     using T = decltype(z);
-    column_sum_finish_kernel<T><<<grid_for(C, 256), 256, 0, stream>>>(static_cast<T*>(dst), partial, chunks, C, ld);
+    launch("column_sum_finish_kernel", column_sum_finish_kernel<T>, grid_for(C, 256), 256, 0, stream,
+           static_cast<T*>(dst), partial, chunks, C, ld);
   });
   DL_KERNEL_CHECK("column_sum_finish_kernel", "chunks=", chunks, " C=", C);
 }
@@ -85,10 +87,11 @@ void sum_to_double(DType dt, double* result, double* partial, const void* x, int
                    cudaStream_t stream) {
   dispatch_float(dt, "sum", [&](auto z) {
     using T = decltype(z);
-    sum_partial_kernel<T><<<kSumBlocks, 256, 0, stream>>>(partial, static_cast<const T*>(x), n, squares);
+    launch("sum_partial_kernel", sum_partial_kernel<T>, kSumBlocks, 256, 0, stream, partial, static_cast<const T*>(x),
+           n, squares);
   });
   DL_KERNEL_CHECK("sum_partial_kernel", "n=", n);
-  sum_finish_kernel<<<1, 256, 0, stream>>>(result, partial, kSumBlocks);
+  launch("sum_finish_kernel", sum_finish_kernel, 1, 256, 0, stream, result, partial, kSumBlocks);
   DL_KERNEL_CHECK("sum_finish_kernel", "n=", n);
 }
 

@@ -1,8 +1,8 @@
 // Warp-level building blocks of the tensor-core kernels (mma.sync.m16n8k16, shuffles, 16- and
 // 32-bit shared/global moves), behind one seam so the same kernel source also runs on the CPU:
-// with DL_WARP_EMULATION defined (tests/kernels/), every thread of a block is a fiber of
-// tests/kernels/warp_emulator, barriers and shuffles are scheduled there and mma.sync is computed
-// from the PTX ISA's fragment layout. The fragment indexing of a kernel is thereby tested without
+// with DL_CUDA_EMULATION defined (device.cuh), every thread of a block is a fiber of
+// lib/dl/backend/cuda/emulator/warp_emulator, barriers and shuffles are scheduled there and
+// mma.sync is computed from the PTX ISA's fragment layout. The fragment indexing of a kernel is thereby tested without
 // a GPU; what only the hardware shows (speed, a wrong emulator) is left to tests/cuda.
 //
 // Fragment layout of mma.m16n8k16 with 16-bit inputs and f32 accumulators (PTX ISA, "Matrix
@@ -22,31 +22,14 @@
 #include <cstring>
 #include <type_traits>
 
-#ifdef DL_WARP_EMULATION
-#include "warp_emulator.hpp"
-#define DL_DEV inline
-#define DL_KERNEL inline
-#define DL_LAUNCH_BOUNDS(n)
-#define threadIdx (::dl::emu::thread_idx())
-#define blockIdx (::dl::emu::block_idx())
-#define DL_SHARED_BASE(name) unsigned char* name = ::dl::emu::shared_memory()
-#define DL_LAUNCH(kernel, grid, block, smem, stream, ...) \
-  ::dl::emu::launch(::dl::emu::kernel_key(kernel), grid, block, smem, [&] { kernel(__VA_ARGS__); })
-#else
-#include "common.cuh"
-#define DL_DEV __device__ __forceinline__
-#define DL_KERNEL __global__
-#define DL_LAUNCH_BOUNDS(n) __launch_bounds__(n)
-#define DL_SHARED_BASE(name) extern __shared__ __align__(16) unsigned char name[]
-#define DL_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
-#endif
+#include "device.cuh"
 
 namespace dl::cuda::warp {
 
 // Raw moves. Shared tiles are uint16_t arrays (the 16-bit patterns), so no type is read
 // through another's pointer on the host; on the device these are single ld/st instructions,
 // which fault on an address not aligned to their size: so does the emulator.
-#ifdef DL_WARP_EMULATION
+#ifdef DL_CUDA_EMULATION
 inline uint32_t load_u32(const void* p) {
   ::dl::emu::check_aligned(p, 4, "32-bit load");
   uint32_t v;
@@ -110,7 +93,7 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
 
 // Two f32 values rounded (to nearest even) into one 32-bit register of E pairs, `lo` in the low half.
 template <class E>
-DL_DEV uint32_t pack2(float lo, float hi) {
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   uint32_t r;
   if constexpr (std::is_same_v<E, __nv_bfloat16>) {
     const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -123,7 +106,7 @@ DL_DEV uint32_t pack2(float lo, float hi) {
 }
 // The f32 value of the low (half = 0) or high half of a register of E pairs.
 template <class E>
-DL_DEV float unpack(uint32_t w, int half) {
+__device__ __forceinline__ float unpack(uint32_t w, int half) {
   const uint16_t bits = static_cast<uint16_t>(half ? w >> 16 : w & 0xffffu);
   if constexpr (std::is_same_v<E, __nv_bfloat16>) {
     const uint32_t f = static_cast<uint32_t>(bits) << 16;
@@ -138,12 +121,12 @@ DL_DEV float unpack(uint32_t w, int half) {
 }
 
 // f32 value of a stored element.
-DL_DEV float widen(float x) { return x; }
-DL_DEV float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
-DL_DEV float widen(__half x) { return __half2float(x); }
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float widen(__half x) { return __half2float(x); }
 
 // A fragment of the 16 x 16 block at `p` of a row-major shared matrix with row stride `ld`.
-DL_DEV void load_a(uint32_t (&a)[4], const uint16_t* p, int ld, int g, int t) {
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const uint16_t* p, int ld, int g, int t) {
   a[0] = load_u32(p + g * ld + 2 * t);
   a[1] = load_u32(p + (g + 8) * ld + 2 * t);
   a[2] = load_u32(p + g * ld + 2 * t + 8);
@@ -151,13 +134,13 @@ DL_DEV void load_a(uint32_t (&a)[4], const uint16_t* p, int ld, int g, int t) {
 }
 // B fragment (k 16 x n 8) with B[k][n] = M[n][k], `p` at M[n0][k0] of a row-major shared M: the
 // operand of X * M^T, where M's rows are contiguous in k.
-DL_DEV void load_b(uint32_t (&b)[2], const uint16_t* p, int ld, int g, int t) {
+__device__ __forceinline__ void load_b(uint32_t (&b)[2], const uint16_t* p, int ld, int g, int t) {
   b[0] = load_u32(p + g * ld + 2 * t);
   b[1] = load_u32(p + g * ld + 2 * t + 8);
 }
 // The A operand (16 rows x 16 k) made of two f32 accumulator tiles: k 0-7 from `lo`, 8-15 from `hi`.
 template <class E>
-DL_DEV void pack_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
+__device__ __forceinline__ void pack_a(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
   a[0] = pack2<E>(lo[0], lo[1]);
   a[1] = pack2<E>(lo[2], lo[3]);
   a[2] = pack2<E>(hi[0], hi[1]);

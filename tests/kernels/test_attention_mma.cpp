@@ -1,7 +1,7 @@
 // The tensor-core attention kernels (kernels/attention_mma.cuh), run on the CPU by the warp
 // emulator: the same source nvcc compiles, its fragment indexing, masking, tiling and online
 // softmax checked against the CPU backend in f64 on inputs rounded to bf16 / f16, every output
-// poisoned with NaN first. Each case runs in three thread orders (tests/kernels/warp_emulator.hpp)
+// poisoned with NaN first. Each case runs in three thread orders (lib/dl/backend/cuda/emulator/warp_emulator.hpp)
 // and must give the same bits; its errors must stay within about twice what the emulator gives,
 // over the whole tensor and element by element.
 #include <doctest/doctest.h>
@@ -17,9 +17,10 @@
 
 #include "attention_mma.cuh"
 #include "dl/backend/backend.hpp"
+#include "dl/backend/cuda/emulator/warp_emulator.hpp"
 #include "dl/core/half.hpp"
+#include "launch_failure.hpp"
 #include "support/numeric.hpp"
-#include "warp_emulator.hpp"
 
 using dl::DType;
 using dl::Tensor;
@@ -269,16 +270,8 @@ TEST_CASE("the emulator: mma.m16n8k16 against a plain product, shuffles, and the
 }
 
 namespace {
-// The message of the std::runtime_error `fn` throws ("" when it throws none).
-std::string failure(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
-bool has(const std::string& s, const char* part) { return s.find(part) != std::string::npos; }
+using dl::test::failure;
+using dl::test::has;
 void some_kernel() {}
 }  // namespace
 
@@ -302,17 +295,21 @@ TEST_CASE("the emulator faults where a GPU does: misaligned moves, shared memory
       if (dl::emu::thread_idx().x == 37) dl::emu::shared_memory()[4000 + 16] = 1;
     });
   });
-  CHECK_MESSAGE(has(e, "thread 37 of block (0,0,0) touched shared memory at byte 4016 of the 4000"), e);
+  CHECK_MESSAGE(has(e, "thread (37,0,0) of block (0,0,0) of kernel touched dynamic shared memory at byte 4016 of the 4000"),
+                e);
   // The fault ended that launch only: the next one runs.
   CHECK(failure([] { launch(dim3(1), dim3(32), 16, [] { dl::emu::shared_memory()[15] = 1; }); }).empty());
 
   // 48 KiB of dynamic shared memory unless the kernel's limit was raised, and 227 KiB at most.
   const void* k = dl::emu::kernel_key(some_kernel);
-  e = failure([&] { launch(k, dim3(1), dim3(32), (48 << 10) + 16, [] {}); });
-  CHECK_MESSAGE(has(e, "launch requests 49168 bytes of dynamic shared memory; the kernel may have 49152"), e);
+  e = failure([&] { launch("some_kernel", k, dim3(1), dim3(32), (48 << 10) + 16, [] {}); });
+  CHECK_MESSAGE(has(e, "launch of some_kernel (emulated device)"), e);
+  CHECK_MESSAGE(has(e, "49168 bytes of dynamic shared memory: cudaErrorInvalidValue (too many resources requested for "
+                       "launch: the kernel may have 49152 bytes"),
+                e);
   dl::emu::func_set_max_dynamic_shared(k, 100 << 10);
-  CHECK(failure([&] { launch(k, dim3(1), dim3(32), 100 << 10, [] {}); }).empty());
-  CHECK_FALSE(failure([&] { launch(k, dim3(1), dim3(32), (100 << 10) + 16, [] {}); }).empty());
+  CHECK(failure([&] { launch("some_kernel", k, dim3(1), dim3(32), 100 << 10, [] {}); }).empty());
+  CHECK_FALSE(failure([&] { launch("some_kernel", k, dim3(1), dim3(32), (100 << 10) + 16, [] {}); }).empty());
   CHECK_THROWS_WITH_AS(dl::emu::func_set_max_dynamic_shared(k, (227 << 10) + 1),
                        doctest::Contains("sm_90 allows at most 232448 bytes"), std::runtime_error);
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -10,6 +11,7 @@
 
 #include "dl/bench/cuda_bench.hpp"
 #include "dl/cli/app.hpp"
+#include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
 #include "dl/core/parallel.hpp"
@@ -96,6 +98,37 @@ void Report::append(const Report& o) {
   rows.insert(rows.end(), o.rows.begin(), o.rows.end());
   notes.insert(notes.end(), o.notes.begin(), o.notes.end());
   failures.insert(failures.end(), o.failures.begin(), o.failures.end());
+}
+
+Report with_emulation_marked(const Report& report) {
+#ifdef DL_CUDA_EMULATION
+  static const char* const kRates[] = {"flops", "bytes_per_s", "tokens_per_sec", "samples_per_sec", "pct_peak", "mfu"};
+  Report marked = report;
+  bool any = false;
+  for (Row& r : marked.rows) {
+    if (!r.is_object() || r.value("device_type", "") != "cuda") continue;
+    r["emulated"] = true;
+    for (const char* key : kRates)
+      if (r.contains(key)) r[key] = nullptr;
+    any = true;
+  }
+  static bool said = false;
+  if (any && !said) {
+    std::fprintf(stderr, "dl-bench: the CUDA rows come from the emulated device (a DL_CUDA_EMULATION build): "
+                         "\"emulated\": true, rates left empty; their times are the CPU's emulation, not a GPU's speed\n");
+    said = true;
+  }
+  return marked;
+#else
+  return report;
+#endif
+}
+
+std::string rate_text(const DeviceInfo& dev, double rate, const char* unit) {
+#ifdef DL_CUDA_EMULATION
+  if (dev.device_type == DeviceKind::cuda) return "ran on the emulated device (no speed)";
+#endif
+  return format_si(rate, unit);
 }
 
 Row common_row(const std::string& benchmark, const DeviceInfo& dev, int repeat, int warmup) {

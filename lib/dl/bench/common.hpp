@@ -77,6 +77,14 @@ struct Report {
   void append(const Report& other);
 };
 
+// In a DL_CUDA_EMULATION build, the rows measured on the (emulated) CUDA device get
+// "emulated": true and their rates (FLOP/s, bytes/s, tokens/s, samples/s, % of peak, MFU) null:
+// the emulator's times are the CPU's, never a GPU's speed. Says so once on stderr. Other builds:
+// the report as given.
+Report with_emulation_marked(const Report& report);
+// A measured rate for the progress log: format_si(rate, unit), or no number for the emulated device.
+std::string rate_text(const DeviceInfo& dev, double rate, const char* unit);
+
 // The common keys, in schema order, for a row of `benchmark` measured now.
 Row common_row(const std::string& benchmark, const DeviceInfo& dev, int repeat, int warmup);
 

@@ -271,7 +271,7 @@ Report run_gemm(const GemmOptions& o, const CommonOptions& common) {
     r["operand_sets"] = sets;
     report.rows.push_back(std::move(r));
     if (dev.device_type == DeviceKind::cpu) note_cpu_sgemm_rate(gemm_flops(s) / t.min);
-    log_info(str("gemm ", s.m, "x", s.n, "x", s.k, " ", dtype, ": ", format_si(achieved, "FLOP/s"), " (median of ", repeat,
+    log_info(str("gemm ", s.m, "x", s.n, "x", s.k, " ", dtype, ": ", rate_text(dev, achieved, "FLOP/s"), " (median of ", repeat,
                  ")"));
   }
   // The CPU's peak estimate includes the runs above, so no row exceeds it.

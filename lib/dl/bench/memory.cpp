@@ -80,7 +80,7 @@ Report run_memory_cuda(const MemoryOptions& o, const CommonOptions& common) {
     const Peak peak = local ? memory_peak(dev) : host_link_peak(dev);
     Row r = memory_row(dev, {direction, bytes, t, rate, c.checked, c.wrong, local ? pairs : 1}, peak, repeat, warmup);
     report.rows.push_back(std::move(r));
-    log_info(str("memory ", direction, " copy of ", format_bytes(static_cast<double>(bytes)), ": ", format_si(rate, "B/s")));
+    log_info(str("memory ", direction, " copy of ", format_bytes(static_cast<double>(bytes)), ": ", rate_text(dev, rate, "B/s")));
   }
   report.notes.push_back("memory: d2d = (bytes read + bytes written) / median time = 2 x size / time; h2d and d2h "
                          "(pinned host memory) = size / time, one direction of the host link; each copy timed by CUDA events");

@@ -202,7 +202,8 @@ std::string render_human(const Report& report, bool md) {
 
 }  // namespace
 
-std::string render_report(const Report& report, OutputFormat format) {
+std::string render_report(const Report& given, OutputFormat format) {
+  const Report report = with_emulation_marked(given);
   switch (format) {
     case OutputFormat::json: {
       Row arr = Row::array();

@@ -19,6 +19,10 @@
 #include "dl/backend/cuda/cuda_check.hpp"
 #include "dl/backend/cuda/kernels.hpp"
 #include "dl/core/half.hpp"
+#ifdef DL_CUDA_EMULATION
+#include "dl/backend/cuda/emulator/device_memory.hpp"
+#include "dl/backend/cuda/emulator/warp_emulator.hpp"
+#endif
 
 namespace dl {
 
@@ -207,12 +211,30 @@ void CudaBackend::Impl::gemm(const char* op, DType dt, bool ta, bool tb, int64_t
 
 // ---------------------------------------------------------------------------------------------
 
+#ifdef DL_CUDA_EMULATION
+namespace {
+// For the emulator's report of a kernel's global-memory fault: the device allocation the address
+// ran past (its guard pages are what faulted).
+std::string describe_device_address(const void* address) {
+  const auto found = cuda_emu::find_allocation(address, true);
+  if (!found) return "";
+  const auto* at = static_cast<const unsigned char*>(address);
+  if (at < found->base) return std::to_string(found->base - at) + " bytes before " + found->describe();
+  if (found->contains(address)) return "inside " + found->describe();
+  return std::to_string(at - (found->base + found->size)) + " bytes after the end of " + found->describe();
+}
+}  // namespace
+#endif
+
 void set_cuda_process_options(CudaProcessOptions options) { process_options() = std::move(options); }
 const CudaProcessOptions& cuda_process_options() { return process_options(); }
 
 CudaBackend::CudaBackend(int device, const CudaProcessOptions& options)
     : Backend({DType::f32, DType::bf16, DType::f16}), impl_(std::make_unique<Impl>()) {
   Impl& I = *impl_;
+#ifdef DL_CUDA_EMULATION
+  emu::set_address_describer(describe_device_address);
+#endif
   I.info = cuda_probe();
   if (!I.info.usable) throw_usage("no usable CUDA GPU: ", I.info.reason);
   if (device < 0 || device >= I.info.device_count)

@@ -1,0 +1,54 @@
+// The emulated device's memory (DL_CUDA_EMULATION builds): every cudaMalloc is a block of host
+// memory that behaves like a fresh GPU allocation under compute-sanitizer's eyes.
+//
+// - Poisoned: a block reads 0xFF bytes until written (NaN in f32, bf16 and f16), so a read of
+//   memory nothing wrote shows up as NaN in the result. The bytes come from one shared 0xFF
+//   file mapped copy-on-write, so a reserved-but-untouched arena of tens of GB costs no RAM.
+// - Fenced: the block ends at most 255 bytes before an inaccessible guard page (it starts
+//   256-byte aligned, as cudaMalloc's blocks do), and a guard page precedes it, so running off
+//   either end faults (SIGSEGV) at the first access. The < 256 bytes of alignment slack after
+//   the end are poisoned too but cannot fault: find_allocation tells them apart.
+// - Counted: cudaMemGetInfo reports total minus allocated, total = DL_CUDA_EMU_MEMORY (bytes,
+//   or with a K/M/G/T suffix, powers of 1024) or 80 GiB; a cudaMalloc beyond it fails with
+//   cudaErrorMemoryAllocation.
+// - Registered: cudaFree of a pointer that is not a live block's start is cudaErrorInvalidValue,
+//   copies check their kind and their byte range against the registry.
+#pragma once
+#include <driver_types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dl::cuda_emu {
+
+struct DeviceAllocation {
+  const unsigned char* base = nullptr;  // what cudaMalloc returned
+  size_t size = 0;                      // bytes asked for
+  uint64_t serial = 0;                  // 1 for the process's first cudaMalloc, 2 for the next, ...
+  bool contains(const void* p, size_t bytes = 1) const;
+  std::string describe() const;  // "device allocation #3 (4096 bytes at 0x7f...)"
+};
+
+// The live allocation whose bytes [base, base + size) hold `p`. With `nearby`, also one whose
+// guard pages or alignment slack hold it (an access just past an end): the buffer it overran.
+std::optional<DeviceAllocation> find_allocation(const void* p, bool nearby = false);
+// Whether [p, p + bytes) lies inside one live allocation.
+bool is_device_range(const void* p, size_t bytes);
+
+cudaError_t allocate(void** out, size_t bytes);
+cudaError_t release(void* p);
+size_t memory_total();
+size_t memory_allocated();
+size_t live_allocations();
+
+// Pinned host memory (cudaMallocHost): plain host memory, registered so cudaFreeHost can check it
+// and copies can tell it from device memory.
+cudaError_t allocate_host(void** out, size_t bytes);
+cudaError_t release_host(void* p);
+
+// Parses DL_CUDA_EMU_MEMORY's syntax: "85899345920", "80G", "512M"; nullopt if it is none.
+std::optional<size_t> parse_byte_count(const std::string& text);
+
+}  // namespace dl::cuda_emu

@@ -1,0 +1,121 @@
+// dl-train on the emulated CUDA device (DL_CUDA_EMULATION builds only, ctest `cuda_emulated`):
+// the CUDA backend's host code, its kernels (under the warp emulator) and its cuBLASLt calls (the
+// emulated runtime) train a small GPT as the CPU backend does, checkpoints move between the two,
+// and data-parallel and ZeRO ranks on the emulated device give the one-rank losses. Small shapes:
+// the emulator runs each GPU thread as a fiber, so speed is not the point (docs/CUDA.md).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/support.hpp"
+
+using namespace dl::test;
+using nlohmann::json;
+
+namespace {
+
+// A 1-layer GPT (32 wide, 2 heads) on the built-in addition task, 4 sequences of 12 tokens a step.
+std::vector<std::string> small_gpt(const fs::path& run_dir, const std::string& device, int steps) {
+  return {source_path("configs/addition.toml").string(),
+          "--device", device, "--steps", std::to_string(steps), "--run-dir", run_dir.string(), "--json", "-q",
+          "--set", "model.n_layer=1", "--set", "model.n_embd=32", "--set", "model.n_head=2",
+          "--set", "train.batch_size=4", "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0",
+          "--set", "log.every=1", "--set", "log.samples=0", "--set", "log.tensorboard=false"};
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+// step -> loss from dl-train's JSON lines (stdout; under the launcher each line may carry a "[rank r] " prefix).
+std::map<int64_t, double> losses_of(const std::string& out) {
+  std::map<int64_t, double> losses;
+  for (std::string l : lines(out)) {
+    const size_t brace = l.find('{');
+    if (brace == std::string::npos) continue;
+    const json j = json::parse(l.substr(brace));
+    if (j.contains("loss")) losses[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  }
+  return losses;
+}
+
+std::map<int64_t, double> train(const std::vector<std::string>& args) {
+  const RunResult r = run(tool("dl-train"), args, "", {}, 600);
+  INFO("dl-train ", args[2], ": ", r.err);
+  REQUIRE(r.exit_code == 0);
+  return losses_of(r.out);
+}
+
+// Largest |a - b| / |b| over the steps both have; every step of `b` must be in `a`.
+double largest_relative_difference(const std::map<int64_t, double>& a, const std::map<int64_t, double>& b) {
+  double worst = 0;
+  for (const auto& [step, want] : b) {
+    REQUIRE(a.count(step) == 1);
+    worst = std::max(worst, std::fabs(a.at(step) - want) / std::fabs(want));
+  }
+  return worst;
+}
+
+}  // namespace
+
+TEST_CASE("20 steps of dl-train --device cuda on the emulated device equal the CPU backend's") {
+  TempDir dir("emu-train");
+  // fp32 to 1e-5 relative; bf16 and fp16 (loss scaling) within 2%: the CPU rounds 16-bit
+  // activations at other places than the CUDA kernels and cuBLASLt.
+  for (const auto& [precision, bar] : std::vector<std::pair<std::string, double>>{
+           {"fp32", 1e-5}, {"bf16", 0.02}, {"fp16", 0.02}}) {
+    CAPTURE(precision);
+    const std::vector<std::string> p = {"--set", "train.precision=" + precision};
+    const auto cpu = train(with(small_gpt(dir / ("cpu-" + precision), "cpu", 20), p));
+    const auto cuda = train(with(small_gpt(dir / ("cuda-" + precision), "cuda", 20), p));
+    REQUIRE(cpu.size() == 20);
+    const double d = largest_relative_difference(cuda, cpu);
+    MESSAGE(precision << ": largest relative loss difference over 20 steps " << d << " (bar " << bar << "), loss "
+                      << cpu.rbegin()->second << " -> cpu, " << cuda.rbegin()->second << " -> emulated cuda");
+    CHECK(d < bar);
+    CHECK(cpu.rbegin()->second < cpu.begin()->second);  // it learns
+  }
+}
+
+TEST_CASE("a checkpoint written on the emulated device resumes on the CPU, and the CPU's on the emulated device") {
+  TempDir dir("emu-resume");
+  // cuda 0-4, cpu 5-8, cuda 9-12 in one run directory, against 12 steps on each device alone.
+  const fs::path mixed = dir / "mixed";
+  auto part = train(small_gpt(mixed, "cuda", 4));
+  for (const auto& [device, steps] : std::vector<std::pair<std::string, int>>{{"cpu", 8}, {"cuda", 12}}) {
+    const RunResult r = run(tool("dl-train"), {"--resume", mixed.string(), "--device", device, "--steps",
+                                               std::to_string(steps), "--json", "-q"});
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto more = losses_of(r.out);
+    REQUIRE(more.begin()->first == steps - 3);  // continues where the other device stopped
+    part.insert(more.begin(), more.end());
+  }
+  const auto cpu = train(small_gpt(dir / "cpu", "cpu", 12));
+  const auto cuda = train(small_gpt(dir / "cuda", "cuda", 12));
+  REQUIRE(part.size() == 12);
+  const double d_cpu = largest_relative_difference(part, cpu), d_cuda = largest_relative_difference(part, cuda);
+  MESSAGE("cuda -> cpu -> cuda against cpu alone " << d_cpu << ", against cuda alone " << d_cuda);
+  CHECK(d_cpu < 1e-5);
+  CHECK(d_cuda < 1e-5);
+}
+
+TEST_CASE("dp=2 and ZeRO 1, 2, 3 with two ranks on the emulated device give the one-rank losses") {
+  TempDir dir("emu-dp");
+  // train.batch_size is per rank: two ranks of 2 sequences are one rank's batch of 4.
+  const auto one = train(small_gpt(dir / "one", "cuda", 6));
+  for (const int zero : {0, 1, 2, 3}) {
+    CAPTURE(zero);
+    const auto two = train(with(small_gpt(dir / ("zero" + std::to_string(zero)), "cuda", 6),
+                                {"--nproc-per-node", "2", "--set", "parallel.dp=2", "--set", "train.batch_size=2",
+                                 "--set", "parallel.zero=" + std::to_string(zero)}));
+    const double d = largest_relative_difference(two, one);
+    MESSAGE("zero " << zero << ": largest relative loss difference from one rank " << d);
+    CHECK(d < 1e-5);
+  }
+}
