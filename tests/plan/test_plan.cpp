@@ -170,8 +170,9 @@ TEST_CASE("model_from_params: hints and their consistency") {
     FAIL("expected an error");
   } catch (const Error& e) {
     CHECK(e.kind() == ErrorKind::usage);
-    CHECK(std::string(e.what()).find("--layers") != std::string::npos);
   }
+  const std::string named = dl::test::named_option_error([] { model_from_params(7.5e9, 48, 8192); }, {{"layers", "--layers"}});
+  CHECK(named.find("--layers") != std::string::npos);
 }
 
 TEST_CASE("model_from_params: a rounded count within 5% of the hints is their exact count") {
@@ -327,7 +328,7 @@ TEST_CASE("attention: names, --attention parsing and the default from train.devi
       FAIL("expected an error");
     } catch (const Error& e) {
       CHECK(e.kind() == ErrorKind::usage);  // exit 2
-      const std::string what = e.what();
+      const std::string what = dl::test::named_option_error([&] { parse_attention(bad); }, {{"attention", "--attention"}});
       CHECK(what.find("--attention") != std::string::npos);
       CHECK(what.find("flash or materialized") != std::string::npos);
     }
@@ -371,6 +372,7 @@ TEST_CASE("attention: names, --attention parsing and the default from train.devi
   in.sets = {"train.device=cuda"};
   CHECK(make_plan(in).base.attention == Attention::flash);
   in.attention = Attention::materialized;  // --attention wins over the device
+  in.flags = {{"attention", "--attention"}};  // the note names the tool's flag
   PlanReport forced = make_plan(in);
   CHECK(forced.base.attention == Attention::materialized);
   CHECK(activations(forced) == activations(cpu));

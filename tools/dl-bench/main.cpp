@@ -57,7 +57,7 @@ const dl::OptionNames kFlags = {
     {"type", "-d"},      {"redop", "-o"},     {"root", "-r"},            {"timeout_s", "--timeout"},
     {"dtype", "--dtype"}, {"bytes", "--bytes"}, {"device", "--device"}, {"steps", "--steps"},
     {"backend", "--backend"}, {"nproc", "--nproc"}, {"oversubscribe", "--oversubscribe"}, {"sizes", "--sizes"},
-    {"repeat", "--repeat"}, {"warmup", "--warmup"}, {"threads", "--threads"}};
+    {"repeat", "--repeat"}, {"warmup", "--warmup"}, {"threads", "--threads"}, {"nproc_per_node", "--nproc"}};
 
 // Prints the rows (and notes in human formats); a wrong result exits 1 after printing.
 int emit(const dl::bench::Report& report, const std::string& format) {

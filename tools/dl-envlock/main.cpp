@@ -9,6 +9,13 @@
 #include "dl/core/version.hpp"
 #include "dl/env/envlock.hpp"
 
+namespace {
+
+// The library's option errors name {option}; these are dl-envlock's flags for them.
+const dl::OptionNames kFlags = {{"probe_timeout_s", "--probe-timeout"}, {"dry_run", "--dry-run"}, {"yes", "--yes"}};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"dl-envlock: pin the whole training stack (driver, CUDA, cuDNN, NCCL, cuBLAS, BLAS, Debian and\n"
                "Python packages) in a TOML lock, check a machine against it, and say how to make it match."};
@@ -131,5 +138,5 @@ int main(int argc, char** argv) {
     if (*diff) return dl::envlock_diff(da, std::cout);
     if (*res) return dl::envlock_resolve(ra, std::cout, std::cerr);
     return dl::envlock_sync(ya, std::cout);
-  });
+  }, kFlags);
 }

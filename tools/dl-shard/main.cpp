@@ -60,8 +60,19 @@ void add_plan_flags(CLI::App* c, PlanFlags& f) {
   c->add_option("--format", f.format, "table | json | jsonl | csv | md");
 }
 
+// The library names options {gpu_mem}; these are dl-shard's flags for them.
+const dl::OptionNames kFlags = {
+    {"params", "--params"},   {"layers", "--layers"},         {"hidden", "--hidden"},
+    {"heads", "--heads"},     {"seq", "--seq"},               {"vocab", "--vocab"},
+    {"sets", "--set"},        {"gpus", "--gpus"},             {"gpus_per_node", "--gpus-per-node"},
+    {"gpu_mem", "--gpu-mem"}, {"gpu", "--gpu"},               {"bench", "--bench"},
+    {"mfu", "--mfu"},         {"micro_batch", "--micro-batch"}, {"global_batch", "--global-batch"},
+    {"schedule", "--schedule"}, {"recompute", "--recompute"}, {"attention", "--attention"},
+    {"top", "--top"},         {"layout", "--layout"},         {"ranks", "--ranks"}};
+
 dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   dl::plan::PlanInputs in;
+  in.flags = kFlags;
   in.config_path = f.config;
   in.sets = f.sets;
   if (!f.params.empty()) in.params = dl::parse_count(f.params, "--params");
@@ -236,5 +247,5 @@ int main(int argc, char** argv) {
       dl::throw_usage(result.first_problem());
     }
     return dl::kExitOk;
-  });
+  }, kFlags);
 }

@@ -22,6 +22,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The library's option errors name {option}; these are dl-train's flags for them.
+const dl::OptionNames kFlags = {{"nproc_per_node", "--nproc-per-node"}, {"nnodes", "--nnodes"},
+                                {"node_rank", "--node-rank"},           {"rdzv", "--rdzv"},
+                                {"shard_tokens", "--shard-tokens"},     {"val_fraction", "--val-fraction"},
+                                {"log_y", "--log-y"}};
+
 std::string keys_help() {
   std::string s = "Config keys (--set KEY=VALUE; see configs/ for examples):\n";
   for (const auto& k : dl::config_key_docs())
@@ -279,5 +285,5 @@ int main(int argc, char** argv) {
     dl::TrainSummary s = dl::run_training(o);
     if (!json && s.rank == 0) std::cout << dl::format_train_summary(s, dl::OutputFormat::table);
     return dl::kExitOk;
-  });
+  }, kFlags);
 }

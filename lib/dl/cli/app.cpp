@@ -29,10 +29,14 @@ void on_signal(int sig) {
 }
 }  // namespace
 
-int run_tool(const std::string& tool, const std::function<int()>& body) {
+int run_tool(const std::string& tool, const std::function<int()>& body, const OptionNames& flags) {
   g_tool = tool;
   try {
     return body();
+  } catch (const OptionError& e) {
+    std::fflush(stdout);
+    std::cerr << tool << ": error: " << e.named(flags) << "\n";
+    return exit_code(e.kind());
   } catch (const Error& e) {
     std::fflush(stdout);
     std::cerr << tool << ": " << (e.kind() == ErrorKind::diverged ? "diverged: " : "error: ") << e.what() << "\n";

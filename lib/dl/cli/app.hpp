@@ -6,11 +6,14 @@
 #include <functional>
 #include <string>
 
+#include "dl/core/option_error.hpp"
+
 namespace dl {
 
 // Runs a tool body: a dl::Error prints "<tool>: error: <message>" on stderr and returns its
-// kind's exit code; any other exception is a failure (exit 1). Never prints a stack.
-int run_tool(const std::string& tool, const std::function<int()>& body);
+// kind's exit code; any other exception is a failure (exit 1). Never prints a stack. The
+// library's option errors name each {option} by the tool's `flags` (dl/core/option_error.hpp).
+int run_tool(const std::string& tool, const std::function<int()>& body, const OptionNames& flags = {});
 
 // Log lines go to stderr ("[dl-train] ..."); quiet mode keeps warnings and errors only.
 void set_log_quiet(bool quiet);

@@ -16,4 +16,9 @@ std::string name_options(const std::string& message, const OptionNames& names) {
   return out + message.substr(i);
 }
 
+std::string option_flag(const OptionNames& names, const std::string& option) {
+  auto it = names.find(option);
+  return it == names.end() ? option : it->second;
+}
+
 }  // namespace dl

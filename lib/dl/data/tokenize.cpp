@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/data/sources.hpp"
 #include "dl/io/atomic_file.hpp"
 
@@ -169,9 +170,9 @@ TokenizeSummary tokenize_to_shards(const Tokenizer& tok, const TokenizeOptions& 
     throw_usage("the ", tok.name(), " tokenizer's ids do not fit the shards' 16 bits (vocabulary of ",
                 tok.vocab_size(), "; at most 65536)");
   if (o.shard_tokens < 1 || o.shard_tokens > INT32_MAX)
-    throw_usage("--shard-tokens ", o.shard_tokens, " must be in 1..", INT32_MAX, " (the shard header counts in int32)");
+    throw_option_error("{shard_tokens} ", o.shard_tokens, " must be in 1..", INT32_MAX, " (the shard header counts in int32)");
   if (!(o.val_fraction >= 0 && o.val_fraction < 1))
-    throw_usage("--val-fraction ", o.val_fraction, " must be in [0, 1)");
+    throw_option_error("{val_fraction} ", o.val_fraction, " must be in [0, 1)");
   const std::vector<std::string> files = expand_text_sources(o.sources, "tokenize");
   const fs::path dir(o.out_dir);
   std::error_code ec;

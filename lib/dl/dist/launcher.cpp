@@ -19,6 +19,7 @@
 
 #include "dl/cli/app.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 
 namespace dl::dist {
 
@@ -93,20 +94,14 @@ void bind_to_launcher() {
 
 int run_rank_tool(const std::string& tool, const std::function<int()>& body, const OptionNames& flags) {
   bind_to_launcher();
-  return run_tool(tool, [&]() -> int {
-    try {
-      return body();
-    } catch (const OptionError& e) {
-      throw Error(ErrorKind::usage, e.named(flags));
-    }
-  });
+  return run_tool(tool, body, flags);
 }
 
 int launch_local_ranks(const LaunchOptions& o) {
-  if (o.nproc_per_node < 1) throw_usage("--nproc-per-node must be at least 1");
-  if (o.nnodes < 1) throw_usage("--nnodes must be at least 1");
+  if (o.nproc_per_node < 1) throw_option_error("{nproc_per_node} must be at least 1");
+  if (o.nnodes < 1) throw_option_error("{nnodes} must be at least 1");
   if (o.node_rank < 0 || o.node_rank >= o.nnodes)
-    throw_usage("--node-rank ", o.node_rank, " is not in [0, --nnodes ", o.nnodes, ")");
+    throw_option_error("{node_rank} ", o.node_rank, " is not in [0, {nnodes} ", o.nnodes, ")");
   const int world = o.nproc_per_node * o.nnodes;
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -120,7 +115,7 @@ int launch_local_ranks(const LaunchOptions& o) {
   std::string run_id = std::getenv("DL_RUN_ID") ? std::getenv("DL_RUN_ID") : "";
   if (o.rdzv.empty()) {
     if (o.nnodes > 1)
-      throw_usage("--nnodes ", o.nnodes, " needs --rdzv: a folder every node sees, or host:port of node 0");
+      throw_option_error("{nnodes} ", o.nnodes, " needs {rdzv}: a folder every node sees, or host:port of node 0");
     std::string tmpl = (fs::temp_directory_path() / "dlkit-rdzv-XXXXXX").string();
     if (!::mkdtemp(tmpl.data())) throw_runtime("cannot create a rendezvous folder under ", fs::temp_directory_path().string());
     temp_store = tmpl;
@@ -132,7 +127,7 @@ int launch_local_ranks(const LaunchOptions& o) {
     if (run_id.empty()) run_id = "tcp";
   } else {
     fs::create_directories(o.rdzv, ec);
-    if (ec) throw_usage("--rdzv ", o.rdzv, ": cannot create the folder (", ec.message(), ")");
+    if (ec) throw OptionError("{rdzv} ", ErrorKind::usage, str(o.rdzv, ": cannot create the folder (", ec.message(), ")"));
     rdzv_env.push_back("DL_RDZV_DIR=" + fs::absolute(o.rdzv).string());
     // Nodes must agree on the run id without talking: use the batch system's job id, else the
     // folder alone (use a fresh folder per job).

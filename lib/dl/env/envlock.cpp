@@ -10,6 +10,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/env/compare.hpp"
 #include "dl/env/env.hpp"
 #include "dl/env/lock.hpp"
@@ -90,7 +91,7 @@ void warn_hash(const std::string& path, const LockRead& lr) {
 
 int envlock_snapshot(const SnapshotArgs& a, std::ostream& out) {
   EnvFormat fmt = parse_env_format(a.format.empty() ? "toml" : a.format);
-  if (a.probe_timeout_s <= 0) throw_usage("--probe-timeout must be more than 0 seconds");
+  if (a.probe_timeout_s <= 0) throw_option_error("{probe_timeout_s} must be more than 0 seconds");
   SnapshotOptions so;
   so.pythons = a.pythons;
   so.debs = a.debs;
@@ -114,7 +115,7 @@ int envlock_snapshot(const SnapshotArgs& a, std::ostream& out) {
 int envlock_check(const CheckArgs& a, std::ostream& out) {
   Level level = parse_level(a.level);
   EnvFormat fmt = parse_env_format(a.format);
-  if (a.probe_timeout_s <= 0) throw_usage("--probe-timeout must be more than 0 seconds");
+  if (a.probe_timeout_s <= 0) throw_option_error("{probe_timeout_s} must be more than 0 seconds");
   EnvCheckOptions o;
   o.probe_timeout_s = a.probe_timeout_s;
   o.ignore = a.ignore;
@@ -144,7 +145,7 @@ int envlock_diff(const DiffArgs& a, std::ostream& out) {
 
 int envlock_resolve(const ResolveArgs& a, std::ostream& out, std::ostream& err) {
   EnvFormat fmt = parse_env_format(a.format.empty() ? "toml" : a.format);
-  if (a.probe_timeout_s <= 0) throw_usage("--probe-timeout must be more than 0 seconds");
+  if (a.probe_timeout_s <= 0) throw_option_error("{probe_timeout_s} must be more than 0 seconds");
   Constraints c = read_constraints(a.constraints);
   if (!a.python.empty()) c.python = a.python;
   SystemCandidateOptions so;
@@ -172,7 +173,7 @@ int envlock_resolve(const ResolveArgs& a, std::ostream& out, std::ostream& err) 
 
 int envlock_sync(const SyncArgs& a, std::ostream& out) {
   EnvFormat fmt = parse_env_format(a.format);
-  if (a.dry_run && a.yes) throw_usage("--dry-run and --yes contradict each other: choose one");
+  if (a.dry_run && a.yes) throw_option_error("{dry_run} and {yes} contradict each other: choose one");
   LockRead lr = read_lock(a.lock);
   warn_hash(a.lock, lr);
   check_sync_lock(lr.lock, a.lock);  // hostile names are refused before dpkg-query sees them

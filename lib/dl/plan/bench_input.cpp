@@ -13,6 +13,7 @@
 
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/io/input_file.hpp"
 #include "dl/io/csv.hpp"
 #include "dl/plan/gpus.hpp"
@@ -140,7 +141,8 @@ std::vector<json> read_bench_rows(const std::string& path) {
     os << std::cin.rdbuf();
     return parse_bench_rows(os.str(), "stdin");
   }
-  return parse_bench_rows(read_input_file(path, "--bench: cannot read"), path);
+  const std::string text = read_naming_option("{bench}: cannot read", [&](const std::string& what) { return read_input_file(path, what); });
+  return parse_bench_rows(text, path);
 }
 
 BenchSummary summarize_bench(const std::vector<json>& all_rows, Precision precision,

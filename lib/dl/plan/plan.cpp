@@ -11,6 +11,7 @@
 
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/data/dataset.hpp"
 #include "dl/nn/gpt.hpp"
 #include "dl/nn/gpt_from_config.hpp"
@@ -79,11 +80,11 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
 
 ModelShape model_from_params(double params, int64_t n_layer, int64_t hidden, int64_t heads, int64_t seq,
                              int64_t vocab) {
-  if (!(params > 0) || !std::isfinite(params)) throw_usage("--params: need a positive parameter count, got ", params);
+  if (!(params > 0) || !std::isfinite(params)) throw_option_error("{params}: need a positive parameter count, got ", params);
   if (n_layer < 0 || hidden < 0 || heads < 0 || seq < 0 || vocab < 0)
     throw_usage("architecture hints must be positive (or left out)");
   if (heads > 0 && hidden > 0 && hidden % heads != 0)
-    throw_usage("--heads ", heads, " does not divide --hidden ", hidden);
+    throw_option_error("{heads} ", heads, " does not divide {hidden} ", hidden);
   ModelShape m;
   m.type = std::nullopt;
   m.params = params;
@@ -110,16 +111,16 @@ ModelShape model_from_params(double params, int64_t n_layer, int64_t hidden, int
     if (exact) need += 2 * static_cast<double>(hidden);
     const double off = need / params - 1;
     if (off > kParamsRounding)
-      throw_usage("--params ", num, " is fewer than the architecture hints alone need (", group_digits(need),
+      throw_option_error("{params} ", num, " is fewer than the architecture hints alone need (", group_digits(need),
                   " for ", n_layer, " layers of width ", hidden,
                   vocab > 0 ? " and the embeddings" : "", "; more than ", kParamsRounding * 100,
-                  "% off): check --params, --layers and --hidden");
+                  "% off): check {params}, {layers} and {hidden}");
     // A rounded count ("124M" for GPT-2 small's 124,439,808) is what users type: within
     // kParamsRounding of what the hints need, the planner uses the hints' count and says so.
     if (off > 1e-7 || (exact && std::fabs(off) > 1e-7 && std::fabs(off) <= kParamsRounding)) {
       m.params = need;
-      m.note = str("--params ", num, " taken as ", group_digits(need), ", the count of ", n_layer,
-                   " layers of width ", hidden, exact ? " with the embeddings" : " (a lower bound: no --vocab/--seq)",
+      m.note = str("{params} ", num, " taken as ", group_digits(need), ", the count of ", n_layer,
+                   " layers of width ", hidden, exact ? " with the embeddings" : " (a lower bound: no {vocab}/{seq})",
                    " (", std::fabs(off) < 5e-5 ? std::string("<0.01") : format_fixed(std::fabs(off) * 100, 2),
                    "% off; more than ", kParamsRounding * 100,
                    "% off is an error)");
@@ -166,14 +167,14 @@ std::string recompute_name(Recompute r) { return std::string(choice_name(r)); }
 
 Recompute parse_recompute(const std::string& s) {
   if (auto r = parse_choice<Recompute>(s)) return *r;
-  throw_usage("--recompute: unknown mode '", s, "' (none, selective or full)");
+  throw_option_error("{recompute}: unknown mode '", s, "' (none, selective or full)");
 }
 
 std::string attention_name(Attention a) { return std::string(choice_name(a)); }
 
 Attention parse_attention(const std::string& s) {
   if (auto a = parse_choice<Attention>(s)) return *a;
-  throw_usage("--attention: unknown attention '", s, "' (flash or materialized)");
+  throw_option_error("{attention}: unknown attention '", s, "' (flash or materialized)");
 }
 
 Attention attention_for_device(Choice<DeviceChoice> device) {
@@ -578,7 +579,7 @@ std::vector<int64_t> divisors(int64_t n) {
 std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base, const Hardware& hw,
                                         int64_t global_batch, const LayoutSearch& search) {
   const int64_t gpus = base.gpus;
-  if (gpus < 1) throw_usage("--gpus: need at least one GPU, got ", gpus);
+  if (gpus < 1) throw_option_error("{gpus}: need at least one GPU, got ", gpus);
   std::vector<int64_t> tps = search.tp ? std::vector<int64_t>{*search.tp} : divisors(gpus);
   std::vector<int64_t> pps = search.pp ? std::vector<int64_t>{*search.pp} : divisors(gpus);
   std::vector<int64_t> zeros = search.zero ? std::vector<int64_t>{*search.zero} : std::vector<int64_t>{0, 1, 2, 3};

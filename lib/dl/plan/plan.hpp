@@ -19,7 +19,7 @@ struct ModelShape {
   // Architecture (0 when unknown: memory and FLOPs then use only `params`).
   int64_t n_layer = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
   std::optional<ModelType> type = ModelType::gpt;  // nullopt: a bare parameter count (--params)
-  std::string note;          // where the count came from, when that needs saying
+  std::string note;          // where the count came from, when that needs saying ({params}: an option)
   // Korthikanti et al.'s activation constants count dropout masks and dropout outputs; a model
   // trained without dropout (dl-train's GPT) stores less: see activation_bytes_per_layer.
   bool dropout = true;

@@ -11,6 +11,7 @@
 
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/plan/bench_input.hpp"
 #include "dl/plan/gpus.hpp"
 #include "dl/plan/speed.hpp"
@@ -38,34 +39,37 @@ Setup setup(const PlanInputs& in) {
   Setup s;
   PlanReport& r = s.report;
   const bool hints = in.layers || in.hidden || in.heads || in.seq || in.vocab;
+  const auto flag = [&](const char* option) { return option_flag(in.flags, option); };
+  r.flags = in.flags;
   if (!in.config_path.empty() && in.params)
-    throw_usage("give a config or --params, not both");
+    throw_option_error("give a config or {params}, not both");
   if (in.config_path.empty() && !in.params)
-    throw_usage("no model: give a dl-train config (dl-shard plan CONFIG.toml ...) or --params N (see --help)");
+    throw_option_error("no model: give a dl-train config (dl-shard plan CONFIG.toml ...) or {params} N (see --help)");
   if (!in.config_path.empty() && hints)
-    throw_usage("--layers/--hidden/--heads/--seq/--vocab describe a --params model; change a config's model with "
-                "--set model.n_layer=... instead");
-  if (in.config_path.empty() && !in.sets.empty()) throw_usage("--set changes a config: give the config too");
-  if (in.gpus < 1) throw_usage("--gpus: give the number of GPUs (>= 1)");
+    throw_option_error("{layers}/{hidden}/{heads}/{seq}/{vocab} describe a {params} model; change a config's model with "
+                       "{sets} model.n_layer=... instead");
+  if (in.config_path.empty() && !in.sets.empty()) throw_option_error("{sets} changes a config: give the config too");
+  if (in.gpus < 1) throw_option_error("{gpus}: give the number of GPUs (>= 1)");
 
   if (!in.config_path.empty()) {
     s.config = load_config(in.config_path, in.sets);
     r.model = model_from_config(*s.config, std::filesystem::path(in.config_path).filename().string());
   } else {
     r.model = model_from_params(*in.params, in.layers, in.hidden, in.heads, in.seq, in.vocab);
+    r.model.note = name_options(r.model.note, in.flags);
   }
   const Config* c = s.config ? &*s.config : nullptr;
 
   Layout& b = r.base;
   b.gpus = in.gpus;
   b.gpus_per_node = in.gpus_per_node.value_or(8);
-  if (b.gpus_per_node < 1) throw_usage("--gpus-per-node: need at least 1");
+  if (b.gpus_per_node < 1) throw_option_error("{gpus_per_node}: need at least 1");
   b.micro_batch = in.micro_batch.value_or(c ? c->train.batch_size : 1);
-  if (b.micro_batch < 1) throw_usage("--micro-batch: need at least 1");
+  if (b.micro_batch < 1) throw_option_error("{micro_batch}: need at least 1");
   b.precision = in.precision ? parse_precision(*in.precision) : c ? c->train.precision.get() : Precision::bf16;
   if (in.schedule) {
     const std::optional<PipelineSchedule> schedule = parse_choice<PipelineSchedule>(*in.schedule);
-    if (!schedule) throw_usage("--schedule: 1f1b or gpipe, got '", *in.schedule, "'");
+    if (!schedule) throw_option_error("{schedule}: 1f1b or gpipe, got '", *in.schedule, "'");
     b.schedule = *schedule;
   } else if (c) {
     b.schedule = c->parallel.schedule;
@@ -77,7 +81,7 @@ Setup setup(const PlanInputs& in) {
   std::string attention_why;
   if (in.attention) {
     b.attention = *in.attention;
-    attention_why = "--attention";
+    attention_why = flag("attention");
   } else if (c) {
     b.attention = attention_for_device(c->train.device);
     attention_why = str("train.device = \"", c->train.device, "\"",
@@ -91,7 +95,7 @@ Setup setup(const PlanInputs& in) {
   std::optional<GpuSpec> spec;
   if (!in.gpu.empty()) {
     spec = gpu_spec(in.gpu);
-    if (!spec) throw_usage("--gpu: unknown GPU '", in.gpu, "' (known: ", known_gpus(), ")");
+    if (!spec) throw_option_error("{gpu}: unknown GPU '", in.gpu, "' (known: ", known_gpus(), ")");
   }
   std::optional<BenchSummary> bench;
   if (!in.bench.empty()) {
@@ -108,16 +112,16 @@ Setup setup(const PlanInputs& in) {
   } else {
     hw = hardware_for_gpu(*gpu_spec("H100-SXM"), b.precision);
     hw.gpu_model = "";
-    hw.source = "H100-SXM datasheet (default; give --gpu MODEL or --bench FILE)";
+    hw.source = str("H100-SXM datasheet (default; give ", flag("gpu"), " MODEL or ", flag("bench"), " FILE)");
   }
   if (in.mfu) {
-    if (!(*in.mfu > 0 && *in.mfu <= 1)) throw_usage("--mfu: a fraction in (0, 1], got ", *in.mfu);
+    if (!(*in.mfu > 0 && *in.mfu <= 1)) throw_option_error("{mfu}: a fraction in (0, 1], got ", *in.mfu);
     hw.achievable_fraction = *in.mfu;
   } else {
     // The calibrated MFU of this GPU at this model's size, as dl-cost uses (plan/speed.hpp).
     const GpuSpec g = spec ? *spec : *gpu_spec("H100-SXM");
     hw.achievable_fraction = calibrated_mfu(g, r.model.params);
-    hw_notes.push_back("achievable fraction: the calibrated " + describe_mfu(g, r.model.params) + " (--mfu to fix it)");
+    hw_notes.push_back("achievable fraction: the calibrated " + describe_mfu(g, r.model.params) + " (" + flag("mfu") + " to fix it)");
     // A measured GEMM replaces the peak; the calibrated MFU counts datasheet peaks, which a large
     // GEMM reaches kGemmOfPeak of.
     if (bench && !bench->train_flops && bench->gemm_flops) hw.achievable_fraction /= kGemmOfPeak;
@@ -125,23 +129,23 @@ Setup setup(const PlanInputs& in) {
   if (bench) {
     hw = apply_bench(hw, *bench, &hw_notes);
     if (in.mfu && bench->train_flops) {
-      hw_notes.push_back("--mfu ignored: the train row's throughput is already achieved");
+      hw_notes.push_back(flag("mfu") + " ignored: the train row's throughput is already achieved");
     }
   }
   if (in.gpu_mem) {
-    if (!(*in.gpu_mem > 0)) throw_usage("--gpu-mem: need a positive size");
+    if (!(*in.gpu_mem > 0)) throw_option_error("{gpu_mem}: need a positive size");
     hw.gpu_mem_bytes = *in.gpu_mem;
   } else if (spec) {
     hw.gpu_mem_bytes = spec->memory_bytes;
   } else {
-    throw_usage("--gpu-mem is required (e.g. --gpu-mem 80GB), or name the GPU with --gpu MODEL");
+    throw_option_error("{gpu_mem} is required (e.g. {gpu_mem} 80GB), or name the GPU with {gpu} MODEL");
   }
   r.hardware = hw;
 
   // Global batch: fixed across layouts so their step times compare.
   const int64_t accum = c ? micro_batches_per_step(*c) : 1;
   r.global_batch = in.global_batch.value_or(in.gpus * b.micro_batch * std::max<int64_t>(accum, 1));
-  if (r.global_batch < 1) throw_usage("--global-batch: need at least 1 sequence");
+  if (r.global_batch < 1) throw_option_error("{global_batch}: need at least 1 sequence");
   r.formula = in.formula;
   r.flops_per_token = flops_per_token(r.model, in.formula);
 
@@ -151,14 +155,14 @@ Setup setup(const PlanInputs& in) {
   if (m.type == ModelType::gpt || m.is_transformer())
     arch = str(" (L=", m.n_layer, " D=", m.hidden, " heads=", m.heads, " T=", m.seq, m.vocab ? str(" V=", m.vocab) : "", ")");
   else if (m.n_layer || m.hidden)
-    arch = str(" (L=", m.n_layer, " D=", m.hidden, "; give --heads and --seq for activations)");
+    arch = str(" (L=", m.n_layer, " D=", m.hidden, "; give ", flag("heads"), " and ", flag("seq"), " for activations)");
   r.notes.push_back(str("# model: ", m.name, ": ", group_digits(m.params), " parameters", arch));
   if (!m.note.empty()) r.notes.push_back("# " + m.note);
   if (!m.is_transformer() && m.type != ModelType::mlp)
-    r.notes.push_back("# no architecture: activations, tensor- and pipeline-parallel traffic are not estimated "
-                      "(give --layers --hidden --heads --seq)");
+    r.notes.push_back(str("# no architecture: activations, tensor- and pipeline-parallel traffic are not estimated "
+                          "(give ", flag("layers"), " ", flag("hidden"), " ", flag("heads"), " ", flag("seq"), ")"));
   r.notes.push_back(str("# FLOPs per token: ", flop_formula_name(in.formula), " = ", format_si(r.flops_per_token, "FLOP"),
-                        m.seq > 0 ? "" : " (no --seq: one token per sequence assumed)"));
+                        m.seq > 0 ? "" : " (no " + flag("seq") + ": one token per sequence assumed)"));
   r.notes.push_back(str("# sizes per GPU in decimal units (1 GB = 1e9 bytes); ", b.precision, " ",
                         b.optimizer, ": ", state_bytes(b.precision, b.optimizer).params, "+",
                         state_bytes(b.precision, b.optimizer).grads, "+", state_bytes(b.precision, b.optimizer).optimizer,
@@ -170,14 +174,14 @@ Setup setup(const PlanInputs& in) {
     r.notes.push_back(
         b.attention == Attention::flash
             ? str("# attention: flash (", attention_why, "): a log-sum-exp state of 2 values per row per head "
-                  "instead of the T x T scores (dl-train's CUDA kernels); --attention materialized for the CPU backend")
+                  "instead of the T x T scores (dl-train's CUDA kernels); ", flag("attention"), " materialized for the CPU backend")
             : str("# attention: materialized (", attention_why, "): the T x T scores per head are kept "
-                  "(dl-train's CPU backend); --attention flash for flash-style GPU kernels"));
+                  "(dl-train's CPU backend); ", flag("attention"), " flash for flash-style GPU kernels"));
   }
   r.notes.push_back(str("# overhead: a fixed ", format_bytes(kOverheadBytes),
                         " allowance per GPU (CUDA context, library workspaces, allocator fragmentation)"));
   r.notes.push_back(str("# global batch: ", r.global_batch, " sequences per step",
-                        in.global_batch ? "" : " (gpus x micro-batch x accumulation; --global-batch to change)"));
+                        in.global_batch ? "" : " (gpus x micro-batch x accumulation; " + flag("global_batch") + " to change)"));
   r.notes.push_back(str("# hardware: ", hw.source, ": ", format_si(hw.peak_flops, "FLOP/s"), " x ",
                         format_fixed(hw.achievable_fraction, 2), " achievable, ", format_bytes(hw.gpu_mem_bytes),
                         " per GPU, intra-node ", gbps(hw.intra_node_bw), ", inter-node ", gbps(hw.inter_node_bw),
@@ -347,7 +351,7 @@ PlanReport make_plan(const PlanInputs& in) {
     for (auto& n : r.notes)
       if (n.rfind("# global batch: ", 0) == 0)
         n = str("# global batch: ", r.global_batch, " sequences per step (dp x train.batch_size x accumulation, as "
-                "dl-train runs the config; --global-batch to change)");
+                "dl-train runs the config; ", option_flag(in.flags, "global_batch"), " to change)");
   }
   if (c && c->parallel.dp > 0 && c->parallel.dp != l.dp && !in.fixed.dp)
     r.notes.push_back(str("# the config's parallel.dp = ", c->parallel.dp, " is replaced by gpus / (tp x pp) = ", l.dp));
@@ -470,7 +474,7 @@ std::string render_recommendation(const PlanReport& r, OutputFormat f, int64_t t
                Cell::str(e->fits ? e->passed_over : e->why_not)});
   }
   t.add_note(str("# showing ", shown_fit, " of ", fitting, " fitting and ", shown_other, " of ", other,
-                 " non-fitting layouts", top > 0 && (shown_fit < fitting || shown_other < other) ? " (--top 0 shows all)" : ""));
+                 " non-fitting layouts", top > 0 && (shown_fit < fitting || shown_other < other) ? " (" + option_flag(r.flags, "top") + " 0 shows all)" : ""));
   for (const auto& n : r.notes) t.add_note(n);
   std::string head;
   if (const Estimate* b = r.best()) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dl/cli/table.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/plan/plan.hpp"
 
 namespace dl::plan {
@@ -36,6 +37,8 @@ struct PlanInputs {
   // Layout choices the user fixed (plan: unset tp/pp/offload/recompute come from the config or
   // defaults, unset zero shows stages 0..3; recommend: unset ones are searched).
   LayoutSearch fixed;
+  // The tool's flag for each option (dl/core/option_error.hpp), for notes that name one.
+  OptionNames flags;
 };
 
 struct PlanReport {
@@ -48,6 +51,7 @@ struct PlanReport {
   std::vector<Estimate> rows;  // plan: the requested layouts; recommend: ranked, best first
   size_t impossible = 0;       // plan: requested combinations left out as impossible (in notes)
   std::vector<std::string> notes;  // assumptions and sources, shown under human tables
+  OptionNames flags;               // PlanInputs::flags, for the tables' hints
 
   // recommend: the fastest fitting layout, or null when none fits.
   const Estimate* best() const;

@@ -12,7 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "dl/cli/app.hpp"
+#include "dl/config/choice.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/crc32c.hpp"
 #include "dl/io/safetensors.hpp"
@@ -25,6 +27,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+// The keys of --layout "dp=4,zero=3", in the order errors list them.
+enum class LayoutKey { dp, tp, pp, zero };
+inline constexpr std::string_view kLayoutKeyNames[] = {"dp", "tp", "pp", "zero"};
+constexpr std::span<const std::string_view> choice_names(LayoutKey) { return kLayoutKeyNames; }
 
 std::string hex32(uint32_t v) {
   char buf[16];
@@ -166,26 +173,26 @@ CheckpointLayout parse_layout(const std::string& text, int ranks, int source_zer
   CheckpointLayout l;
   bool zero_given = false;
   if (ranks > 0) {
-    if (!text.empty()) throw_usage("give either --layout or --ranks, not both");
+    if (!text.empty()) throw_option_error("give either {layout} or {ranks}, not both");
     l.dp = ranks;
   } else if (ranks < 0) {
-    throw_usage("--ranks: need a positive number of ranks, got ", ranks);
+    throw_option_error("{ranks}: need a positive number of ranks, got ", ranks);
   } else {
-    if (text.empty()) throw_usage("split: give the target layout with --layout \"dp=4,zero=3\" or --ranks N");
+    if (text.empty()) throw_option_error("split: give the target layout with {layout} \"dp=4,zero=3\" or {ranks} N");
     std::string spaced = text;
     for (char& c : spaced)
       if (c == ',') c = ' ';
     std::istringstream in(spaced);
     std::string item;
-    std::map<std::string, int> seen;
+    std::map<LayoutKey, int> seen;
     while (in >> item) {
       auto eq = item.find('=');
-      const std::string key = item.substr(0, eq);
+      const std::string name = item.substr(0, eq);
       if (eq == std::string::npos || eq + 1 == item.size())
-        throw_usage("--layout: '", item, "' is not KEY=VALUE (e.g. --layout \"dp=4,zero=3\")");
-      if (key != "dp" && key != "tp" && key != "pp" && key != "zero")
-        throw_usage("--layout: unknown key '", key, "' (dp, tp, pp, zero)");
-      if (seen.count(key)) throw_usage("--layout: '", key, "' given twice");
+        throw_option_error("{layout}: '", item, "' is not KEY=VALUE (e.g. {layout} \"dp=4,zero=3\")");
+      const std::optional<LayoutKey> key = parse_choice<LayoutKey>(name);
+      if (!key) throw_option_error("{layout}: unknown key '", name, "' (", choice_list<LayoutKey>(), ")");
+      if (seen.count(*key)) throw_option_error("{layout}: '", name, "' given twice");
       const std::string value = item.substr(eq + 1);
       int v = 0;
       size_t used = 0;
@@ -195,16 +202,21 @@ CheckpointLayout parse_layout(const std::string& text, int ranks, int source_zer
         used = 0;
       }
       if (used != value.size() || value.empty())
-        throw_usage("--layout: ", key, " = '", value, "' is not a whole number");
-      if (key == "zero" ? (v < 0 || v > 3) : v < 1)
-        throw_usage("--layout: ", key, " = ", v, key == "zero" ? " is not a ZeRO stage (0..3)" : " must be at least 1");
-      seen[key] = v;
+        throw_option_error("{layout}: ", name, " = '", value, "' is not a whole number");
+      const bool zero = *key == LayoutKey::zero;
+      if (zero ? (v < 0 || v > 3) : v < 1)
+        throw_option_error("{layout}: ", name, " = ", v, zero ? " is not a ZeRO stage (0..3)" : " must be at least 1");
+      seen[*key] = v;
     }
-    if (seen.empty()) throw_usage("--layout: empty (e.g. --layout \"dp=4,zero=3\")");
-    if (seen.count("dp")) l.dp = seen["dp"];
-    if (seen.count("tp")) l.tp = seen["tp"];
-    if (seen.count("pp")) l.pp = seen["pp"];
-    if (seen.count("zero")) l.zero = seen["zero"], zero_given = true;
+    if (seen.empty()) throw_option_error("{layout}: empty (e.g. {layout} \"dp=4,zero=3\")");
+    for (const auto& [key, v] : seen) {
+      switch (key) {
+        case LayoutKey::dp: l.dp = v; break;
+        case LayoutKey::tp: l.tp = v; break;
+        case LayoutKey::pp: l.pp = v; break;
+        case LayoutKey::zero: l.zero = v, zero_given = true; break;
+      }
+    }
   }
   // ZeRO shards over data-parallel ranks: keep the source's stage when there are several.
   if (!zero_given) l.zero = l.dp > 1 ? source_zero : 0;

@@ -9,6 +9,7 @@
 
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/sweep/sweep.hpp"
 #include "dl/sweep/toml_literal.hpp"
@@ -190,7 +191,8 @@ std::string runs_svg(const std::vector<RunData>& runs, const std::string& metric
     if (s.values.empty()) throw_usage(r.name, " reports no ", metric, " (metrics.jsonl); choose a metric every run has");
     for (size_t i = 0; i < s.values.size(); ++i) {
       if (log_y && !(s.values[i] > 0))
-        throw_usage("--log-y needs positive values: ", r.name, " has ", metric, " = ", s.values[i], " at step ", s.steps[i]);
+        throw OptionError("{log_y} needs positive values: ", ErrorKind::usage,
+                          str(r.name, " has ", metric, " = ", s.values[i], " at step ", s.steps[i]));
       x0 = std::min(x0, s.steps[i]), x1 = std::max(x1, s.steps[i]);
       y0 = std::min(y0, s.values[i]), y1 = std::max(y1, s.values[i]);
     }
