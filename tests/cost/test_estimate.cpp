@@ -18,9 +18,20 @@ namespace {
 
 bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
+// dl-cost's flags for the options the library's messages name (tools/dl-cost/main.cpp).
+const dl::OptionNames kCostFlags = {
+    {"hours", "--hours"}, {"tokens", "--tokens"}, {"params", "--params"}, {"on_offer", "--on"},
+    {"mfu", "--mfu"},     {"gpus", "--gpus"},     {"gpu_filter", "--gpu"}, {"pcie", "--eff-pcie"},
+    {"budget", "--budget"}, {"bench", "--bench"}, {"utilization", "--utilization"}, {"years", "--years"},
+    {"gpu", "--gpu"},     {"vs", "--vs"},         {"speed_sources", "--speed"}};
+
+// The message as dl-cost prints it.
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
+  } catch (const dl::OptionError& e) {
+    CHECK(e.kind() == dl::ErrorKind::usage);
+    return e.named(kCostFlags);
   } catch (const dl::Error& e) {
     CHECK(e.kind() == dl::ErrorKind::usage);
     return e.what();
@@ -30,10 +41,11 @@ std::string error_of(const std::function<void()>& f) {
 
 EstimateInputs base(const std::string& catalog) {
   EstimateInputs in;
+  in.flags = kCostFlags;
   in.tokens = kTokens;
   in.params = kParams;
   in.catalogs = {catalog};
-  in.speed_sources = {"analytic"};
+  in.speed_sources = {SpeedSource::analytic};
   // The fixed-MFU, per-doubling arithmetic (--mfu 0.4 and --eff-*); the calibrated model has
   // its own cases in test_speed.cpp.
   in.mfu = 0.4;
@@ -231,7 +243,7 @@ TEST_CASE("spot rows from a config's checkpoint interval") {
   EstimateInputs in;
   in.config_path = cfg.string();
   in.catalogs = {write_catalog(dir)};
-  in.speed_sources = {"analytic"};
+  in.speed_sources = {SpeedSource::analytic};
   in.spot = true;
   in.spot_model.preempt_per_hour = 0.2;
   in.spot_model.restart_hours = 0.1;
@@ -267,7 +279,7 @@ TEST_CASE("--hours H --on OFFER: the reference run's time scaled by relative spe
   dl::test::TempDir dir("cost-hours");
   EstimateInputs in;
   in.catalogs = {write_catalog(dir)};
-  in.speed_sources = {"analytic"};
+  in.speed_sources = {SpeedSource::analytic};
   in.mfu = 0.4;
   in.scaling.fixed = true;
   in.hours = 10.0;
@@ -290,7 +302,7 @@ TEST_CASE("bench rows set the speed of their GPU model and anchor the relative t
     "device": "NVIDIA H100 80GB HBM3", "device_type": "cuda", "num_devices": 1, "precision": "bf16",
     "config": "gpt2-124m.toml", "tokens_per_sec": 100000, "flops_per_token": 1e9}])");
   EstimateInputs in = base(write_catalog(dir));
-  in.speed_sources = {"bench", "relative", "analytic"};
+  in.speed_sources = {SpeedSource::bench, SpeedSource::relative, SpeedSource::analytic};
   in.bench = {bench.string()};
   CostReport r = make_estimate(in);
   const CostRow& h = row(r, "pricey/h100", 1);
@@ -334,15 +346,16 @@ TEST_CASE("bad inputs are usage errors naming the thing") {
   CHECK(has(err([](EstimateInputs& in) { in.precision = "fp8"; }), "fp8"));
   CHECK(has(err([](EstimateInputs& in) { in.scaling.pcie = 0; }), "--eff-pcie"));
   CHECK(has(err([](EstimateInputs& in) { in.budget = -5; }), "--budget"));
-  CHECK(has(err([](EstimateInputs& in) { in.speed_sources = {"bench"}; }), "no offer can be estimated: 3 offers: no speed (no --bench)"));
+  CHECK(has(err([](EstimateInputs& in) { in.speed_sources = {SpeedSource::bench}; }), "no offer can be estimated: 3 offers: no speed (no --bench)"));
   CHECK(has(error_of([] { parse_speed_sources("bench,guess"); }), "'guess' is not a speed source"));
 }
 
 TEST_CASE("onprem: break-even months with power, against the best offer or --vs") {
   dl::test::TempDir dir("cost-onprem");
   OnpremInputs in;
+  in.flags = kCostFlags;
   in.catalogs = {write_catalog(dir)};
-  in.speed_sources = {"analytic"};
+  in.speed_sources = {SpeedSource::analytic};
   in.mfu = 0.4;
   in.price = 30000;
   in.watts = 1000;

@@ -16,6 +16,23 @@
 
 namespace {
 
+// The library names options {on_offer}; these are dl-cost's flags for them.
+const dl::OptionNames kFlags = {
+    {"sets", "--set"},           {"tokens", "--tokens"},         {"params", "--params"},
+    {"flops", "--flops"},        {"hours", "--hours"},           {"on_offer", "--on"},
+    {"on_gpus", "--on-gpus"},    {"layers", "--layers"},         {"hidden", "--hidden"},
+    {"heads", "--heads"},        {"seq", "--seq"},               {"vocab", "--vocab"},
+    {"precision", "--precision"}, {"micro_batch", "--micro-batch"}, {"batch_tokens", "--batch-tokens"},
+    {"mfu", "--mfu"},            {"nvlink", "--eff-nvlink"},     {"pcie", "--eff-pcie"},
+    {"consumer", "--eff-consumer"}, {"internode", "--eff-internode"}, {"preempt_per_hour", "--preempt-rate"},
+    {"restart_hours", "--restart"}, {"checkpoint_hours", "--checkpoint-interval"}, {"budget", "--budget"},
+    {"deadline", "--deadline"},  {"gpus", "--gpus"},             {"gpu_filter", "--gpu"},
+    {"provider_filter", "--provider"}, {"speed_sources", "--speed"}, {"bench", "--bench"},
+    {"throughput", "--throughput"}, {"catalogs", "--catalog"},   {"price", "--price"},
+    {"watts", "--watts"},        {"kwh_price", "--kwh-price"},   {"utilization", "--utilization"},
+    {"years", "--years"},        {"pue", "--pue"},               {"gpu", "--gpu"},
+    {"vs", "--vs"}};
+
 // "$1,500", "1.5k", "200" -> USD.
 double parse_usd(std::string text, const std::string& what) {
   if (!text.empty() && text[0] == '$') text.erase(0, 1);
@@ -213,6 +230,7 @@ int main(int argc, char** argv) {
     if (*onp) {
       auto fmt = dl::parse_output_format(of.format);
       dl::cost::OnpremInputs in;
+      in.flags = kFlags;
       in.price = parse_usd(price, "--price");
       in.watts = watts, in.kwh_price = kwh, in.utilization = util, in.years = years, in.pue = pue;
       in.gpu = machine_gpu;
@@ -232,6 +250,7 @@ int main(int argc, char** argv) {
     }
     auto fmt = dl::parse_output_format(ef.format);
     dl::cost::EstimateInputs in;
+    in.flags = kFlags;
     in.config_path = config;
     in.sets = sets;
     // A sweep prices as its base config trained for the sweep's step budget (sweep/asha.hpp).
@@ -286,5 +305,5 @@ int main(int argc, char** argv) {
     bool any = false;
     for (const auto& row : r.rows) any = any || row.eligible();
     return any && r.constraints_met ? dl::kExitOk : dl::kExitFailure;
-  });
+  }, kFlags);
 }

@@ -16,6 +16,11 @@ std::string name_options(const std::string& message, const OptionNames& names) {
   return out + message.substr(i);
 }
 
+std::string named_message(const Error& e, const OptionNames& names) {
+  if (const auto* option_error = dynamic_cast<const OptionError*>(&e)) return option_error->named(names);
+  return e.what();
+}
+
 std::string option_flag(const OptionNames& names, const std::string& option) {
   auto it = names.find(option);
   return it == names.end() ? option : it->second;

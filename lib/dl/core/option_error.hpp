@@ -32,6 +32,9 @@ class OptionError : public Error {
   std::string message_, literal_;
 };
 
+// What `e` says with its options named by `names` when it is an OptionError, else e.what().
+std::string named_message(const Error& e, const OptionNames& names);
+
 template <class... Args>
 [[noreturn]] void throw_option_error(Args&&... args) {
   throw OptionError(str(std::forward<Args>(args)...));

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/io/input_file.hpp"
 #include "dl/io/csv.hpp"
 
@@ -303,14 +304,14 @@ fs::path default_catalog_dir() {
   }
   std::string list;
   for (const auto& t : tried) list += (list.empty() ? "" : ", ") + t.string();
-  throw_usage("cannot find dlkit's shipped catalog (looked in ", list,
-              "); set DLKIT_CATALOG_DIR or pass --catalog FILE");
+  throw_option_error("cannot find dlkit's shipped catalog (looked in ", list, "); set DLKIT_CATALOG_DIR or pass {catalogs} FILE");
 }
 
 namespace {
 
+// `what` names the option ("{catalogs}").
 std::string read_text(const fs::path& p, const std::string& what) {
-  return read_input_file(p, what + ": cannot read");
+  return read_naming_option(what + ": cannot read", [&](const std::string& prefix) { return read_input_file(p, prefix); });
 }
 
 // A TOML file's top-level schema value, read without a TOML parser (first `schema = "..."`).
@@ -336,7 +337,7 @@ void append(Catalog& into, Catalog&& part) {
 }
 
 Catalog load_one(const std::string& path, const CatalogOptions& opt) {
-  const std::string what = "--catalog";
+  const std::string what = "{catalogs}";
   fs::path p = path == "builtin" ? default_catalog_dir() : fs::path(path);
   std::error_code ec;
   if (fs::is_directory(p, ec)) {
@@ -349,10 +350,11 @@ Catalog load_one(const std::string& path, const CatalogOptions& opt) {
       std::string text = read_text(f, what);
       if (toml_schema(text) == "dlkit-catalog/1") append(c, parse_catalog_toml(text, f.string()));
     }
-    if (c.files.empty()) throw_usage(what, ": ", p.string(), " has no catalog files (*.toml with schema = \"dlkit-catalog/1\")");
+    if (c.files.empty())
+      throw OptionError(what + ": ", ErrorKind::usage, p.string() + " has no catalog files (*.toml with schema = \"dlkit-catalog/1\")");
     return c;
   }
-  if (!fs::exists(p, ec)) throw_usage(what, ": no such file ", path);
+  if (!fs::exists(p, ec)) throw OptionError(what + ": no such file ", ErrorKind::usage, path);
   std::string text = read_text(p, what);
   if (p.extension() == ".toml") {
     std::string schema = toml_schema(text);
@@ -404,7 +406,7 @@ Catalog load_catalogs(const std::vector<std::string>& paths, const CatalogOption
 
 const Offer& find_offer(const Catalog& c, const std::string& query) {
   const std::string q = lower(trim(query));
-  if (q.empty()) throw_usage("--on: name an offer (an id from `dl-cost offers`, e.g. aws/p5.48xlarge)");
+  if (q.empty()) throw_option_error("{on_offer}: name an offer (an id from `dl-cost offers`, e.g. aws/p5.48xlarge)");
   for (const auto& o : c.offers)
     if (o.id == q) return o;
   std::vector<const Offer*> by_instance;

@@ -10,6 +10,7 @@
 
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/cost/format.hpp"
 #include "dl/plan/bench_input.hpp"
 #include "dl/plan/gpus.hpp"
@@ -23,8 +24,9 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-void check_fraction(double v, const char* what) {
-  if (!(v > 0 && v <= 1)) throw_usage(what, ": a fraction in (0, 1], got ", v);
+// `option`: the placeholder naming it ("{mfu}").
+void check_fraction(double v, const char* option) {
+  if (!(v > 0 && v <= 1)) throw_option_error(option, ": a fraction in (0, 1], got ", v);
 }
 
 }  // namespace
@@ -69,17 +71,17 @@ SpotOutcome spot_outcome(double compute_hours, double interval_hours, int64_t in
 // ---------------------------------------------------------------------------------------------
 // Speed
 
-std::vector<std::string> parse_speed_sources(const std::string& s) {
-  if (s.empty() || s == "auto") return {"bench", "relative", "analytic"};
-  std::vector<std::string> out;
+std::vector<SpeedSource> parse_speed_sources(const std::string& s) {
+  if (s.empty() || s == "auto") return kAllSpeedSources;
+  std::vector<SpeedSource> out;
   size_t i = 0;
   while (i <= s.size()) {
     size_t j = s.find(',', i);
     if (j == std::string::npos) j = s.size();
-    std::string t = s.substr(i, j - i);
-    if (t != "bench" && t != "relative" && t != "analytic")
-      throw_usage("--speed: '", t, "' is not a speed source (auto, or a list of bench, relative, analytic)");
-    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+    const std::string t = s.substr(i, j - i);
+    const std::optional<SpeedSource> source = parse_choice<SpeedSource>(t);
+    if (!source) throw_option_error("{speed_sources}: '", t, "' is not a speed source (auto, or a list of ", choice_list<SpeedSource>(), ")");
+    if (std::find(out.begin(), out.end(), *source) == out.end()) out.push_back(*source);
     i = j + 1;
   }
   return out;
@@ -124,16 +126,16 @@ std::optional<GpuSpeed> SpeedModel::speed(const std::string& model, std::string*
   std::vector<std::string> reasons;
   const bool calibrated = !(mfu > 0);
   const auto model_speed = analytic_speed(model, precision, mfu, params);
-  for (const auto& src : sources) {
-    if (src == "bench") {
+  for (const SpeedSource src : sources) {
+    if (src == SpeedSource::bench) {
       auto it = measured.find(model);
       if (it != measured.end()) {
         GpuSpeed s = it->second;
         show_adjustment(s, model_speed);
         return s;
       }
-      reasons.push_back(measured.empty() ? "no --bench" : "no bench rows for " + model);
-    } else if (src == "relative") {
+      reasons.push_back(measured.empty() ? "no " + option_flag(flags, "bench") : "no bench rows for " + model);
+    } else if (src == SpeedSource::relative) {
       if (!relative) {
         reasons.push_back("no relative-throughput table");
         continue;
@@ -191,7 +193,7 @@ std::optional<GpuSpeed> SpeedModel::speed(const std::string& model, std::string*
                      throughput_precision(precision), " ratio from ", e->file.empty() ? relative->path : e->file);
       show_adjustment(s, model_speed);
       return s;
-    } else if (src == "analytic") {
+    } else if (src == SpeedSource::analytic) {
       if (model_speed) return model_speed;
       reasons.push_back("no datasheet entry for " + model);
     }
@@ -205,16 +207,17 @@ std::optional<GpuSpeed> SpeedModel::speed(const std::string& model, std::string*
 }
 
 SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::vector<std::string>& throughput,
-                            const std::string& reference_gpu, const std::vector<std::string>& sources,
-                            Precision precision, double mfu, double params) {
+                            const std::string& reference_gpu, const std::vector<SpeedSource>& sources,
+                            Precision precision, double mfu, double params, const OptionNames& flags) {
   SpeedModel sm;
   sm.precision = precision;
   sm.mfu = mfu;
   sm.params = params;
-  sm.sources = sources.empty() ? parse_speed_sources("auto") : sources;
-  if (mfu != 0) check_fraction(mfu, "--mfu");
-  auto uses = [&](const char* s) { return std::find(sm.sources.begin(), sm.sources.end(), s) != sm.sources.end(); };
-  if (std::count(bench.begin(), bench.end(), "-") > 1) throw_usage("--bench -: stdin can be read once");
+  sm.flags = flags;
+  sm.sources = sources.empty() ? kAllSpeedSources : sources;
+  if (mfu != 0) check_fraction(mfu, "{mfu}");
+  auto uses = [&](SpeedSource s) { return std::find(sm.sources.begin(), sm.sources.end(), s) != sm.sources.end(); };
+  if (std::count(bench.begin(), bench.end(), "-") > 1) throw_option_error("{bench} -: stdin can be read once");
   // Measured: every file's rows, grouped by canonical GPU model.
   std::map<std::string, std::vector<nlohmann::json>> by_model;
   std::map<std::string, std::set<std::string>> files_of;
@@ -263,15 +266,16 @@ SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::ve
     }
     sm.measured[model] = s;
   }
-  if (uses("relative")) {
+  if (uses(SpeedSource::relative)) {
     try {
       sm.relative = load_relative_throughput(throughput, reference_gpu);
     } catch (const Error& e) {
       if (!throughput.empty()) throw;
-      sm.notes.push_back(std::string("relative-throughput table not found (") + e.what() + "): not used");
+      sm.notes.push_back("relative-throughput table not found (" + named_message(e, flags) + "): not used");
     }
   } else if (!throughput.empty()) {
-    sm.notes.push_back("--throughput given but --speed leaves out relative: not used");
+    sm.notes.push_back(str(option_flag(flags, "throughput"), " given but ", option_flag(flags, "speed_sources"),
+                           " leaves out relative: not used"));
   }
   return sm;
 }
@@ -283,25 +287,26 @@ Experiment make_experiment(const EstimateInputs& in) {
   Experiment e;
   const bool config = !in.config_path.empty();
   const bool hints = in.layers || in.hidden || in.heads || in.seq || in.vocab;
+  const auto flag = [&](const char* option) { return option_flag(in.flags, option); };
   if (config && (in.tokens || in.params || in.flops || in.hours))
-    throw_usage("give a config or --tokens/--params, --flops or --hours, not both");
+    throw_option_error("give a config or {tokens}/{params}, {flops} or {hours}, not both");
   if (config && hints)
-    throw_usage("--layers/--hidden/--heads/--seq/--vocab describe a --params model; change a config with --set");
-  if (!config && !in.sets.empty()) throw_usage("--set changes a config: give the config too");
-  if (in.flops && in.hours) throw_usage("give --flops or --hours, not both");
-  if (in.hours && in.on_offer.empty()) throw_usage("--hours needs --on OFFER: the offer the reference run used");
-  if (!in.hours && !in.on_offer.empty()) throw_usage("--on names the offer of a reference run: give --hours too");
-  if (in.on_gpus && !in.hours) throw_usage("--on-gpus goes with --hours and --on");
-  if (in.hours && !(*in.hours > 0)) throw_usage("--hours: need a positive duration, got ", *in.hours);
-  if (in.tokens && !(*in.tokens > 0)) throw_usage("--tokens: need a positive token count, got ", *in.tokens);
-  if (in.flops && !(*in.flops > 0)) throw_usage("--flops: need a positive FLOP count, got ", *in.flops);
-  if (in.params && !(*in.params > 0)) throw_usage("--params: need a positive parameter count, got ", *in.params);
-  if (in.on_gpus && *in.on_gpus < 1) throw_usage("--on-gpus: need at least 1");
-  if (in.micro_batch && *in.micro_batch < 1) throw_usage("--micro-batch: need at least 1");
+    throw_option_error("{layers}/{hidden}/{heads}/{seq}/{vocab} describe a {params} model; change a config with {sets}");
+  if (!config && !in.sets.empty()) throw_option_error("{sets} changes a config: give the config too");
+  if (in.flops && in.hours) throw_option_error("give {flops} or {hours}, not both");
+  if (in.hours && in.on_offer.empty()) throw_option_error("{hours} needs {on_offer} OFFER: the offer the reference run used");
+  if (!in.hours && !in.on_offer.empty()) throw_option_error("{on_offer} names the offer of a reference run: give {hours} too");
+  if (in.on_gpus && !in.hours) throw_option_error("{on_gpus} goes with {hours} and {on_offer}");
+  if (in.hours && !(*in.hours > 0)) throw_option_error("{hours}: need a positive duration, got ", *in.hours);
+  if (in.tokens && !(*in.tokens > 0)) throw_option_error("{tokens}: need a positive token count, got ", *in.tokens);
+  if (in.flops && !(*in.flops > 0)) throw_option_error("{flops}: need a positive FLOP count, got ", *in.flops);
+  if (in.params && !(*in.params > 0)) throw_option_error("{params}: need a positive parameter count, got ", *in.params);
+  if (in.on_gpus && *in.on_gpus < 1) throw_option_error("{on_gpus}: need at least 1");
+  if (in.micro_batch && *in.micro_batch < 1) throw_option_error("{micro_batch}: need at least 1");
   if (!config && !in.tokens && !in.params && !in.flops && !in.hours)
-    throw_usage("no experiment: give a dl-train config, --tokens N --params P, --flops F, or --hours H --on OFFER "
-                "(see --help)");
-  if (!config && hints && !in.params) throw_usage("--layers/--hidden/... need --params");
+    throw_option_error("no experiment: give a dl-train config, {tokens} N {params} P, {flops} F, or {hours} H {on_offer} OFFER "
+                       "(see --help)");
+  if (!config && hints && !in.params) throw_option_error("{layers}/{hidden}/... need {params}");
 
   if (config) {
     Config c = load_config(in.config_path, in.sets);
@@ -317,7 +322,7 @@ Experiment make_experiment(const EstimateInputs& in) {
     int64_t dp = c.parallel.dp;
     if (dp < 1) {
       dp = 1;
-      e.notes.push_back("parallel.dp = auto: tokens counted for one data-parallel replica; pass --tokens for the total");
+      e.notes.push_back("parallel.dp = auto: tokens counted for one data-parallel replica; pass " + flag("tokens") + " for the total");
     }
     const int64_t accum = micro_batches_per_step(c);
     const bool gpt = c.model.type == ModelType::gpt;
@@ -337,30 +342,33 @@ Experiment make_experiment(const EstimateInputs& in) {
     e.micro_batch_given = in.micro_batch.has_value();
     if (in.params) {
       e.model = plan::model_from_params(*in.params, in.layers, in.hidden, in.heads, in.seq, in.vocab);
-      if (!e.model->note.empty()) e.notes.push_back(e.model->note);
+      if (!e.model->note.empty()) e.notes.push_back(name_options(e.model->note, in.flags));
     }
     e.tokens = in.tokens;
     if (in.flops) {
       e.flops = *in.flops;
-      e.formula = "given (--flops)";
+      e.formula = "given (" + flag("flops") + ")";
       if (e.tokens) e.flops_per_token = e.flops / *e.tokens;
-      e.description = str(format_flop(e.flops), " (--flops)");
+      e.description = str(format_flop(e.flops), " (", flag("flops"), ")");
     } else if (in.hours) {
-      e.formula = "from the reference run (--hours --on)";
+      e.formula = str("from the reference run (", flag("hours"), " ", flag("on_offer"), ")");
       e.description = str(format_fixed(*in.hours, 2), " h on ", in.on_offer);
     } else {
-      if (!in.tokens) throw_usage("--params needs --tokens (or --flops, or --hours --on OFFER): the work is tokens x FLOPs per token");
-      if (!in.params) throw_usage("--tokens needs --params: FLOPs per token come from the model size");
+      if (!in.tokens)
+        throw_option_error("{params} needs {tokens} (or {flops}, or {hours} {on_offer} OFFER): the work is tokens x FLOPs per token");
+      if (!in.params) throw_option_error("{tokens} needs {params}: FLOPs per token come from the model size");
       e.flops_per_token = plan::flops_per_token(*e.model, in.formula);
       e.formula = e.model->is_transformer() ? plan::flop_formula_name(in.formula)
-                                            : "6N (no --layers/--hidden/--heads/--seq: attention not counted)";
+                                            : str("6N (no ", flag("layers"), "/", flag("hidden"), "/", flag("heads"), "/",
+                                                  flag("seq"), ": attention not counted)");
       e.flops = *e.tokens * e.flops_per_token;
       e.description = str(format_count(*e.tokens), " tokens x ", e.model->name);
     }
     if (e.model && !e.model->is_transformer())
-      e.notes.push_back("memory: model states only (give --layers --hidden --heads --seq for activations)");
+      e.notes.push_back(str("memory: model states only (give ", flag("layers"), " ", flag("hidden"), " ", flag("heads"), " ",
+                            flag("seq"), " for activations)"));
   }
-  if (in.batch_tokens && !(*in.batch_tokens >= 1)) throw_usage("--batch-tokens: need at least 1 token per step");
+  if (in.batch_tokens && !(*in.batch_tokens >= 1)) throw_option_error("{batch_tokens}: need at least 1 token per step");
   if (in.batch_tokens) {
     e.batch_tokens = *in.batch_tokens;
   } else if (config && e.tokens && e.steps > 0) {
@@ -368,7 +376,7 @@ Experiment make_experiment(const EstimateInputs& in) {
   } else {
     e.batch_tokens = kDefaultBatchTokens;
     if (e.model) e.notes.push_back(str("communication: ", format_count(kDefaultBatchTokens),
-                                       " tokens per optimizer step assumed (--batch-tokens to change)"));
+                                       " tokens per optimizer step assumed (", flag("batch_tokens"), " to change)"));
   }
   return e;
 }
@@ -474,26 +482,27 @@ CostReport make_estimate(const EstimateInputs& in) {
   CostReport rep;
   rep.experiment = make_experiment(in);
   Experiment& ex = rep.experiment;
-  if (in.mfu != 0) check_fraction(in.mfu, "--mfu");
-  for (auto [v, what] : {std::pair{in.scaling.nvlink, "--eff-nvlink"}, std::pair{in.scaling.pcie, "--eff-pcie"},
-                         std::pair{in.scaling.consumer, "--eff-consumer"}, std::pair{in.scaling.internode, "--eff-internode"}})
-    check_fraction(v, what);
-  if (!(in.spot_model.preempt_per_hour >= 0)) throw_usage("--preempt-rate: need a rate >= 0 per hour");
-  if (!(in.spot_model.restart_hours >= 0)) throw_usage("--restart: need a duration >= 0");
-  if (in.checkpoint_hours && !(*in.checkpoint_hours > 0)) throw_usage("--checkpoint-interval: need a positive duration");
-  if (in.budget && !(*in.budget > 0)) throw_usage("--budget: need a positive amount of USD, got ", *in.budget);
-  if (in.deadline && !(*in.deadline > 0)) throw_usage("--deadline: need a positive duration, got ", *in.deadline);
+  const auto flag = [&](const char* option) { return option_flag(in.flags, option); };
+  if (in.mfu != 0) check_fraction(in.mfu, "{mfu}");
+  for (auto [v, option] : {std::pair{in.scaling.nvlink, "{nvlink}"}, std::pair{in.scaling.pcie, "{pcie}"},
+                           std::pair{in.scaling.consumer, "{consumer}"}, std::pair{in.scaling.internode, "{internode}"}})
+    check_fraction(v, option);
+  if (!(in.spot_model.preempt_per_hour >= 0)) throw_option_error("{preempt_per_hour}: need a rate >= 0 per hour");
+  if (!(in.spot_model.restart_hours >= 0)) throw_option_error("{restart_hours}: need a duration >= 0");
+  if (in.checkpoint_hours && !(*in.checkpoint_hours > 0)) throw_option_error("{checkpoint_hours}: need a positive duration");
+  if (in.budget && !(*in.budget > 0)) throw_option_error("{budget}: need a positive amount of USD, got ", *in.budget);
+  if (in.deadline && !(*in.deadline > 0)) throw_option_error("{deadline}: need a positive duration, got ", *in.deadline);
   for (int64_t g : in.gpus)
-    if (g < 1) throw_usage("--gpus: GPU counts must be >= 1, got ", g);
+    if (g < 1) throw_option_error("{gpus}: GPU counts must be >= 1, got ", g);
 
   Catalog cat = load_catalogs(in.catalogs, {in.strict});
   rep.warnings = cat.warnings;
   auto offers = filter_offers(cat, in.gpu_filter, in.provider_filter);
   if (offers.empty())
-    throw_usage("no offer matches", in.gpu_filter.empty() ? "" : " --gpu " + in.gpu_filter,
-                in.provider_filter.empty() ? "" : " --provider " + in.provider_filter, " (see `dl-cost offers`)");
+    throw_option_error("no offer matches", in.gpu_filter.empty() ? "" : " {gpu_filter} " + in.gpu_filter,
+                       in.provider_filter.empty() ? "" : " {provider_filter} " + in.provider_filter, " (see `dl-cost offers`)");
   SpeedModel sm = make_speed_model(in.bench, in.throughput, in.reference_gpu, in.speed_sources, ex.precision, in.mfu,
-                                   ex.model ? ex.model->params : 0.0);
+                                   ex.model ? ex.model->params : 0.0, in.flags);
   for (const auto& n : sm.notes) rep.notes.push_back("# " + n);
   auto efficiency = [&](const Offer& o, int64_t n, const FitResult& fit, double per_gpu) {
     if (in.scaling.fixed) return CommScaling{in.scaling.efficiency(o.interconnect, n, o.gpu_count), ""};
@@ -503,10 +512,10 @@ CostReport make_estimate(const EstimateInputs& in) {
   // --hours H --on X: the work is what X's GPUs do in H hours at their modelled speed.
   if (in.hours) {
     const Offer& ref = find_offer(cat, in.on_offer);
-    if (ref.gpu_model.empty()) throw_usage("--on ", ref.id, ": ", ref.why_unusable(false));
+    if (ref.gpu_model.empty()) throw_option_error("{on_offer} ", ref.id, ": ", ref.why_unusable(false));
     std::string why;
     auto s = sm.speed(ref.gpu_model, &why);
-    if (!s) throw_usage("--on ", ref.id, ": ", why);
+    if (!s) throw_option_error("{on_offer} ", ref.id, ": ", why);
     const int64_t n = in.on_gpus.value_or(ref.gpu_count);
     const FitResult fit = check_fit(ex, n, ref.gpu_mem_bytes);
     const double eff = efficiency(ref, n, fit, s->flops).efficiency;
@@ -692,11 +701,11 @@ CostReport make_estimate(const EstimateInputs& in) {
                      ", FLOPs per token: ", ex.formula));
   for (const auto& n : ex.notes) head.push_back("# " + n);
   std::string order;
-  for (const auto& s : sm.sources) order += (order.empty() ? "" : " > ") + s;
+  for (const SpeedSource s : sm.sources) order += (order.empty() ? "" : " > ") + std::string(choice_name(s));
   const plan::SpeedCalibration& cal = plan::speed_calibration();
   if (in.mfu > 0)
     head.push_back(str("# speed per GPU, preferred source first: ", order, "; precision ", ex.precision, ", MFU ",
-                       format_fixed(in.mfu, 2), " (--mfu: analytic and gemm-based speeds)"));
+                       format_fixed(in.mfu, 2), " (", flag("mfu"), ": analytic and gemm-based speeds)"));
   else
     head.push_back(str("# speed per GPU, preferred source first: ", order, "; precision ", ex.precision,
                        "; analytic = datasheet peak x the calibrated MFU (size and GPU, fitted on ",
@@ -706,12 +715,12 @@ CostReport make_estimate(const EstimateInputs& in) {
                      " (the calibration's spread of measured / modelled speed), in hours_low/high and usd_low/high"));
   if (ex.precision == Precision::fp32)
     head.push_back("# fp32: FP32 datasheet peaks (no TF32), as dl-train computes; GPU runs usually train in bf16 "
-                   "(--precision bf16)");
+                   "(" + flag("precision") + " bf16)");
   std::set<std::string> used;
   for (const auto& row : rep.rows) used.insert(row.speed.source);
   if (used.size() > 1 && in.mfu > 0)
     head.push_back("# rows use different speed sources (column 'speed from'), which compare imperfectly; "
-                   "--speed analytic (or relative) ranks all on one basis");
+                   + flag("speed_sources") + " analytic (or relative) ranks all on one basis");
   if (sm.relative)
     head.push_back(str("# relative throughput: ", sm.relative->path, " (", sm.relative->source, "), reference ",
                        sm.relative->reference, ", ", throughput_precision(ex.precision), " table"));
@@ -730,10 +739,10 @@ CostReport make_estimate(const EstimateInputs& in) {
                      "; the first of zero=0..3, then with full recompute (x0.75 speed), that fits; a row that does not fit "
                      "is never cheapest, fastest or best"));
   if (in.spot) {
-    std::string interval = in.checkpoint_hours ? format_hours(*in.checkpoint_hours) + " (--checkpoint-interval)"
+    std::string interval = in.checkpoint_hours ? format_hours(*in.checkpoint_hours) + " (" + flag("checkpoint_hours") + ")"
                            : ex.checkpoint_every > 0 ? str("every ", ex.checkpoint_every, " of ", ex.steps, " steps (train.checkpoint_every)")
                            : ex.checkpoint_every == 0 ? std::string("only at the end (train.checkpoint_every = 0): a preemption loses the run so far")
-                                                      : std::string("1 h (assumed; --checkpoint-interval)");
+                                                      : "1 h (assumed; " + flag("checkpoint_hours") + ")";
     head.push_back(str("# spot: ", format_fixed(in.spot_model.preempt_per_hour, 3), " preemptions per instance-hour, ",
                        format_hours(in.spot_model.restart_hours), " restart, checkpoints ", interval,
                        "; wall = compute / (1 - rate x instances x (interval/2 + restart))"));

@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "dl/cli/table.hpp"
+#include "dl/config/choice.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/cost/catalog.hpp"
 #include "dl/cost/throughput.hpp"
 #include "dl/plan/plan.hpp"
@@ -79,6 +81,12 @@ struct Experiment {
   std::vector<std::string> notes;
 };
 
+// Where a GPU's speed comes from (--speed bench,relative,analytic), in the order errors list them.
+enum class SpeedSource { bench, relative, analytic };
+inline constexpr std::string_view kSpeedSourceNames[] = {"bench", "relative", "analytic"};
+constexpr std::span<const std::string_view> choice_names(SpeedSource) { return kSpeedSourceNames; }
+inline const std::vector<SpeedSource> kAllSpeedSources = {SpeedSource::bench, SpeedSource::relative, SpeedSource::analytic};
+
 struct EstimateInputs {
   // The experiment: one of a dl-train config, --tokens with --params, --flops, --hours with --on.
   std::string config_path;
@@ -97,7 +105,7 @@ struct EstimateInputs {
   std::vector<std::string> bench;        // dl-bench json/jsonl files ("-": stdin)
   std::vector<std::string> throughput;   // relative-throughput TOML or Lambda CSVs; empty: shipped
   std::string reference_gpu = "A100-SXM-80GB";  // for --throughput CSVs
-  std::vector<std::string> speed_sources = {"bench", "relative", "analytic"};
+  std::vector<SpeedSource> speed_sources = kAllSpeedSources;
   double mfu = 0;                        // 0: the calibrated MFU (plan/speed.hpp); else a fixed fraction of peak
   std::optional<double> batch_tokens;    // tokens per optimizer step (communication); default: the config's, else 524288
   std::vector<int64_t> gpus;             // GPU counts; empty: each offer's own instance size
@@ -106,6 +114,7 @@ struct EstimateInputs {
   SpotModel spot_model;
   std::optional<double> checkpoint_hours;  // overrides the config's checkpoint interval
   std::optional<double> budget, deadline;  // USD, hours
+  OptionNames flags;                     // the tool's flag for each option, for notes that name one
 };
 
 // Per-GPU speed of one GPU model and where it comes from.
@@ -162,19 +171,20 @@ struct SpeedModel {
   Precision precision = Precision::bf16;
   double mfu = 0;        // 0: calibrated (plan::calibrated_mfu at `params`); else a fixed fraction of peak
   double params = 0;     // the model's size for the calibrated MFU (0: unknown)
-  std::vector<std::string> sources = {"bench", "relative", "analytic"};
+  std::vector<SpeedSource> sources = kAllSpeedSources;
   std::map<std::string, GpuSpeed> measured;   // bench: per GPU model
   std::optional<RelativeThroughput> relative;
   std::vector<std::string> notes;
+  OptionNames flags;     // for the reasons that name an option
   // The speed of a GPU model; nullopt with *why when no allowed source knows it.
   std::optional<GpuSpeed> speed(const std::string& gpu_model, std::string* why = nullptr) const;
 };
 // bench: rows of all files, grouped by gpu_model (CPU rows ignored with a note).
 SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::vector<std::string>& throughput,
-                            const std::string& reference_gpu, const std::vector<std::string>& sources,
-                            Precision precision, double mfu, double params = 0);
+                            const std::string& reference_gpu, const std::vector<SpeedSource>& sources,
+                            Precision precision, double mfu, double params = 0, const OptionNames& flags = {});
 // "auto" | a comma list of bench, relative, analytic; usage error otherwise.
-std::vector<std::string> parse_speed_sources(const std::string& s);
+std::vector<SpeedSource> parse_speed_sources(const std::string& s);
 
 // The experiment from the inputs (config, --tokens/--params, --flops; --hours is resolved in
 // make_estimate once the reference offer's speed is known). Usage errors for conflicting or
@@ -230,11 +240,12 @@ struct OnpremInputs {
   std::string gpu_filter, provider_filter;
   std::vector<std::string> bench, throughput;
   std::string reference_gpu = "A100-SXM-80GB";
-  std::vector<std::string> speed_sources = {"bench", "relative", "analytic"};
+  std::vector<SpeedSource> speed_sources = kAllSpeedSources;
   Precision precision = Precision::bf16;
   double mfu = 0;  // 0: calibrated (for an unknown model size)
   ScalingModel scaling;
   bool spot = false;
+  OptionNames flags;  // as EstimateInputs::flags
 };
 struct OnpremRow {
   Offer offer;

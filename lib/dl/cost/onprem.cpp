@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/cost/estimate.hpp"
 #include "dl/cost/format.hpp"
 #include "dl/plan/gpus.hpp"
@@ -12,31 +13,32 @@ namespace dl::cost {
 OnpremReport make_onprem(const OnpremInputs& in) {
   OnpremReport rep;
   rep.inputs = in;
-  if (!(in.price > 0)) throw_usage("--price: need the machine's price in USD (> 0), got ", in.price);
-  if (!(in.watts >= 0)) throw_usage("--watts: need the machine's power draw in W (>= 0), got ", in.watts);
-  if (!(in.kwh_price >= 0)) throw_usage("--kwh-price: need a price per kWh in USD (>= 0), got ", in.kwh_price);
+  if (!(in.price > 0)) throw_option_error("{price}: need the machine's price in USD (> 0), got ", in.price);
+  if (!(in.watts >= 0)) throw_option_error("{watts}: need the machine's power draw in W (>= 0), got ", in.watts);
+  if (!(in.kwh_price >= 0)) throw_option_error("{kwh_price}: need a price per kWh in USD (>= 0), got ", in.kwh_price);
   if (!(in.utilization > 0 && in.utilization <= 1))
-    throw_usage("--utilization: the fraction of hours the machine works, in (0, 1], got ", in.utilization);
-  if (!(in.years > 0)) throw_usage("--years: need a positive service life, got ", in.years);
-  if (!(in.pue >= 1)) throw_usage("--pue: power usage effectiveness is >= 1, got ", in.pue);
-  if (in.gpus && *in.gpus < 1) throw_usage("--gpus: need at least 1 GPU");
+    throw_option_error("{utilization}: the fraction of hours the machine works, in (0, 1], got ", in.utilization);
+  if (!(in.years > 0)) throw_option_error("{years}: need a positive service life, got ", in.years);
+  if (!(in.pue >= 1)) throw_option_error("{pue}: power usage effectiveness is >= 1, got ", in.pue);
+  if (in.gpus && *in.gpus < 1) throw_option_error("{gpus}: need at least 1 GPU");
 
   Catalog cat = load_catalogs(in.catalogs, {in.strict});
   rep.warnings = cat.warnings;
   const Offer* vs = in.vs.empty() ? nullptr : &find_offer(cat, in.vs);
   if (!in.gpu.empty()) {
     auto m = plan::canonical_gpu(in.gpu);
-    if (!m) throw_usage("--gpu: unknown GPU '", in.gpu, "' (a model of dlkit's GPU table, e.g. H100-SXM)");
+    if (!m) throw_option_error("{gpu}: unknown GPU '", in.gpu, "' (a model of dlkit's GPU table, e.g. H100-SXM)");
     rep.gpu_model = *m;
   } else if (vs) {
-    if (vs->gpu_model.empty()) throw_usage("--vs ", vs->id, ": ", vs->why_unusable(false));
+    if (vs->gpu_model.empty()) throw_option_error("{vs} ", vs->id, ": ", vs->why_unusable(false));
     rep.gpu_model = vs->gpu_model;
   } else {
-    throw_usage("name the machine's GPUs with --gpu MODEL [--gpus N], or compare with one offer's hardware: --vs OFFER");
+    throw_option_error("name the machine's GPUs with {gpu} MODEL [{gpus} N], or compare with one offer's hardware: {vs} OFFER");
   }
   rep.gpus = in.gpus.value_or(vs && in.gpu.empty() ? vs->gpu_count : 1);
 
-  SpeedModel sm = make_speed_model(in.bench, in.throughput, in.reference_gpu, in.speed_sources, in.precision, in.mfu);
+  SpeedModel sm = make_speed_model(in.bench, in.throughput, in.reference_gpu, in.speed_sources, in.precision, in.mfu, 0,
+                                   in.flags);
   std::string why;
   auto s = sm.speed(rep.gpu_model, &why);
   if (!s) throw_usage("on-prem ", rep.gpu_model, ": ", why);
@@ -60,7 +62,7 @@ OnpremReport make_onprem(const OnpremInputs& in) {
       std::optional<GpuSpeed> cs;
       if (w.empty()) cs = sm.speed(o->gpu_model, &w);
       if (!w.empty()) {
-        if (vs && !spot) throw_usage("--vs ", o->id, ": ", w);
+        if (vs && !spot) throw_option_error("{vs} ", o->id, ": ", w);
         skipped[(spot ? "spot: " : "") + w].push_back(o->id);
         continue;
       }

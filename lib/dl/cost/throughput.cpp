@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/io/input_file.hpp"
 #include "dl/cost/catalog.hpp"
 #include "dl/io/csv.hpp"
@@ -242,7 +243,9 @@ RelativeThroughput derive_relative_throughput(const std::vector<BenchmarkTable>&
 }
 
 RelativeThroughput load_relative_throughput(const std::vector<std::string>& paths, const std::string& reference) {
-  auto read = [](const fs::path& p) { return read_input_file(p, "--throughput: cannot read"); };
+  auto read = [](const fs::path& p) {
+    return read_naming_option("{throughput}: cannot read", [&](const std::string& what) { return read_input_file(p, what); });
+  };
   if (paths.empty()) {
     fs::path p = default_catalog_dir() / "relative-throughput.toml";
     return parse_relative_throughput_toml(read(p), p.string());
@@ -261,7 +264,7 @@ RelativeThroughput load_relative_throughput(const std::vector<std::string>& path
       continue;
     }
     if (t.reference != out.reference)
-      throw_usage("--throughput: ", t.path, " is relative to ", t.reference, ", the others to ", out.reference);
+      throw OptionError("{throughput}: ", ErrorKind::usage, str(t.path, " is relative to ", t.reference, ", the others to ", out.reference));
     for (auto& e : t.entries)
       if (!out.find(e.gpu, e.precision)) out.entries.push_back(std::move(e));
     out.source += "; " + t.source;
