@@ -54,22 +54,30 @@ std::vector<int64_t> collective_sweep(int64_t min_bytes, int64_t max_bytes, int6
   return out;
 }
 
+namespace {
+
+// -d's types: nccl-tests' names first (the ones printed), then the aliases dlkit also reads.
+enum class CollectiveType { f32, f64, i32, i64 };
+inline constexpr std::string_view kCollectiveTypeNames[] = {"float", "double", "int32", "int64"};
+constexpr std::span<const std::string_view> choice_names(CollectiveType) { return kCollectiveTypeNames; }
+inline constexpr ChoiceAlias<CollectiveType> kCollectiveTypeAliases[] = {
+    {"float32", CollectiveType::f32}, {"f32", CollectiveType::f32}, {"float64", CollectiveType::f64},
+    {"f64", CollectiveType::f64},     {"int", CollectiveType::i32}, {"i32", CollectiveType::i32},
+    {"i64", CollectiveType::i64}};
+constexpr std::span<const ChoiceAlias<CollectiveType>> choice_aliases(CollectiveType) { return kCollectiveTypeAliases; }
+constexpr DType kCollectiveDTypes[] = {DType::f32, DType::f64, DType::i32, DType::i64};
+
+}  // namespace
+
 DType parse_collective_type(const std::string& t) {
-  if (t == "float" || t == "float32" || t == "f32") return DType::f32;
-  if (t == "double" || t == "float64" || t == "f64") return DType::f64;
-  if (t == "int32" || t == "int" || t == "i32") return DType::i32;
-  if (t == "int64" || t == "i64") return DType::i64;
+  if (auto type = parse_choice<CollectiveType>(t)) return kCollectiveDTypes[static_cast<size_t>(*type)];
   throw_option_error("{type} ", t, ": unknown type (use float, double, int32 or int64; Gloo reduces these)");
 }
 
 std::string collective_type_name(DType t) {
-  switch (t) {
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
-    default: return std::string(dtype_name(t));
-  }
+  for (size_t i = 0; i < std::size(kCollectiveDTypes); ++i)
+    if (kCollectiveDTypes[i] == t) return std::string(kCollectiveTypeNames[i]);
+  return std::string(dtype_name(t));
 }
 
 namespace {

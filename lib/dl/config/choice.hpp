@@ -33,6 +33,7 @@ enum class PipelineSchedule { gpipe, one_f_one_b };
 enum class Offload { none, cpu };
 enum class Progress { automatic, bar, lines, none };
 enum class SourceKind { synthetic, text, tokens, csv };  // data.source = "KIND:ARG"
+enum class SyntheticTask { addition };                   // data.source = "synthetic:TASK"
 enum class MathPrecision { fp32, tf32, bf16, fp16 };
 enum class StateOptimizer { adamw, sgd_momentum, sgd };
 
@@ -47,6 +48,7 @@ inline constexpr std::string_view pipeline_schedule[] = {"gpipe", "1f1b"};
 inline constexpr std::string_view offload[] = {"none", "cpu"};
 inline constexpr std::string_view progress[] = {"auto", "bar", "lines", "none"};
 inline constexpr std::string_view source_kind[] = {"synthetic", "text", "tokens", "csv"};
+inline constexpr std::string_view synthetic_task[] = {"addition"};
 inline constexpr std::string_view math_precision[] = {"fp32", "tf32", "bf16", "fp16"};
 inline constexpr std::string_view state_optimizer[] = {"adamw", "sgd-momentum", "sgd"};
 }  // namespace choice_names_table
@@ -62,6 +64,7 @@ constexpr std::span<const std::string_view> choice_names(PipelineSchedule) { ret
 constexpr std::span<const std::string_view> choice_names(Offload) { return choice_names_table::offload; }
 constexpr std::span<const std::string_view> choice_names(Progress) { return choice_names_table::progress; }
 constexpr std::span<const std::string_view> choice_names(SourceKind) { return choice_names_table::source_kind; }
+constexpr std::span<const std::string_view> choice_names(SyntheticTask) { return choice_names_table::synthetic_task; }
 constexpr std::span<const std::string_view> choice_names(MathPrecision) { return choice_names_table::math_precision; }
 constexpr std::span<const std::string_view> choice_names(StateOptimizer) { return choice_names_table::state_optimizer; }
 

@@ -73,7 +73,7 @@ SourceSpec parse_source(const std::string& source, std::string_view key) {
     throw_usage(key, " = \"", source, "\": unknown source kind '", kind,
                 "'; use synthetic:addition, text:PATH, tokens:GLOB or csv:PATH");
   SourceSpec s{*k, source.substr(colon + 1), source};
-  if (s.kind == SourceKind::synthetic && s.arg != "addition")
+  if (s.kind == SourceKind::synthetic && !parse_choice<SyntheticTask>(s.arg))
     throw_usage(key, " = \"", source, "\": unknown synthetic task '", s.arg, "'; the built-in task is addition");
   return s;
 }

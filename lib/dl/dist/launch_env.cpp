@@ -98,6 +98,10 @@ LaunchEnv detect_launch_env(const EnvMap& env) {
   const bool torchrun = get(env, "RANK") || get(env, "WORLD_SIZE");
   const bool ompi = get(env, "OMPI_COMM_WORLD_RANK") || get(env, "OMPI_COMM_WORLD_SIZE");
   const bool slurm = get(env, "SLURM_PROCID") != nullptr;
+  // The variables that hold the rank and world size, named in errors: the branch that recognises
+  // the launcher sets them, so nothing compares e.source afterwards.
+  const char* rank_key = "RANK";
+  const char* world_key = "WORLD_SIZE";
   if (torchrun) {
     e.source = "torchrun";
     if (!get(env, "RANK")) throw_usage("torchrun environment: WORLD_SIZE is set but RANK is not (torchrun sets both)");
@@ -115,6 +119,7 @@ LaunchEnv detect_launch_env(const EnvMap& env) {
     master_from(env, e, "127.0.0.1");
   } else if (ompi) {
     e.source = "openmpi";
+    rank_key = "OMPI_COMM_WORLD_RANK", world_key = "OMPI_COMM_WORLD_SIZE";
     e.rank = to_int(env, "OMPI_COMM_WORLD_RANK", e.source);
     e.world = to_int(env, "OMPI_COMM_WORLD_SIZE", e.source);
     e.local_rank = to_int_or(env, "OMPI_COMM_WORLD_LOCAL_RANK", e.source, e.rank);
@@ -128,6 +133,7 @@ LaunchEnv detect_launch_env(const EnvMap& env) {
     master_from(env, e, "127.0.0.1");
   } else if (slurm) {
     e.source = "slurm";
+    rank_key = "SLURM_PROCID", world_key = "SLURM_NTASKS";
     e.rank = to_int(env, "SLURM_PROCID", e.source);
     e.world = to_int(env, "SLURM_NTASKS", e.source);
     e.local_rank = to_int_or(env, "SLURM_LOCALID", e.source, 0);
@@ -148,8 +154,7 @@ LaunchEnv detect_launch_env(const EnvMap& env) {
     return e;
   }
   if (e.local_world > e.world) e.local_world = e.world;
-  check_rank(e, e.source == "slurm" ? "SLURM_PROCID" : e.source == "openmpi" ? "OMPI_COMM_WORLD_RANK" : "RANK",
-             e.source == "slurm" ? "SLURM_NTASKS" : e.source == "openmpi" ? "OMPI_COMM_WORLD_SIZE" : "WORLD_SIZE");
+  check_rank(e, rank_key, world_key);
   return e;
 }
 

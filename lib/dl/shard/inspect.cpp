@@ -102,7 +102,7 @@ void inspect_safetensors(const fs::path& p, const std::string& label, FileEntry&
 bool is_safetensors(const fs::path& p) { return p.extension() == ".safetensors"; }
 
 void inspect_checkpoint(const fs::path& dir, Inspection& ins) {
-  ins.kind = "checkpoint";
+  ins.kind = InspectKind::checkpoint;
   const fs::path mpath = dir / kManifest;
   // Checked field by field first: a file named outside the folder is never opened.
   json m = read_checkpoint_manifest(dir);
@@ -165,7 +165,7 @@ bool Inspection::ok() const {
 std::string Inspection::first_problem() const {
   for (const auto& f : files)
     if (!f.problem.empty()) {
-      const fs::path p = kind == "checkpoint" ? path / f.file : path;
+      const fs::path p = kind == InspectKind::checkpoint ? path / f.file : path;
       return p.string() + ": " + f.problem;
     }
   return "";
@@ -183,7 +183,7 @@ Inspection inspect_path(const fs::path& path) {
   if (!fs::exists(path, ec)) throw_usage(path.string(), ": no such file or directory");
   if (fs::is_regular_file(path, ec)) {
     ins.path = path;
-    ins.kind = "safetensors";
+    ins.kind = InspectKind::safetensors;
     FileEntry fe;
     fe.file = path.filename().string();
     inspect_safetensors(path, fe.file, fe, ins.tensors);
@@ -235,7 +235,7 @@ std::string render_inspection(const Inspection& ins, OutputFormat f) {
                {"problem", "problem", false}});
   for (const auto& fe : ins.files) {
     std::string status = !fe.problem.empty() ? "FAILED" : (fe.expected_crc32c ? "ok" : "not listed");
-    if (ins.kind == "safetensors" && fe.problem.empty()) status = "header ok";
+    if (ins.kind == InspectKind::safetensors && fe.problem.empty()) status = "header ok";
     files.add_row({Cell::str(fe.file), Cell::integer(static_cast<int64_t>(fe.bytes)),
                    Cell::integer(static_cast<int64_t>(fe.tensors)), Cell{int64_t{fe.crc32c}, hex32(fe.crc32c)},
                    fe.expected_crc32c ? Cell{int64_t{*fe.expected_crc32c}, hex32(*fe.expected_crc32c)} : Cell::null(),
@@ -246,7 +246,7 @@ std::string render_inspection(const Inspection& ins, OutputFormat f) {
     case OutputFormat::json: {
       nlohmann::ordered_json doc;
       doc["path"] = ins.path.string();
-      doc["kind"] = ins.kind;
+      doc["kind"] = std::string(choice_name(ins.kind));
       doc["step"] = ins.step >= 0 ? nlohmann::ordered_json(ins.step) : nlohmann::ordered_json(nullptr);
       doc["model_type"] = ins.model_type;
       doc["layout"] = ins.layout;
@@ -262,13 +262,13 @@ std::string render_inspection(const Inspection& ins, OutputFormat f) {
       return tensors.render(f);
     case OutputFormat::table:
     case OutputFormat::md: {
-      std::string head = ins.kind == "checkpoint"
+      std::string head = ins.kind == InspectKind::checkpoint
                              ? str("checkpoint ", ins.path.string(), ": step ", ins.step, ", ", ins.model_type, " model",
                                    ins.layout.empty() ? "" : ", layout " + ins.layout)
                              : str("safetensors ", ins.path.string());
       if (!ins.note.empty()) head += " (" + ins.note + ")";
       head += str("; ", ins.tensors.size(), " tensors, ", ins.tensor_bytes(), " bytes of tensor data\n\n");
-      files.add_note(ins.ok() ? (ins.kind == "checkpoint" ? "# every file matches the manifest's size and CRC-32C"
+      files.add_note(ins.ok() ? (ins.kind == InspectKind::checkpoint ? "# every file matches the manifest's size and CRC-32C"
                                                           : "# header valid; no manifest to compare checksums with")
                               : "# FAILED: " + ins.first_problem());
       files.add_note("# crc32c: CRC-32C (Castagnoli) in hex, of each tensor's bytes and of each whole file");

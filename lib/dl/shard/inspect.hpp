@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dl/cli/table.hpp"
+#include "dl/config/choice.hpp"
 
 namespace dl::shard {
 
@@ -34,9 +35,14 @@ struct FileEntry {
   std::string problem;                    // "" when intact (or nothing to compare with)
 };
 
+// What dl-shard inspect looked at; the names are the json's "kind".
+enum class InspectKind { checkpoint, safetensors };
+inline constexpr std::string_view kInspectKindNames[] = {"checkpoint", "safetensors"};
+constexpr std::span<const std::string_view> choice_names(InspectKind) { return kInspectKindNames; }
+
 struct Inspection {
   std::filesystem::path path;  // what was inspected (the checkpoint directory or the file)
-  std::string kind;            // "checkpoint" | "safetensors"
+  InspectKind kind = InspectKind::checkpoint;
   std::string note;            // e.g. "newest of 3 checkpoints in runs/a/checkpoints"
   int64_t step = -1;           // checkpoint step
   std::string model_type;      // checkpoint's model_type

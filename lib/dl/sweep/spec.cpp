@@ -8,6 +8,7 @@
 
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
+#include "dl/data/sources.hpp"
 #include "dl/io/input_file.hpp"
 #include "dl/sweep/toml_literal.hpp"
 
@@ -56,7 +57,8 @@ std::vector<std::string> reported_metrics(const Config& base) {
   if (base.train.precision == Precision::fp16) m.insert(m.end(), {"loss_scale", "skipped_steps"});
   if (!base.data.val_source.empty() || base.data.val_fraction > 0) {
     m.insert(m.end(), {"val_loss", "val_accuracy"});
-    if (base.data.source == "synthetic:addition") m.push_back("val_exact_match");
+    // Only the synthetic task (addition) has exact answers to match.
+    if (data::parse_source(base.data.source, "data.source").kind == SourceKind::synthetic) m.push_back("val_exact_match");
   }
   return m;
 }

@@ -47,7 +47,7 @@ json to_json(const TrialRecord& t, const SweepSpec& s) {
   json results = json::array();
   for (double r : t.results) results.push_back(std::isfinite(r) ? json(r) : json(nullptr));
   return {{"id", t.id},         {"params", params},   {"results", results}, {"ended", t.ended},
-          {"status", t.status}, {"reason", t.reason}, {"steps", t.steps},   {"seconds", t.seconds}};
+          {"status", std::string(choice_name(t.status))}, {"reason", t.reason}, {"steps", t.steps},   {"seconds", t.seconds}};
 }
 
 TrialRecord from_json(const json& j, const SweepSpec& s) {
@@ -57,7 +57,7 @@ TrialRecord from_json(const json& j, const SweepSpec& s) {
   for (const auto& r : j.at("results"))
     t.results.push_back(r.is_null() ? std::numeric_limits<double>::quiet_NaN() : r.get<double>());
   t.ended = j.at("ended").get<bool>();
-  t.status = j.at("status").get<std::string>();
+  t.status = choice_from_name<TrialStatus>(j.at("status").get<std::string>(), "trial status");
   t.reason = j.at("reason").get<std::string>();
   t.steps = j.at("steps").get<int64_t>();
   t.seconds = j.at("seconds").get<double>();
@@ -179,7 +179,8 @@ class Runner {
     bar_ = nullptr;
     if (forwarded) return false;
     for (const auto& t : s_.trials)
-      DL_CHECK(t.ended || t.status == "completed" || t.status == "stopped", "trial ", t.id, " is ", t.status,
+      DL_CHECK(t.ended || t.status == TrialStatus::completed || t.status == TrialStatus::stopped, "trial ", t.id, " is ",
+               choice_name(t.status),
                " at the end of the sweep");
     DL_CHECK(static_cast<int64_t>(s_.trials.size()) == s_.spec.trials, "the sweep ended with ", s_.trials.size(),
              " of ", s_.spec.trials, " trials started");
@@ -198,12 +199,12 @@ class Runner {
     const AshaDecision d = asha_decide(progress(), static_cast<int>(rungs_.size()), s_.spec.asha ? s_.spec.asha->eta : 2,
                                        s_.spec.goal);
     for (auto& t : s_.trials) {
-      if (t.status == "running" || t.ended) continue;
+      if (t.status == TrialStatus::running || t.ended) continue;
       const auto i = static_cast<size_t>(t.id);
       const int reached = static_cast<int>(t.results.size()) - 1;
-      if (d.stopped[i]) t.status = reached == static_cast<int>(rungs_.size()) - 1 ? "completed" : "stopped";
-      else if (reached == d.target[i]) t.status = "paused";
-      else if (t.status != "interrupted") t.status = "ready";
+      if (d.stopped[i]) t.status = reached == static_cast<int>(rungs_.size()) - 1 ? TrialStatus::completed : TrialStatus::stopped;
+      else if (reached == d.target[i]) t.status = TrialStatus::paused;
+      else if (t.status != TrialStatus::interrupted) t.status = TrialStatus::ready;
     }
     decision_ = d;
   }
@@ -277,7 +278,7 @@ class Runner {
     }
     args.insert(args.end(), {"--steps", std::to_string(rungs_[static_cast<size_t>(rung)])});
     if (s_.spec.nproc_per_node > 1) args.insert(args.end(), {"--nproc-per-node", std::to_string(s_.spec.nproc_per_node)});
-    t.status = "running";
+    t.status = TrialStatus::running;
     s_.save();
 
     auto c = std::make_unique<Child>();
@@ -341,18 +342,18 @@ class Runner {
     if (code == 0) {
       auto v = metric_at(run, m, steps, &last);
       if (!v) {
-        t.ended = true, t.status = "failed", t.reason = str("the run reported no ", m, " by step ", steps);
+        t.ended = true, t.status = TrialStatus::failed, t.reason = str("the run reported no ", m, " by step ", steps);
       } else {
         t.results.resize(static_cast<size_t>(rung));
         t.results.push_back(*v);
         t.steps = steps;
-        t.status = "done";
+        t.status = TrialStatus::done;
         log(str("trial ", t.id, ": ", m, " ", format_fixed(*v, 4), " at step ", steps));
       }
     } else if (code == kExitInterrupted && interrupted) {
       (void)metric_at(run, m, steps, &last);
       t.steps = last;
-      t.status = "interrupted";
+      t.status = TrialStatus::interrupted;
     } else {
       (void)metric_at(run, m, steps, &last);
       t.steps = last;
@@ -362,11 +363,11 @@ class Runner {
         // A diverged trial ranks below every result at the rung it was training to.
         t.results.resize(static_cast<size_t>(rung));
         t.results.push_back(std::numeric_limits<double>::quiet_NaN());
-        t.status = "diverged";
+        t.status = TrialStatus::diverged;
       } else {
-        t.status = "failed";
+        t.status = TrialStatus::failed;
       }
-      log(str("trial ", t.id, " ", t.status, ": ", t.reason));
+      log(str("trial ", t.id, " ", choice_name(t.status), ": ", t.reason));
     }
     if (!interrupted) settle();
   }
@@ -382,9 +383,9 @@ class Runner {
     int64_t done = 0, stopped = 0;
     int best = -1;
     for (const auto& t : s_.trials) {
-      if (t.status == "completed" || t.status == "stopped" || t.ended) ++done;
-      if (t.status == "stopped") ++stopped;
-      if (t.status == "completed" && !t.results.empty() &&
+      if (t.status == TrialStatus::completed || t.status == TrialStatus::stopped || t.ended) ++done;
+      if (t.status == TrialStatus::stopped) ++stopped;
+      if (t.status == TrialStatus::completed && !t.results.empty() &&
           (best < 0 || s_.spec.better(t.results.back(), s_.trials[static_cast<size_t>(best)].results.back())))
         best = static_cast<int>(t.id);
     }
@@ -449,7 +450,7 @@ SweepResult run_sweep(const SweepOptions& o) {
     st = load_state(o.dir);
     st.dir = o.dir;
     for (auto& t : st.trials)
-      if (t.status == "running") t.status = "interrupted";  // the sweep died while it ran
+      if (t.status == TrialStatus::running) t.status = TrialStatus::interrupted;  // the sweep died while it ran
   } else {
     st.sweep_file = fs::absolute(o.sweep_file);
     st.spec = load_sweep(o.sweep_file);
@@ -494,7 +495,7 @@ Table sweep_table(const SweepResult& r) {
     else row.push_back(Cell::num(t.results.back(), format_fixed(t.results.back(), 4)));
     row.push_back(Cell::integer(t.steps));
     row.push_back(Cell::num(t.seconds, format_duration(t.seconds)));
-    row.push_back(Cell::str(t.status));
+    row.push_back(Cell::str(std::string(choice_name(t.status))));
     Cell why = t.reason.empty() ? Cell::null() : Cell::str(t.reason);
     if (why.text.size() > 60) why.text = why.text.substr(0, 57) + "...";
     row.push_back(why);

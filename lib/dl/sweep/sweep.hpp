@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dl/cli/table.hpp"
+#include "dl/config/choice.hpp"
 #include "dl/sweep/spec.hpp"
 
 namespace dl::sweep {
@@ -26,16 +27,22 @@ struct SweepOptions {
   bool progress = false;             // the one-line progress display (a terminal)
 };
 
+// Where a trial stands; the names are the state file's and the table's.
+enum class TrialStatus { pending, ready, running, paused, done, completed, stopped, failed, diverged, interrupted };
+inline constexpr std::string_view kTrialStatusNames[] = {"pending", "ready",    "running",  "paused",   "done",
+                                                         "completed", "stopped", "failed", "diverged", "interrupted"};
+constexpr std::span<const std::string_view> choice_names(TrialStatus) { return kTrialStatusNames; }
+
 struct TrialRecord {
   int64_t id = 0;
   std::vector<std::string> values;  // TOML literals, one per spec param
   std::vector<double> results;      // the metric at each rung reached (one rung without asha)
   bool ended = false;               // failed or diverged
-  std::string status = "pending";   // running, paused, completed, stopped, failed, diverged, interrupted
+  TrialStatus status = TrialStatus::pending;
   std::string reason;               // why it failed or diverged
   int64_t steps = 0;                // optimizer steps the run has trained
   double seconds = 0;               // wall time of its processes
-  bool started() const { return status != "pending"; }
+  bool started() const { return status != TrialStatus::pending; }
 };
 
 struct SweepResult {
