@@ -16,14 +16,7 @@ namespace dl::sweep {
 
 namespace fs = std::filesystem;
 
-std::string method_name(Method m) {
-  switch (m) {
-    case Method::grid: return "grid";
-    case Method::random: return "random";
-    case Method::tpe: return "tpe";
-  }
-  return "?";
-}
+std::string method_name(Method m) { return std::string(choice_name(m)); }
 
 std::string distribution_name(Distribution d) {
   switch (d) {
@@ -266,9 +259,9 @@ SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& giv
     throw_usage(top.where("metric"), ": metric = \"", s.metric, "\" is not a metric dl-train reports for ",
                 s.base_config.filename().string(), " (it reports ", join(metrics), ")");
   if (auto g = top.string("goal")) {
-    if (*g == "minimize") s.goal = Goal::minimize;
-    else if (*g == "maximize") s.goal = Goal::maximize;
-    else throw_usage(top.where("goal"), ": goal = \"", *g, "\": use minimize or maximize");
+    const std::optional<Goal> goal = parse_choice<Goal>(*g);
+    if (!goal) throw_usage(top.where("goal"), ": goal = \"", *g, "\": use minimize or maximize");
+    s.goal = *goal;
   }
   s.jobs = top.integer("jobs", 1).value_or(1);
   s.nproc_per_node = top.integer("nproc_per_node", 1).value_or(1);
@@ -280,10 +273,9 @@ SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& giv
   only_keys(file, mt, "method", {"name", "seed", "trials", "startup", "batch"});
   Reader m{file, mt, "method"};
   const std::string mname = m.string("name").value_or("grid");
-  if (mname == "grid") s.method = Method::grid;
-  else if (mname == "random") s.method = Method::random;
-  else if (mname == "tpe") s.method = Method::tpe;
-  else throw_usage(m.where("name"), ": method.name = \"", mname, "\": use grid, random or tpe");
+  const std::optional<Method> method = parse_choice<Method>(mname);
+  if (!method) throw_usage(m.where("name"), ": method.name = \"", mname, "\": use grid, random or tpe");
+  s.method = *method;
   s.seed = static_cast<uint64_t>(m.integer("seed", 0).value_or(0));
   s.startup = m.integer("startup", 1).value_or(10);
   s.batch = m.integer("batch", 1).value_or(4);
@@ -322,7 +314,8 @@ SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& giv
     only_keys(file, *e->as_table(), "early_stopping", {"type", "min_steps", "eta", "max_steps"});
     Reader r{file, *e->as_table(), "early_stopping"};
     const std::string type = r.string("type").value_or("none");
-    if (type == "asha") {
+    const std::optional<EarlyStopping> stopping = parse_choice<EarlyStopping>(type);
+    if (stopping == EarlyStopping::asha) {
       Asha a;
       auto min = r.integer("min_steps", 1);
       if (!min) throw_usage(at(file, e->source()), ": early_stopping.min_steps is missing: the first rung's steps");
@@ -333,7 +326,7 @@ SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& giv
         throw_usage(r.where(r.table.get("max_steps") ? "max_steps" : "min_steps"), ": early_stopping: max_steps (",
                     a.max_steps, ") must be >= min_steps (", a.min_steps, ")");
       s.asha = a;
-    } else if (type != "none") {
+    } else if (!stopping) {
       throw_usage(r.where("type"), ": early_stopping.type = \"", type, "\": use asha or none");
     } else if (e->as_table()->size() > 1) {
       throw_usage(r.where("type"), ": early_stopping.type = \"none\" takes no other keys");

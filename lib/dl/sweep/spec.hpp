@@ -9,14 +9,24 @@
 #include <string>
 #include <vector>
 
+#include "dl/config/choice.hpp"
+
 namespace dl {
 struct Config;
 }
 
 namespace dl::sweep {
 
+// The sweep file's choices; each table is the file's spelling (goal, method.name, early_stopping.type).
 enum class Goal { minimize, maximize };
 enum class Method { grid, random, tpe };
+enum class EarlyStopping { none, asha };
+inline constexpr std::string_view kGoalNames[] = {"minimize", "maximize"};
+inline constexpr std::string_view kMethodNames[] = {"grid", "random", "tpe"};
+inline constexpr std::string_view kEarlyStoppingNames[] = {"none", "asha"};
+constexpr std::span<const std::string_view> choice_names(Goal) { return kGoalNames; }
+constexpr std::span<const std::string_view> choice_names(Method) { return kMethodNames; }
+constexpr std::span<const std::string_view> choice_names(EarlyStopping) { return kEarlyStoppingNames; }
 // values: a list (grid points; sampled methods pick one uniformly). The rest are distributions.
 enum class Distribution { values, uniform, log_uniform, int_uniform, choice };
 
