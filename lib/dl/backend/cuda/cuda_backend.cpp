@@ -206,7 +206,9 @@ void CudaBackend::Impl::gemm(const char* op, DType dt, bool ta, bool tb, int64_t
                                 static_cast<int>(ldd), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                    ctx(), " (cuBLAS fallback: alignments A ", al_a, ", B ", al_b, ", D ", al_d, ")");
   }
-  if (bias && !bias_epilogue) cuda::bias_add(dt, D, bias, n, m, stream);
+  // The bias goes in by itself where the epilogue was not asked for or cuBLASLt declined the
+  // GEMM and cublasGemmEx (no epilogue) ran instead.
+  if (bias && (!bias_epilogue || !have)) cuda::bias_add(dt, D, bias, n, m, stream);
 }
 
 // ---------------------------------------------------------------------------------------------
