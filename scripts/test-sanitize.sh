@@ -2,7 +2,7 @@
 # make test-sanitize (also part of make test): the test suite under sanitizers, CPU only, built
 # with clang at -O1 in separate build folders (docs/RELIABILITY.md):
 #   1. ASan + UBSan (+ libFuzzer coverage) in build-asan: every test suite (ctest), then every
-#      fuzz target for FUZZ_SECONDS_TEST seconds (default 15) from its seed corpus;
+#      fuzz target for FUZZ_SECONDS_TEST seconds (default 10) from its seed corpus;
 #   2. TSan in build-tsan: the thread pool (test_core) and dist/ (test_dist: Gloo collectives,
 #      the launcher, dl-train's ranks).
 # Any sanitizer report fails the run. Suppressions (tests/sanitizers/*.supp) cover third-party
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
 ASAN_BUILD=${ASAN_BUILD:-build-asan}
 TSAN_BUILD=${TSAN_BUILD:-build-tsan}
-FUZZ_SECONDS_TEST=${FUZZ_SECONDS_TEST:-15}
+FUZZ_SECONDS_TEST=${FUZZ_SECONDS_TEST:-10}
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 supp="$PWD/tests/sanitizers"
