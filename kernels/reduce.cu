@@ -1,6 +1,8 @@
 // Reductions with a fixed order of operations (the same bits on every run and every GPU):
 // column sums over row chunks (bias and LayerNorm parameter gradients) and whole-tensor sums in
 // double (loss sums, gradient norms).
+#include <algorithm>
+
 #include "common.cuh"
 
 namespace dl::cuda {
@@ -85,13 +87,16 @@ void column_sum_finish(DType dt, void* dst, const float* partial, int64_t chunks
 
 void sum_to_double(DType dt, double* result, double* partial, const void* x, int64_t n, bool squares,
                    cudaStream_t stream) {
+  // As many blocks as have work, up to kSumBlocks: a function of n alone, so the order of the
+  // additions (and the bits) is still fixed for a given tensor size.
+  const int blocks = static_cast<int>(std::clamp<int64_t>((n + 255) / 256, 1, kSumBlocks));
   dispatch_float(dt, "sum", [&](auto z) {
     using T = decltype(z);
-    launch("sum_partial_kernel", sum_partial_kernel<T>, kSumBlocks, 256, 0, stream, partial, static_cast<const T*>(x),
-           n, squares);
+    launch("sum_partial_kernel", sum_partial_kernel<T>, blocks, 256, 0, stream, partial, static_cast<const T*>(x), n,
+           squares);
   });
   DL_KERNEL_CHECK("sum_partial_kernel", "n=", n);
-  launch("sum_finish_kernel", sum_finish_kernel, 1, 256, 0, stream, result, partial, kSumBlocks);
+  launch("sum_finish_kernel", sum_finish_kernel, 1, 256, 0, stream, result, partial, blocks);
   DL_KERNEL_CHECK("sum_finish_kernel", "n=", n);
 }
 
