@@ -264,12 +264,13 @@ if want test && need test test_cuda backend-ops; then
   fi
   if [ "${SANITIZE:-0}" = 1 ]; then
     if command -v compute-sanitizer > /dev/null; then
-      # The arena is one cudaMalloc: memcheck sees accesses outside it, not between its blocks.
-      # backend-ops runs every kernel in every dtype; the tests that start other processes
-      # (PyTorch, dl-bench) would take minutes under the sanitizer and check no kernel of ours.
-      note "compute-sanitizer memcheck + racecheck over backend-ops test on the GPU"
-      run_for 240 compute-sanitizer --tool memcheck --error-exitcode 1 "$BUILD/bin/backend-ops" test -b cuda \
-        > "$LOGS/memcheck.log" 2>&1
+      # The arena fenced (DL_CUDA_ARENA_FENCED=1: a cudaMalloc per tensor), so memcheck sees every
+      # tensor's ends, not only the arena's. backend-ops runs every kernel in every dtype; the
+      # tests that start other processes (PyTorch, dl-bench) would take minutes under the
+      # sanitizer and check no kernel of ours.
+      note "compute-sanitizer memcheck + racecheck over backend-ops test on the GPU, arena fenced"
+      run_for 240 env DL_CUDA_ARENA_FENCED=1 compute-sanitizer --tool memcheck --error-exitcode 1 \
+        "$BUILD/bin/backend-ops" test -b cuda > "$LOGS/memcheck.log" 2>&1
       rc=$?
       if [ $rc = 0 ]; then row memcheck ok "no errors"; else row memcheck FAIL "$(why $rc "$LOGS/memcheck.log") (memcheck.log)"; fi
       run_for 240 compute-sanitizer --tool racecheck --error-exitcode 1 "$BUILD/bin/backend-ops" test -b cuda \

@@ -123,6 +123,46 @@ TEST_CASE("emulated memory: the registry names the block an address is in, or th
   CHECK_FALSE(find_allocation(pa));
 }
 
+TEST_CASE("emulated memory: a freed block stays reserved and inaccessible, named as freed") {
+  void* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 1000) == cudaSuccess);
+  auto* bytes = static_cast<unsigned char*>(p);
+  const uint64_t serial = find_allocation(bytes)->serial;
+  const size_t quarantined = quarantined_allocations();
+  REQUIRE(cudaFree(p) == cudaSuccess);
+  CHECK(quarantined_allocations() == quarantined + 1);
+  CHECK_FALSE(find_allocation(bytes + 10));  // not a live block ...
+  auto freed = find_allocation(bytes + 10, true);
+  REQUIRE(freed);  // ... but the report of a fault there names the block it was
+  CHECK(freed->freed);
+  CHECK(freed->serial == serial);
+  CHECK(freed->describe().rfind("freed device allocation #", 0) == 0);
+  // A use after free faults instead of reading a newer block's bytes.
+  CHECK(died_of_segv(in_child([&] { (void)static_cast<volatile unsigned char*>(p)[10]; })));
+  void* q = nullptr;
+  REQUIRE(cudaMalloc(&q, 1000) == cudaSuccess);
+  CHECK(q != p);  // its addresses are not handed out again while quarantined
+  CHECK(cudaFree(q) == cudaSuccess);
+}
+
+TEST_CASE("emulated memory: a byte written outside a block's own bytes but inside its pages is found") {
+  REQUIRE(first_stray_write() == nullptr);
+  void* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 1000) == cudaSuccess);  // 24 bytes of slack to 1024, and a lead before it
+  auto* bytes = static_cast<unsigned char*>(p);
+  bytes[0] = 1, bytes[999] = 2;  // its own bytes: fine
+  CHECK(first_stray_write() == nullptr);
+  bytes[1000 + 5] = 0;  // in the slack after the end
+  CHECK(first_stray_write() == bytes + 1005);
+  bytes[1005] = 0xFF;
+  CHECK(first_stray_write() == nullptr);
+  bytes[-3] = 7;  // in the lead before the start (the block does not start at its page)
+  CHECK(first_stray_write() == bytes - 3);
+  bytes[-3] = 0xFF;
+  CHECK(first_stray_write() == nullptr);
+  CHECK(cudaFree(p) == cudaSuccess);
+}
+
 TEST_CASE("emulated memory: freeing a pointer that is not a live block is cudaErrorInvalidValue, not a crash") {
   (void)cudaGetLastError();
   void* p = nullptr;

@@ -105,11 +105,20 @@ void prepare_cuda_process() {
     o.local_world = launch.local_world;
     const char* sync = std::getenv("DL_CUDA_SYNC");
     o.sync_each_op = sync && *sync && std::strcmp(sync, "0") != 0;
+    // DL_CUDA_ARENA_FENCED=1: a cudaMalloc per tensor, so compute-sanitizer sees each tensor's
+    // ends. The emulated device (a build for finding bugs) fences unless told 0.
+    const char* fenced = std::getenv("DL_CUDA_ARENA_FENCED");
+#ifdef DL_CUDA_EMULATION
+    o.fenced_arena = !(fenced && std::strcmp(fenced, "0") == 0);
+#else
+    o.fenced_arena = fenced && *fenced && std::strcmp(fenced, "0") != 0;
+#endif
     o.on_open = [](const CudaBackend& be) {
       const CudaDeviceInfo& i = be.info();
       log_info(str("CUDA: cuda:", i.device, " ", i.name, " (sm_", i.cc_major, i.cc_minor, ", ", i.multiprocessors,
                    " SMs, ", format_bytes(double(i.total_bytes), true), "), device arena ",
-                   format_bytes(double(be.arena_stats().capacity), true), " reserved",
+                   format_bytes(double(be.arena_stats().capacity), true),
+                   be.arena_stats().fenced ? " (fenced: a cudaMalloc per tensor, DL_CUDA_ARENA_FENCED)" : " reserved",
                    be.syncs_each_op() ? "; DL_CUDA_SYNC=1: synchronizing after every op" : ""));
     };
     set_cuda_process_options(std::move(o));

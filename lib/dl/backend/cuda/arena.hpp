@@ -5,8 +5,15 @@
 //
 // Reuse is safe because every op of the backend runs on one stream: memory released by the host
 // and handed out again is only touched by work queued after the work that used it before.
+//
+// Fenced backing (for finding bugs, never for speed): the same first fit over the same offsets,
+// the same peak and the same out-of-memory error, but each block is a cudaMalloc of exactly the
+// bytes asked for, freed on release. compute-sanitizer (on a GPU) or the emulated device's guard
+// pages then see every tensor's ends, so a kernel running past one tensor into its neighbour,
+// or using a released one, faults instead of corrupting the neighbour silently.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -18,7 +25,8 @@ namespace dl::cuda {
 class DeviceArena {
  public:
   static constexpr size_t kAlignment = 256;  // what cuBLASLt's fastest kernels want
-  DeviceArena(int device, size_t capacity);
+  enum class Backing { packed, fenced };
+  DeviceArena(int device, size_t capacity, Backing backing = Backing::packed);
   ~DeviceArena();
   DeviceArena(const DeviceArena&) = delete;
   DeviceArena& operator=(const DeviceArena&) = delete;
@@ -27,14 +35,26 @@ class DeviceArena {
   void* allocate(size_t bytes, const std::string& what);
   void release(void* p);
   CudaArenaStats stats() const;
+  Backing backing() const { return backing_; }
+  // Which tensor an address belongs to or lies just past: "inside the cuBLASLt workspace (byte 8
+  // of 33554432)", "4 bytes after the end of <what> (1024 bytes)"; empty when no block is near.
+  std::string describe(const void* p) const;
 
  private:
+  struct Block {
+    size_t need = 0;   // bytes of the arena it takes (rounded up to kAlignment)
+    size_t bytes = 0;  // bytes asked for
+    std::string what;
+    char* memory = nullptr;  // where it is: base_ + offset, or its own cudaMalloc (fenced)
+  };
   int device_;
-  char* base_ = nullptr;
+  Backing backing_;
+  char* base_ = nullptr;  // packed only
   size_t capacity_ = 0;
   mutable std::mutex mu_;
-  std::map<size_t, size_t> free_;  // offset -> bytes, no two adjacent
-  std::map<size_t, size_t> used_;  // offset -> bytes
+  std::map<size_t, size_t> free_;           // offset -> bytes, no two adjacent
+  std::map<size_t, Block> used_;            // offset -> block
+  std::map<uintptr_t, size_t> by_address_;  // block memory -> offset
   size_t in_use_ = 0, peak_ = 0;
 };
 

@@ -215,15 +215,24 @@ void CudaBackend::Impl::gemm(const char* op, DType dt, bool ta, bool tb, int64_t
 
 #ifdef DL_CUDA_EMULATION
 namespace {
+const cuda::DeviceArena* g_described_arena = nullptr;  // the open backend's, for fault reports
+
 // For the emulator's report of a kernel's global-memory fault: the device allocation the address
-// ran past (its guard pages are what faulted).
+// ran past (its guard pages are what faulted) and the tensor of the arena it belongs to.
 std::string describe_device_address(const void* address) {
-  const auto found = cuda_emu::find_allocation(address, true);
-  if (!found) return "";
-  const auto* at = static_cast<const unsigned char*>(address);
-  if (at < found->base) return std::to_string(found->base - at) + " bytes before " + found->describe();
-  if (found->contains(address)) return "inside " + found->describe();
-  return std::to_string(at - (found->base + found->size)) + " bytes after the end of " + found->describe();
+  std::string where;
+  if (const auto found = cuda_emu::find_allocation(address, true)) {
+    const auto* at = static_cast<const unsigned char*>(address);
+    if (at < found->base)
+      where = std::to_string(found->base - at) + " bytes before " + found->describe();
+    else if (found->freed || found->contains(address))
+      where = "inside " + found->describe();
+    else
+      where = std::to_string(at - (found->base + found->size)) + " bytes after the end of " + found->describe();
+  }
+  const std::string tensor = g_described_arena ? g_described_arena->describe(address) : std::string();
+  if (!tensor.empty()) where += (where.empty() ? "" : ": ") + tensor;
+  return where;
 }
 }  // namespace
 #endif
@@ -236,6 +245,7 @@ CudaBackend::CudaBackend(int device, const CudaProcessOptions& options)
   Impl& I = *impl_;
 #ifdef DL_CUDA_EMULATION
   emu::set_address_describer(describe_device_address);
+  emu::set_stray_write_finder(cuda_emu::first_stray_write);
 #endif
   I.info = cuda_probe();
   if (!I.info.usable) throw_usage("no usable CUDA GPU: ", I.info.reason);
@@ -260,7 +270,11 @@ CudaBackend::CudaBackend(int device, const CudaProcessOptions& options)
   DL_CUBLAS_CALL(cublasCreate(&I.blas), "creating the cuBLAS handle");
   DL_CUBLAS_CALL(cublasSetStream(I.blas, I.stream), "binding the cuBLAS handle to the stream");
   const size_t capacity = arena_bytes_for(I.info, options);
-  I.arena = std::make_shared<cuda::DeviceArena>(device, capacity);
+  I.arena = std::make_shared<cuda::DeviceArena>(
+      device, capacity, options.fenced_arena ? cuda::DeviceArena::Backing::fenced : cuda::DeviceArena::Backing::packed);
+#ifdef DL_CUDA_EMULATION
+  g_described_arena = I.arena.get();
+#endif
   I.workspace = I.arena->allocate(kWorkspaceBytes, "the cuBLASLt workspace");
   I.sum_result = static_cast<double*>(I.arena->allocate(sizeof(double), "the sum result"));
   I.sum_partial = static_cast<double*>(I.arena->allocate(sizeof(double) * cuda::kSumBlocks, "the sum partials"));
@@ -270,6 +284,9 @@ CudaBackend::~CudaBackend() {
   Impl& I = *impl_;
   // Errors are ignored: at process exit the runtime may be going away first.
   if (I.stream) (void)cudaStreamSynchronize(I.stream);
+#ifdef DL_CUDA_EMULATION
+  g_described_arena = nullptr;
+#endif
   if (I.arena) {
     I.arena->release(I.workspace);
     I.arena->release(I.sum_result);

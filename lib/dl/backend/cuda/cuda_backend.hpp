@@ -6,7 +6,8 @@
 // Memory: every tensor this backend creates lives in one device arena per process, reserved up
 // front (CudaProcessOptions::arena_bytes, from DL_CUDA_ARENA=<size>, e.g. 40GiB; default 90% of
 // the GPU's free memory shared among the ranks on the node that use it) and reported when it is
-// created.
+// created. Fenced (CudaProcessOptions::fenced_arena, DL_CUDA_ARENA_FENCED=1; the emulated
+// device's default) each tensor is a cudaMalloc of its own, for compute-sanitizer to check.
 //
 // The backend reads no environment and knows no launcher: the program tells it where the
 // process sits on its node and what it asks of the GPU (CudaProcessOptions) before it probes or
@@ -55,6 +56,9 @@ struct CudaProcessOptions {
   // context, cuBLAS, cuDNN and NCCL grow beside it), split evenly among the ranks sharing the GPU.
   std::optional<size_t> arena_bytes;
   bool sync_each_op = false;  // synchronize after every op, so a faulting kernel's op is named
+  // Each tensor its own cudaMalloc (cuda::DeviceArena's fenced backing), so compute-sanitizer or
+  // the emulated device catches a kernel that runs past a tensor; for debugging, never for speed.
+  bool fenced_arena = false;
   // Called once when cuda_backend() has opened the GPU (the program logs what it got).
   std::function<void(const CudaBackend&)> on_open;
 };
@@ -77,6 +81,7 @@ struct CudaArenaStats {
   size_t in_use = 0;    // bytes handed out now
   size_t peak = 0;      // most bytes handed out at once
   int64_t live_blocks = 0;
+  bool fenced = false;  // a cudaMalloc per block (CudaProcessOptions::fenced_arena)
 };
 
 class CudaBackend final : public Backend {

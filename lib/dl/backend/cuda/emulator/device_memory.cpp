@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace dl::cuda_emu {
 namespace {
@@ -33,6 +35,9 @@ struct Block {
 struct Registry {
   std::mutex mu;
   std::map<uintptr_t, Block> blocks;  // by base
+  std::map<uintptr_t, Block> freed;   // quarantined, by base
+  std::deque<uintptr_t> freed_order;  // oldest first
+  size_t freed_map_bytes = 0;
   std::map<uintptr_t, size_t> host;   // pinned host blocks by address
   size_t allocated = 0;
   uint64_t next_serial = 1;
@@ -80,18 +85,42 @@ std::optional<size_t> configured_total() {
   return total;
 }
 
-// The block whose mapping (guards included) holds p.
-const Block* block_near(const Registry& r, uintptr_t p) {
-  auto it = r.blocks.upper_bound(p);
-  if (it != r.blocks.end()) {
+// The block of `blocks` whose mapping (guards included) holds p.
+const Block* block_near(const std::map<uintptr_t, Block>& blocks, uintptr_t p) {
+  auto it = blocks.upper_bound(p);
+  if (it != blocks.end()) {
     const Block& b = it->second;
     if (p >= reinterpret_cast<uintptr_t>(b.map)) return &b;
   }
-  if (it != r.blocks.begin()) {
+  if (it != blocks.begin()) {
     const Block& b = std::prev(it)->second;
     if (p < reinterpret_cast<uintptr_t>(b.map) + b.map_bytes) return &b;
   }
   return nullptr;
+}
+
+// The first byte of [p, p + n) that is not 0xFF, or nullptr.
+const unsigned char* first_unpoisoned(const unsigned char* p, size_t n) {
+  static const std::vector<unsigned char> poison(4096, 0xFF);
+  for (size_t off = 0; off < n; off += poison.size()) {
+    const size_t len = std::min(poison.size(), n - off);
+    if (std::memcmp(p + off, poison.data(), len) == 0) continue;
+    for (size_t i = 0; i < len; ++i)
+      if (p[off + i] != 0xFF) return p + off + i;
+  }
+  return nullptr;
+}
+
+// Drops the oldest quarantined blocks until the quarantine fits its budgets.
+void trim_quarantine(Registry& r) {
+  while ((r.freed_map_bytes > kQuarantineBytes || r.freed.size() > kQuarantineBlocks) && !r.freed_order.empty()) {
+    auto it = r.freed.find(r.freed_order.front());
+    r.freed_order.pop_front();
+    if (it == r.freed.end()) continue;
+    munmap(it->second.map, it->second.map_bytes);
+    r.freed_map_bytes -= it->second.map_bytes;
+    r.freed.erase(it);
+  }
 }
 
 }  // namespace
@@ -102,19 +131,32 @@ bool DeviceAllocation::contains(const void* p, size_t bytes) const {
 }
 
 std::string DeviceAllocation::describe() const {
-  char text[96];
-  std::snprintf(text, sizeof text, "device allocation #%llu (%zu bytes at %p)", static_cast<unsigned long long>(serial),
-                size, static_cast<const void*>(base));
+  char text[112];
+  std::snprintf(text, sizeof text, "%sdevice allocation #%llu (%zu bytes at %p)", freed ? "freed " : "",
+                static_cast<unsigned long long>(serial), size, static_cast<const void*>(base));
   return text;
 }
 
 std::optional<DeviceAllocation> find_allocation(const void* p, bool nearby) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  const Block* b = block_near(r, reinterpret_cast<uintptr_t>(p));
-  if (!b) return std::nullopt;
-  if (nearby || b->a.contains(p)) return b->a;
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  if (const Block* b = block_near(r.blocks, at); b && (nearby || b->a.contains(p))) return b->a;
+  if (const Block* b = nearby ? block_near(r.freed, at) : nullptr) return b->a;
   return std::nullopt;
+}
+
+const void* first_stray_write() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  const size_t page = page_bytes();
+  for (const auto& [base, b] : r.blocks) {
+    const unsigned char* lead = b.map + page;
+    if (const auto* hit = first_unpoisoned(lead, static_cast<size_t>(b.a.base - lead))) return hit;
+    const size_t span = round_up(b.a.size, kAlignment);
+    if (const auto* hit = first_unpoisoned(b.a.base + b.a.size, span - b.a.size)) return hit;
+  }
+  return nullptr;
 }
 
 bool is_device_range(const void* p, size_t bytes) {
@@ -164,9 +206,21 @@ cudaError_t release(void* p) {
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.blocks.find(reinterpret_cast<uintptr_t>(p));
   if (it == r.blocks.end()) return cudaErrorInvalidValue;  // not a block's start, or freed already
-  munmap(it->second.map, it->second.map_bytes);
-  r.allocated -= it->second.a.size;
+  Block b = it->second;
+  r.allocated -= b.a.size;
   r.blocks.erase(it);
+  // Quarantine: the pages go back to the system, the addresses stay reserved and inaccessible.
+  if (mmap(b.map, b.map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
+      MAP_FAILED) {
+    munmap(b.map, b.map_bytes);
+    return cudaSuccess;
+  }
+  b.a.freed = true;
+  const auto key = reinterpret_cast<uintptr_t>(b.a.base);
+  r.freed.emplace(key, b);
+  r.freed_order.push_back(key);
+  r.freed_map_bytes += b.map_bytes;
+  trim_quarantine(r);
   return cudaSuccess;
 }
 
@@ -182,6 +236,12 @@ size_t live_allocations() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   return r.blocks.size();
+}
+
+size_t quarantined_allocations() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.freed.size();
 }
 
 cudaError_t allocate_host(void** out, size_t bytes) {

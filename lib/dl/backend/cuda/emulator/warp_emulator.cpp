@@ -129,6 +129,7 @@ thread_local uint64_t g_seed = 0;
 thread_local std::map<const void*, size_t> g_shared_limits;  // raised by func_set_max_dynamic_shared
 thread_local char g_fault[512];                              // written by the SIGSEGV handler
 AddressDescriber g_describe_address = nullptr;
+StrayWriteFinder g_find_stray_write = nullptr;
 
 Thread& me() {
   if (!g_thread) throw std::logic_error("warp emulator: called outside an emulated kernel");
@@ -496,6 +497,7 @@ void sync_block(const char* site) { arrive(Wait::block, site); }
 void sync_warp() { arrive(Wait::warp, "__syncwarp"); }
 Counters& counters() { return g_counters; }
 void set_address_describer(AddressDescriber describe) { g_describe_address = describe; }
+void set_stray_write_finder(StrayWriteFinder find) { g_find_stray_write = find; }
 
 void set_order(Order order, uint64_t seed) {
   g_order = order;
@@ -685,6 +687,20 @@ void launch(const char* name, const void* kernel, dim3 grid, dim3 block, size_t 
     if (!f->idle) f->running = false, f->thread = nullptr;
   g_launch = nullptr;
   if (!error.empty()) throw std::runtime_error(error);
+  // A write into an allocation's slack (past its end, short of the guard page) faults on no page;
+  // compute-sanitizer would have reported it at the access, so report it now, as a fault.
+  if (const void* stray = g_find_stray_write ? g_find_stray_write() : nullptr) {
+    const std::string near = g_describe_address ? g_describe_address(stray) : std::string();
+    std::fprintf(stderr,
+                 "========= Invalid __global__ write (emulated device)\n"
+                 "=========     by a thread of kernel %s (found after the launch: the bytes past an allocation's "
+                 "end that no guard page covers are checked after every launch)\n"
+                 "=========     Address %p is %s\n"
+                 "========= The kernel faulted: aborting (a GPU's context is lost after such a fault)\n",
+                 name, stray, near.empty() ? "outside every device allocation" : near.c_str());
+    std::fflush(stderr);
+    std::abort();
+  }
 }
 
 }  // namespace dl::emu

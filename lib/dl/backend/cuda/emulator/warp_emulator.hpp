@@ -105,6 +105,12 @@ inline void launch(dim3 grid, dim3 block, size_t shared_bytes, const std::functi
 // ..."), for the fault report; set by the emulated device's runtime, empty when none is.
 using AddressDescriber = std::string (*)(const void* address);
 void set_address_describer(AddressDescriber describe);
+// Asked after every launch: a byte the launch wrote past an allocation's end where no guard page
+// could stop it (the emulated device's alignment slack), or nullptr. When one is found the
+// launch is reported like a faulting access (the kernel and the allocation, not the thread) and
+// the process aborts. Set by the emulated device's runtime; none in tests/kernels.
+using StrayWriteFinder = const void* (*)();
+void set_stray_write_finder(StrayWriteFinder find);
 
 struct Counters {
   uint64_t blocks = 0, block_syncs = 0, warp_syncs = 0, mmas = 0;
