@@ -87,14 +87,14 @@ int main(int argc, char** argv) {
 
   auto* gemm = app.add_subcommand("gemm", "Achieved FLOP/s of C = A B and the share of the device's peak");
   std::string g_sizes, g_dtype = "fp32";
-  gemm->add_option("--sizes", g_sizes, "Comma-separated N (N x N x N) or MxNxK (default CPU 512,1024,2048)");
+  gemm->add_option("--sizes", g_sizes, "Comma-separated N (N x N x N) or MxNxK (default CPU 512,1024,2048; GPU 1024,4096,8192; emulated GPU 64,128,256)");
   gemm->add_option("--dtype", g_dtype, "fp32 | tf32 | bf16 | fp16 (the CPU computes fp32)");
   add_common(gemm, gemm_f);
   gemm->footer("Example:\n  dl-bench gemm --sizes 1024,4096x4096x1024 --repeat 20 --format json");
 
   auto* memory = app.add_subcommand("memory", "Copy bandwidth: bytes read plus bytes written per second");
   std::string m_bytes;
-  memory->add_option("--bytes", m_bytes, "Size of one copy (default 256MiB), e.g. 1GiB");
+  memory->add_option("--bytes", m_bytes, "Size of one copy (default CPU 256MiB, GPU 1GiB, emulated GPU 16MiB), e.g. 1GiB");
   add_common(memory, mem_f);
   memory->footer("Example:\n  dl-bench memory --bytes 1GiB --repeat 20");
 

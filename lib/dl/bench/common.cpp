@@ -124,6 +124,14 @@ Report with_emulation_marked(const Report& report) {
 #endif
 }
 
+bool is_emulated([[maybe_unused]] const DeviceInfo& dev) {
+#ifdef DL_CUDA_EMULATION
+  return dev.device_type == DeviceKind::cuda;
+#else
+  return false;
+#endif
+}
+
 std::string rate_text(const DeviceInfo& dev, double rate, const char* unit) {
 #ifdef DL_CUDA_EMULATION
   if (dev.device_type == DeviceKind::cuda) return "ran on the emulated device (no speed)";

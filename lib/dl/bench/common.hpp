@@ -82,6 +82,10 @@ struct Report {
 // the emulator's times are the CPU's, never a GPU's speed. Says so once on stderr. Other builds:
 // the report as given.
 Report with_emulation_marked(const Report& report);
+// Whether rows measured on `dev` come from the emulated CUDA device (a DL_CUDA_EMULATION build):
+// no peak applies, and the default sizes are the emulator's (it runs a GPU thread as a fiber).
+bool is_emulated(const DeviceInfo& dev);
+inline constexpr const char* kEmulatedPeak = "none: the emulated device has no speed";
 // A measured rate for the progress log: format_si(rate, unit), or no number for the emulated device.
 std::string rate_text(const DeviceInfo& dev, double rate, const char* unit);
 

@@ -202,8 +202,9 @@ Report run_gemm(const GemmOptions& o, const CommonOptions& common) {
 #endif
   std::vector<GemmShape> sizes = o.sizes;
   if (sizes.empty())
-    sizes = gpu ? std::vector<GemmShape>{{1024, 1024, 1024}, {4096, 4096, 4096}, {8192, 8192, 8192}}
-                : std::vector<GemmShape>{{512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}};
+    sizes = is_emulated(dev) ? std::vector<GemmShape>{{64, 64, 64}, {128, 128, 128}, {256, 256, 256}}
+            : gpu            ? std::vector<GemmShape>{{1024, 1024, 1024}, {4096, 4096, 4096}, {8192, 8192, 8192}}
+                             : std::vector<GemmShape>{{512, 512, 512}, {1024, 1024, 1024}, {2048, 2048, 2048}};
   const int repeat = repeat_or(common, 10), warmup = warmup_or(common, 2);
 
   Report report;

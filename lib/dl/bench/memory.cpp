@@ -57,7 +57,7 @@ Report run_memory_cuda(const MemoryOptions& o, const CommonOptions& common) {
   const CudaBenchDevice gpu = cuda_bench_device();
   DeviceInfo dev = gpu.info;
   dev.library = "CUDA runtime cudaMemcpyAsync";
-  const double bytes_d = o.bytes > 0 ? o.bytes : 1024.0 * 1024 * 1024;
+  const double bytes_d = o.bytes > 0 ? o.bytes : is_emulated(dev) ? 16.0 * 1024 * 1024 : 1024.0 * 1024 * 1024;
   if (bytes_d < 4096) throw_option_error("{bytes} ", bytes_d, ": copy at least 4 KiB");
   if (gpu.free_bytes > 0 && 2 * bytes_d > 0.5 * gpu.free_bytes)
     throw_option_error("{bytes} ", format_bytes(bytes_d), ": source and destination need ", format_bytes(2 * bytes_d),

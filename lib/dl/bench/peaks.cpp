@@ -17,6 +17,7 @@ std::optional<plan::GpuSpec> spec_of(const DeviceInfo& d) {
 
 Peak compute_peak(const DeviceInfo& device, MathPrecision precision) {
   const std::string dtype(choice_name(precision));
+  if (is_emulated(device)) return {std::nullopt, kEmulatedPeak};
   if (device.device_type == DeviceKind::cuda) {
     auto spec = spec_of(device);
     if (!spec) return {std::nullopt, "unknown: " + device.device + " is not in dlkit's GPU table"};
@@ -31,6 +32,7 @@ Peak compute_peak(const DeviceInfo& device, MathPrecision precision) {
 }
 
 Peak memory_peak(const DeviceInfo& device) {
+  if (is_emulated(device)) return {std::nullopt, kEmulatedPeak};
   if (device.device_type == DeviceKind::cuda) {
     auto spec = spec_of(device);
     if (!spec || spec->memory_bw <= 0) return {std::nullopt, "unknown: " + device.device + " is not in dlkit's GPU table"};
@@ -40,6 +42,7 @@ Peak memory_peak(const DeviceInfo& device) {
 }
 
 Peak host_link_peak(const DeviceInfo& device) {
+  if (is_emulated(device)) return {std::nullopt, kEmulatedPeak};
   auto spec = device.device_type == DeviceKind::cuda ? spec_of(device) : std::nullopt;
   if (!spec || spec->host_bw <= 0) return {std::nullopt, "unknown: " + device.device + " has no host-link bandwidth in dlkit's GPU table"};
   return {spec->host_bw, "dlkit's GPU table: " + spec->model + " host link, one direction (practical)"};
