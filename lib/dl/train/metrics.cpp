@@ -2,6 +2,7 @@
 // RUN/memory.json and RUN/summary.json.
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -19,13 +20,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The device arena's high-water mark on a GPU backend; 0 on the CPU.
-double device_peak_bytes(Backend& be) {
+// The device arena's high-water mark on a GPU backend, and what of it the backend holds for
+// itself (cuBLASLt workspace, reduction scratch); 0 on the CPU.
+std::pair<double, double> device_peak_bytes(Backend& be) {
 #ifdef DL_HAVE_CUDA
-  if (auto* cuda = dynamic_cast<CudaBackend*>(&be)) return static_cast<double>(cuda->arena_stats().peak);
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&be)) {
+    const CudaArenaStats s = cuda->arena_stats();
+    return {static_cast<double>(s.peak), static_cast<double>(s.backend_own)};
+  }
 #endif
   (void)be;
-  return 0;
+  return {0, 0};
 }
 
 // Every rank's numbers gathered to every rank (small vectors: timings, memory).
@@ -120,10 +125,11 @@ void write_memory_report(const TrainOptions& opt, parallel::Mesh& mesh, parallel
                          Backend& be, int64_t params_total) {
   const Config& cfg = opt.config;
   parallel::MemoryUse m = engine.memory();
+  const auto [device_peak, device_own] = device_peak_bytes(be);
   auto rows = gather_rows(mesh.world(), {double(mesh.dp_rank()), double(mesh.tp_rank()), double(mesh.pp_rank()),
                                          double(m.params), double(m.grads), double(m.optimizer),
                                          double(m.optimizer_host), double(m.transient),
-                                         double(model.activation_bytes()), double(device_peak_bytes(be))});
+                                         double(model.activation_bytes()), device_peak, device_own});
   if (mesh.rank() != 0) return;
   ojson ranks = ojson::array();
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -133,8 +139,13 @@ void write_memory_report(const TrainOptions& opt, parallel::Mesh& mesh, parallel
                      {"optimizer_bytes", int64_t(v[5])}, {"optimizer_host_bytes", int64_t(v[6])},
                      {"transient_bytes", int64_t(v[7])}, {"activation_bytes", int64_t(v[8])}});
     // On a GPU: the most bytes the device arena handed out at once (through the first step),
-    // i.e. everything the run allocated on the device; CUDA's own context is not included.
-    if (!be.device().is_cpu()) ranks.back()["device_peak_bytes"] = int64_t(v[9]);
+    // i.e. everything the run allocated on the device; CUDA's own context is not included. Of
+    // it, the backend's own buffers (cuBLASLt workspace, reduction scratch), which dl-shard
+    // plan counts in its overhead allowance rather than in the model's memory.
+    if (!be.device().is_cpu()) {
+      ranks.back()["device_peak_bytes"] = int64_t(v[9]);
+      ranks.back()["device_backend_bytes"] = int64_t(v[10]);
+    }
   }
   const parallel::MeshShape& shape = mesh.shape();
   ojson report{{"layout", {{"dp", shape.dp}, {"tp", shape.tp}, {"pp", shape.pp}, {"zero", cfg.parallel.zero},

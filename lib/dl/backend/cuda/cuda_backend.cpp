@@ -79,6 +79,7 @@ struct CudaBackend::Impl {
   void* workspace = nullptr;
   double* sum_result = nullptr;   // [1]
   double* sum_partial = nullptr;  // [kSumBlocks]
+  size_t own_bytes = 0;            // the arena's bytes the three above take
   bool sync_each_op = false;
   // Heuristic choices per GEMM shape (cuBLASLt's heuristic query costs more than the GEMM for
   // small shapes).
@@ -278,6 +279,7 @@ CudaBackend::CudaBackend(int device, const CudaProcessOptions& options)
   I.workspace = I.arena->allocate(kWorkspaceBytes, "the cuBLASLt workspace");
   I.sum_result = static_cast<double*>(I.arena->allocate(sizeof(double), "the sum result"));
   I.sum_partial = static_cast<double*>(I.arena->allocate(sizeof(double) * cuda::kSumBlocks, "the sum partials"));
+  I.own_bytes = I.arena->stats().in_use;
 }
 
 CudaBackend::~CudaBackend() {
@@ -301,7 +303,11 @@ Device CudaBackend::device() const { return Device::cuda(impl_->device); }
 std::string CudaBackend::name() const { return "cuda"; }
 const CudaDeviceInfo& CudaBackend::info() const { return impl_->info; }
 bool CudaBackend::syncs_each_op() const { return impl_->sync_each_op; }
-CudaArenaStats CudaBackend::arena_stats() const { return impl_->arena->stats(); }
+CudaArenaStats CudaBackend::arena_stats() const {
+  CudaArenaStats s = impl_->arena->stats();
+  s.backend_own = impl_->own_bytes;
+  return s;
+}
 
 void CudaBackend::synchronize(const char* what) {
   DL_CUDA_CALL(cudaStreamSynchronize(impl_->stream), what);

@@ -82,6 +82,9 @@ struct CudaArenaStats {
   size_t peak = 0;      // most bytes handed out at once
   int64_t live_blocks = 0;
   bool fenced = false;  // a cudaMalloc per block (CudaProcessOptions::fenced_arena)
+  // What the backend holds for itself from opening to closing (the cuBLASLt workspace, the
+  // reductions' scratch): in `in_use` and `peak`, but no tensor of the model's.
+  size_t backend_own = 0;
 };
 
 class CudaBackend final : public Backend {
