@@ -6,11 +6,19 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <fstream>
+#include <iterator>
+#include <memory>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "dl/checkpoint/checkpoint.hpp"
+#include "dl/data/dataset.hpp"
+#include "dl/dist/comm.hpp"
+#include "dl/train/device_select.hpp"
+#include "dl/train/run.hpp"
 #include "support/support.hpp"
 
 using namespace dl::test;
@@ -61,7 +69,54 @@ double largest_relative_difference(const std::map<int64_t, double>& a, const std
   return worst;
 }
 
+// Loads RUN's newest checkpoint into a one-process trainer on `device` (model, optimizer state,
+// trainer state, through load_checkpoint as --resume does) and writes it again under `out` (as the
+// next checkpoint would be written). Returns the directory written.
+fs::path rewrite_checkpoint(const fs::path& run_dir, const std::string& device, const fs::path& out) {
+  const dl::Config cfg = dl::load_run_config(run_dir, {"train.device=" + device});
+  dl::Backend& be = dl::select_backend(cfg, false);
+  REQUIRE(be.name() == device);
+  dl::DataSplits data = dl::open_datasets(cfg.data, cfg.model.block_size, static_cast<uint64_t>(cfg.train.seed));
+  dl::parallel::Mesh mesh(dl::parallel::MeshShape{}, dl::dist::make_self_comm());
+  std::unique_ptr<dl::Model> model = dl::build_model(cfg, *data.train, be, &mesh);
+  dl::parallel::ZeroEngine engine(model->params(), model->param_groups(), mesh.dp(), cfg.parallel, cfg.optim,
+                                  cfg.dist.bucket_mb, true);
+  model->set_hooks(&engine);
+  const dl::TrainerState state = dl::load_checkpoint(dl::latest_good_checkpoint(run_dir / "checkpoints"), *model, &engine);
+  dl::CheckpointSource src{*model, engine, mesh.world(), dl::CheckpointLayout{}};
+  return dl::save_checkpoint(out, src, state, cfg, 1);
+}
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  REQUIRE(f.good());
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
 }  // namespace
+
+TEST_CASE("a checkpoint crosses between the emulated device and the CPU bit for bit (fp32)") {
+  TempDir dir("emu-bits");
+  // 6 steps on the emulated device: weights and AdamW moments that the device's kernels wrote.
+  const fs::path run_dir = dir / "cuda";
+  train(with(small_gpt(run_dir, "cuda", 6), {"--set", "train.checkpoint_every=6"}));
+  const fs::path original = dl::latest_good_checkpoint(run_dir / "checkpoints");
+  // Loaded on the CPU and written from there (as a CPU --resume's next checkpoint would be); that,
+  // in a run directory of its own, loaded on the device and written again. Every byte survives:
+  // weights, both AdamW moments, the step, data position, RNG and loss-scale state.
+  const fs::path on_cpu = rewrite_checkpoint(run_dir, "cpu", dir / "on-cpu");
+  const fs::path cpu_run = dir / "cpu-run";
+  fs::create_directories(cpu_run / "checkpoints");
+  fs::copy(run_dir / "config.toml", cpu_run / "config.toml");
+  fs::copy(on_cpu, cpu_run / "checkpoints" / on_cpu.filename(), fs::copy_options::recursive);
+  const fs::path back = rewrite_checkpoint(cpu_run, "cuda", dir / "back-on-cuda");
+  for (const char* file : {"model.safetensors", "optimizer.safetensors", "trainer_state.json"}) {
+    CAPTURE(file);
+    const std::string want = file_bytes(original / file);
+    CHECK(file_bytes(on_cpu / file) == want);
+    CHECK(file_bytes(back / file) == want);
+  }
+}
 
 TEST_CASE("20 steps of dl-train --device cuda on the emulated device equal the CPU backend's") {
   TempDir dir("emu-train");
