@@ -43,14 +43,15 @@ fuzz: deps
 # The CUDA backend on an emulated device (docs/CUDA.md): its own build folder, only the targets
 # its tests need. Needs NVIDIA's headers (no GPU, no CUDA libraries).
 EMU_BUILD ?= $(BUILD)-emu
-EMU_TARGETS = dl-train kernel_fault_worker test_cuda_emulated test_cuda_emulator backend-ops
+EMU_TARGETS = dl-train dl-bench dl-shard kernel_fault_worker test_cuda_emulated test_cuda_emulator backend-ops \
+              test_cuda test_cuda_host
 test-emulated:
 	@if [ ! -f /usr/local/cuda/include/cuda_runtime.h ] && [ -z "$$CUDA_HOME" ]; then \
 	  echo "ctest: emulated CUDA device skipped: NVIDIA's headers (cuda_runtime.h) not found"; exit 0; fi; \
 	[ -f $(EMU_BUILD)/CMakeCache.txt ] || cmake -S . -B $(EMU_BUILD) -DCMAKE_BUILD_TYPE=Release \
 	  -DDL_CUDA_EMULATION=ON $(CMAKE_FLAGS) || exit 1; \
 	cmake --build $(EMU_BUILD) -j $(JOBS) --target $(EMU_TARGETS) || exit 1; \
-	ctest --test-dir $(EMU_BUILD) --output-on-failure -j $(JOBS) -R '^(cuda_emulated.*|cuda_emulator|backend-ops.*)$$'
+	ctest --test-dir $(EMU_BUILD) --output-on-failure -j $(JOBS) -R '^(cuda_emulated.*|cuda_emulator|backend-ops.*|cuda|cuda-host)$$'
 
 demo: deps
 	$(MAKE) build

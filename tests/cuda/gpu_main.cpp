@@ -42,6 +42,14 @@ int main(int argc, char** argv) {
     query = query || (i > 0 && is_query(a));
     args.push_back(argv[i]);
   }
+#ifdef DL_CUDA_EMULATION
+  // The emulated device has no NCCL (docs/CUDA.md): its collective cases cannot run there.
+  static char no_nccl[] = "-tce=*NCCL*";
+  if (!query) {
+    std::printf("skipped: the NCCL cases (the emulated device has no NCCL; they run on a GPU)\n");
+    args.push_back(no_nccl);
+  }
+#endif
   if (!query) {
     dl::prepare_cuda_process();  // the GPU, arena and notice the tools get (DL_CUDA_ARENA, DL_CUDA_SYNC)
     const dl::CudaDeviceInfo info = dl::cuda_probe();

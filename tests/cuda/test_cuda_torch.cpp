@@ -1,7 +1,8 @@
 // The whole GPT on the GPU against PyTorch on the same GPU (tests/scripts/torch_parity.py with
 // "device": "cuda", TF32 off): the same initial weights and batches give the same loss and
 // gradients, and the same losses over 10 AdamW steps with clipping. The Python is
-// $DL_TORCH_PYTHON (scripts/gpu-check.sh points it at the GPU machine's PyTorch).
+// $DL_TORCH_PYTHON (scripts/gpu-check.sh points it at the GPU machine's PyTorch). On the
+// emulated device (DL_CUDA_EMULATION) the reference is PyTorch on the CPU.
 #include <doctest/doctest.h>
 
 #include <cstdio>
@@ -39,7 +40,13 @@ TEST_CASE("GPT on the GPU: loss, gradients and 10 AdamW steps match PyTorch on t
     }
     batches.push_back(std::move(b));
   }
-  json spec{{"model", "gpt"}, {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"device", "cuda"}};
+#ifdef DL_CUDA_EMULATION
+  // The emulated device has no PyTorch of its own: the reference runs on the CPU (fp32).
+  const char* torch_device = "cpu";
+#else
+  const char* torch_device = "cuda";
+#endif
+  json spec{{"model", "gpt"}, {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"device", torch_device}};
   json r = run_torch_parity(model, cuda_backend(), batches, spec);
   INFO(r.dump());
   // Both sides compute in fp32 on the same GPU but sum in different orders (cuBLASLt's and
