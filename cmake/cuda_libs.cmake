@@ -34,8 +34,19 @@ function(_dl_find_cuda_part part header libnames)
   string(TOUPPER ${part} P)
   set(_hints ${${P}_ROOT} $ENV{${P}_ROOT} ${_dl_toolkit_roots} ${_dl_pip_${part}})
   find_path(DL_${P}_INCLUDE_DIR ${header} HINTS ${_hints} PATH_SUFFIXES include NO_CACHE)
-  find_library(DL_${P}_LIBRARY NAMES ${libnames} HINTS ${_hints}
-               PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu lib/aarch64-linux-gnu NO_CACHE)
+  # The library beside the header first: on the first GPU machine the headers came from PyTorch's
+  # nvidia-cudnn package (9.19) while a plain search took the system's libcudnn.so (9.14), a pair
+  # that was never built together. NAMES_PER_DIR keeps "libcudnn.so.9" in that folder ahead of an
+  # unversioned "libcudnn.so" elsewhere.
+  if(DL_${P}_INCLUDE_DIR)
+    get_filename_component(_beside "${DL_${P}_INCLUDE_DIR}" DIRECTORY)
+    find_library(DL_${P}_LIBRARY NAMES ${libnames} NAMES_PER_DIR HINTS ${_beside}
+                 PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu lib/aarch64-linux-gnu NO_DEFAULT_PATH NO_CACHE)
+  endif()
+  if(NOT DL_${P}_LIBRARY)
+    find_library(DL_${P}_LIBRARY NAMES ${libnames} HINTS ${_hints}
+                 PATH_SUFFIXES lib lib64 lib/x86_64-linux-gnu lib/aarch64-linux-gnu NO_CACHE)
+  endif()
   if(DL_${P}_INCLUDE_DIR AND DL_${P}_LIBRARY)
     set(DL_HAVE_${P} ON PARENT_SCOPE)
     set(DL_${P}_INCLUDE_DIR ${DL_${P}_INCLUDE_DIR} PARENT_SCOPE)

@@ -5,18 +5,19 @@
 # logs stay in build-gpu/gpu-check/, and with $OUT set (the device runner's output folder, which
 # returns at most 8 files) the table, the JSON summaries and one logs archive are copied there.
 #
-#   STAGES="build ops test train ranks long" scripts/gpu-check.sh         # one device call
-#   STAGES="memory dlbench torch kernels bench" scripts/gpu-check.sh      # the next, reusing build-gpu/
-#   SANITIZE=1 STAGES="test" scripts/gpu-check.sh                         # a later call: compute-sanitizer
-#   scripts/gpu-check.sh                                                  # every stage: over 10 minutes
+#   scripts/gpu-check.sh                              # one device call: every stage, most wanted first
+#   STAGES="build ops test" scripts/gpu-check.sh      # some stages, in the order named
+#   SANITIZE=1 STAGES="build test" scripts/gpu-check.sh   # a later call: compute-sanitizer
 #
 # On the device runner (no package registry there): first, here, `scripts/gpu-deps.sh pack`
 # (the C++ libraries dlkit links, ~17 MB in build-gpu-deps/), then name `build-gpu-deps` in the
 # run's carry; never carry build-gpu (a carried path is replaced there: the build would be lost).
 # build-gpu/ survives only while the machine stays warm (about 30 s after a call): start the
 # second call at once, or it finds no build and every stage fails with "not built".
-# Every command runs under a time limit, and the whole call stops starting commands at DEADLINE
-# seconds (default 570; the device runner stops a command at 600), so the table always prints.
+# Stages run in the order STAGES names them. Every command runs under a time limit, and the whole
+# call stops starting commands at DEADLINE seconds (default 570; the device runner stops a command
+# at 600), so the table always prints; each row is also appended to $OUT/gpu-check-rows.txt as it
+# comes, so a call stopped from outside still returns what it found.
 #
 # Stages (issue numbers in brackets):
 #   build    configure + build in $BUILD (DL_CUDA=ON, sm_90 unless CMAKE_CUDA_ARCHITECTURES is set)
@@ -39,7 +40,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 BUILD=${BUILD:-build-gpu}
-STAGES=${STAGES:-"build ops test train ranks long memory dlbench torch kernels bench"}
+STAGES=${STAGES:-"build ops test train torch dlbench memory ranks kernels long bench"}
 JOBS=${JOBS:-$(nproc)}
 DEADLINE=${DEADLINE:-570}
 START=$(date +%s)
@@ -53,9 +54,10 @@ note() { echo "gpu-check: $*" >&2; }
 row() {
   table+=("$(printf '%-8s %-6s %s' "$1" "$2" "$3")")
   note "$1 $2 $3"
+  # Streamed: if the device runner stops the call before finish, the rows so far still come back.
+  [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && printf '%-8s %-6s %s\n' "$1" "$2" "$3" >> "$OUT/gpu-check-rows.txt"
   [ "$2" = ok ] || [ "$2" = skip ] || failed=1
 }
-want() { [[ " $STAGES " == *" $1 "* ]]; }
 left() { echo $((DEADLINE - ($(date +%s) - START))); }
 # run_for SECS CMD...: CMD under a time limit of SECS, less where the call's DEADLINE is nearer;
 # exit status 124 when it was stopped (or not started: no time left).
@@ -104,7 +106,8 @@ finish() {
   if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then
     # At most 8 files come back from $OUT, each under 16 MiB: the table, the summaries, one archive.
     cp "$LOGS/table.txt" "$OUT/gpu-check-table.txt"
-    for f in backend-ops-perf.tsv dlbench-vs-torch.json gpt2-124m-vs-torch.json kernels.json kernels.txt; do
+    # (kernels.json and the rest are in the archive.)
+    for f in backend-ops-perf.tsv dlbench-vs-torch.json gpt2-124m-vs-torch.json kernels.txt; do
       [ -f "$LOGS/$f" ] && cp "$LOGS/$f" "$OUT/$f"
     done
     tar -C "$LOGS" --exclude=checkpoints --exclude='*.safetensors' --exclude='events.out.tfevents*' \
@@ -150,7 +153,7 @@ if [ ! -r /usr/share/common-licenses/GPL-3 ]; then
 fi
 
 # --- build --------------------------------------------------------------------------------------
-if want build; then
+stage_build() {
   note "configure + build in $BUILD (DL_CUDA=ON, sm_90 unless CMAKE_CUDA_ARCHITECTURES is set)"
   start=$(date +%s)
   hints=$(scripts/find-cuda-libs.sh)
@@ -193,10 +196,11 @@ if want build; then
       fi
     fi
   fi
-fi
+}
 
 # --- ops: backend-ops, every op against the CPU backend in f64, then its per-kernel table ---------
-if want ops && need ops backend-ops; then
+stage_ops() {
+  need ops backend-ops || return 0
   note "backend-ops test on every backend this machine has, then backend-ops perf on the GPU"
   run_for 150 "$BUILD/bin/backend-ops" test > "$LOGS/backend-ops-test.txt" 2> "$LOGS/backend-ops-test.err"
   rc=$?
@@ -227,7 +231,7 @@ if want ops && need ops backend-ops; then
     else
       row ops FAIL "DL_CUDA_ATTENTION=simt: $(why $rc "$LOGS/backend-ops-simt.err") (backend-ops-simt.txt)"
     fi
-    run_for 240 "$BUILD/bin/backend-ops" perf -b cuda > "$LOGS/backend-ops-perf.tsv" 2> "$LOGS/backend-ops-perf.err"
+    run_for 120 "$BUILD/bin/backend-ops" perf -b cuda > "$LOGS/backend-ops-perf.tsv" 2> "$LOGS/backend-ops-perf.err"
     rc=$?
     if [ $rc = 0 ]; then
       row perf ok "$(($(wc -l < "$LOGS/backend-ops-perf.tsv") - 1)) op timings (backend-ops-perf.tsv)"
@@ -236,15 +240,16 @@ if want ops && need ops backend-ops; then
       row perf FAIL "$(why $rc "$LOGS/backend-ops-perf.err") (backend-ops-perf.tsv)"
     fi
   fi
-fi
+}
 
 # --- test: the CUDA backend's properties beyond single ops, the GPT against PyTorch ----------------
 # The GPU machine's PyTorch (the parity test runs it on the GPU): python3 on the PATH there.
 DL_TORCH_PYTHON=${DL_TORCH_PYTHON:-$(command -v python3)}
 export DL_TORCH_PYTHON
-if want test && need test test_cuda backend-ops; then
+stage_test() {
+  need test test_cuda backend-ops || return 0
   note "CUDA backend tests and the GPT against PyTorch on the GPU (tests/cuda; PyTorch: $DL_TORCH_PYTHON)"
-  run_for 300 "$BUILD/bin/test_cuda" > "$LOGS/test_cuda.log" 2>&1
+  run_for 180 "$BUILD/bin/test_cuda" > "$LOGS/test_cuda.log" 2>&1
   rc=$?
   summary=$(grep -m1 'test cases:' "$LOGS/test_cuda.log")
   if [ $rc = 77 ]; then
@@ -281,15 +286,26 @@ if want test && need test test_cuda backend-ops; then
       row memcheck FAIL "compute-sanitizer is not on the PATH"
     fi
   fi
-fi
+}
 
 # The 20-step runs of configs/text.toml (train and ranks stages).
 common=(configs/text.toml --steps 20 --json --quiet --set train.eval_every=0 --set train.checkpoint_every=0
         --set log.every=1 --set log.samples=0 "${data[@]}")
 # GPT-2 124M runs: batch 8 x 1024, no accumulation, nothing written but metrics (and the final
-# checkpoint dl-train always writes, removed after each stage).
+# checkpoint dl-train always writes, removed after each stage). Its 50257 ids need GPT-2's own
+# tokenizer: $DL_GPT2_TOKENIZER, else ../shared/data/gpt2, else .gpu-carry/gpt2 (a copy carried to
+# the device runner, which does not send ../shared).
+gpt2_tok=${DL_GPT2_TOKENIZER:-}
+for d in ../shared/data/gpt2 .gpu-carry/gpt2; do
+  [ -z "$gpt2_tok" ] && [ -f "$d/vocab.json" ] && gpt2_tok=$(cd "$d" && pwd)
+done
+# GPT-2's BPE makes ~4 bytes a token: the GPL alone (8k tokens) leaves too few for a 1024-token
+# validation example, so these runs read the GPL (where there is one), the README and docs/.
+cat /usr/share/common-licenses/GPL-3 README.md docs/*.md > "$BUILD_ABS/gpu-check-corpus-gpt2.txt" 2> /dev/null
+gpt2_data=(--set "data.source=text:$BUILD_ABS/gpu-check-corpus-gpt2.txt")
+[ -n "$gpt2_tok" ] && gpt2_data+=(--set "data.tokenizer=gpt2:$gpt2_tok")
 gpt2=(configs/gpt2-124m.toml --set train.batch_size=8 --set train.grad_accum=1 --set train.eval_every=0
-      --set train.checkpoint_every=0 --set log.every=1 "${data[@]}")
+      --set train.checkpoint_every=0 --set log.every=1 "${gpt2_data[@]}")
 # --- train: 20 steps on the GPU against the CPU (fp32 within 1e-4, bf16 within 2%) -------------
 # compare_losses REF.jsonl RUN.jsonl LIMIT: prints "ok|FAIL <detail>".
 compare_losses() {
@@ -308,13 +324,14 @@ print(("ok" if ok else "FAIL") + f" {len(steps)} steps, worst relative loss diff
 PY
 )"
 }
-if want train && need train dl-train; then
+stage_train() {
+  need train dl-train || return 0
   note "20 training steps of configs/text.toml: cpu fp32, cuda fp32, cuda bf16, cuda fp16"
   rm -rf "$LOGS"/run-cpu "$LOGS"/run-cuda "$LOGS"/run-cuda-bf16 "$LOGS"/run-cuda-fp16 "$LOGS"/train-c*.jsonl
-  run_for 120 "$BUILD/bin/dl-train" "${common[@]}" --device cpu --run-dir "$LOGS/run-cpu" \
+  run_for 60 "$BUILD/bin/dl-train" "${common[@]}" --device cpu --run-dir "$LOGS/run-cpu" \
     > "$LOGS/train-cpu.jsonl" 2> "$LOGS/train-cpu.err"
   rc_cpu=$?
-  run_for 120 "$BUILD/bin/dl-train" "${common[@]}" --device cuda --run-dir "$LOGS/run-cuda" \
+  run_for 60 "$BUILD/bin/dl-train" "${common[@]}" --device cuda --run-dir "$LOGS/run-cuda" \
     > "$LOGS/train-cuda.jsonl" 2> "$LOGS/train-cuda.err"
   rc=$?
   train_cuda_rc=$rc
@@ -331,7 +348,7 @@ if want train && need train dl-train; then
       row train16 FAIL "$prec: no CPU reference (dl-train --device cpu failed)"
       continue
     fi
-    run_for 120 "$BUILD/bin/dl-train" "${common[@]}" --device cuda --set train.precision=$prec \
+    run_for 60 "$BUILD/bin/dl-train" "${common[@]}" --device cuda --set train.precision=$prec \
       --run-dir "$LOGS/run-cuda-$prec" > "$LOGS/train-cuda-$prec.jsonl" 2> "$LOGS/train-cuda-$prec.err"
     rc=$?
     if [ $rc = 0 ]; then
@@ -341,10 +358,11 @@ if want train && need train dl-train; then
       row train16 FAIL "dl-train $prec: $(why $rc "$LOGS/train-cuda-$prec.err")"
     fi
   done
-fi
+}
 
 # --- ranks: dp=2 and ZeRO 1/2/3 with two ranks on the one GPU against the single-rank GPU run -----
-if want ranks && need ranks dl-train; then
+stage_ranks() {
+  need ranks dl-train || return 0
   if [ "${train_cuda_rc:-0}" != 0 ] || [ ! -s "$LOGS/train-cuda.jsonl" ]; then
     row ranks FAIL "no single-GPU reference: the train stage's fp32 run (train-cuda.jsonl) is missing or failed"
   else
@@ -352,7 +370,11 @@ if want ranks && need ranks dl-train; then
     note "two ranks on one GPU (collectives staged through Gloo): dp=2, zero 0-3, against one rank"
     for z in 0 1 2 3; do
       rm -rf "$LOGS/run-dp2-z$z"
-      run_for 120 "$BUILD/bin/dl-train" "${common[@]}" --device cuda --nproc-per-node 2 --set parallel.dp=2 \
+      if [ "${ranks_stopped:-0}" = 1 ]; then
+        row ranks FAIL "dp=2 zero=$z: not run (an earlier two-rank run hit its time limit)"
+        continue
+      fi
+      run_for 60 "$BUILD/bin/dl-train" "${common[@]}" --device cuda --nproc-per-node 2 --set parallel.dp=2 \
         --set parallel.zero=$z --set train.batch_size=8 \
         --run-dir "$LOGS/run-dp2-z$z" > "$LOGS/train-dp2-z$z.jsonl" 2> "$LOGS/train-dp2-z$z.err"
       rc=$?
@@ -360,19 +382,21 @@ if want ranks && need ranks dl-train; then
         verdict=$(compare_losses "$LOGS/train-cuda.jsonl" "$LOGS/train-dp2-z$z.jsonl" 1e-5)
         row ranks "${verdict%% *}" "dp=2 zero=$z: ${verdict#* }"
       else
+        { [ $rc = 124 ] || [ $rc = 137 ]; } && ranks_stopped=1
         row ranks FAIL "dp=2 zero=$z: $(grep -m1 -i error "$LOGS/train-dp2-z$z.err" || why $rc "$LOGS/train-dp2-z$z.err")"
       fi
     done
   fi
-fi
+}
 
 # --- long: 500 steps in bf16 reach the fp32 run's loss within 2% --------------------------------
-if want long && need long dl-train; then
+stage_long() {
+  need long dl-train || return 0
   note "500 steps of configs/text.toml on the GPU, fp32 and bf16"
   ok=1 detail=""
   for prec in fp32 bf16; do
     rm -rf "$LOGS/run-long-$prec"
-    run_for 150 "$BUILD/bin/dl-train" configs/text.toml --device cuda --steps 500 --json --quiet \
+    run_for 90 "$BUILD/bin/dl-train" configs/text.toml --device cuda --steps 500 --json --quiet \
       --set train.precision=$prec --set train.eval_every=0 --set train.checkpoint_every=0 --set log.every=1 \
       --set log.samples=0 "${data[@]}" --run-dir "$LOGS/run-long-$prec" > "$LOGS/long-$prec.jsonl" 2> "$LOGS/long-$prec.err"
     rc=$?
@@ -394,16 +418,17 @@ PY
   else
     row long FAIL "dl-train failed: $detail"
   fi
-fi
+}
 
 # --- memory: the device arena's peak against dl-shard plan (issue 6: within 10%) ---------------
-if want memory && need memory dl-train dl-shard; then
+stage_memory() {
+  need memory dl-train dl-shard || return 0
   note "GPT-2 124M bf16, batch 8: dl-train's device peak against dl-shard plan"
   rm -rf "$LOGS/run-memory"
-  run_for 150 "$BUILD/bin/dl-train" "${gpt2[@]}" --device cuda --steps 2 --json --quiet --set train.precision=bf16 \
+  run_for 90 "$BUILD/bin/dl-train" "${gpt2[@]}" --device cuda --steps 2 --json --quiet --set train.precision=bf16 \
     --run-dir "$LOGS/run-memory" > "$LOGS/memory-train.jsonl" 2> "$LOGS/memory-train.err"
   rc=$?
-  run_for 60 "$BUILD/bin/dl-shard" plan configs/gpt2-124m.toml "${data[@]}" --gpus 1 --gpu-mem 80GB --precision bf16 \
+  run_for 60 "$BUILD/bin/dl-shard" plan configs/gpt2-124m.toml "${gpt2_data[@]}" --gpus 1 --gpu-mem 80GB --precision bf16 \
     --micro-batch 8 --zero 0 --attention flash --format json > "$LOGS/memory-plan.json" 2> "$LOGS/memory-plan.err"
   rc_plan=$?
   rm -rf "$LOGS/run-memory/checkpoints"
@@ -428,10 +453,11 @@ PY
   else
     row memory FAIL "dl-train: $(why $rc "$LOGS/memory-train.err"); dl-shard plan: $(why $rc_plan "$LOGS/memory-plan.err")"
   fi
-fi
+}
 
 # --- dlbench: dl-bench's GEMM and copy against PyTorch, alternating, 3 rounds (issue 5: 5%) -----
-if want dlbench && need dlbench dl-bench; then
+stage_dlbench() {
+  need dlbench dl-bench || return 0
   note "dl-bench gemm bf16 8192^3 and memory 1 GiB against torch.matmul / copy_, 3 alternating rounds"
   : > "$LOGS/dlbench-gemm.jsonl"; : > "$LOGS/torch-gemm.jsonl"; : > "$LOGS/dlbench-memory.jsonl"; : > "$LOGS/torch-memory.jsonl"
   : > "$LOGS/dlbench.err"
@@ -488,19 +514,20 @@ PY
   else
     row nccl FAIL "$(why $rc "$LOGS/nccl-allreduce.err") (nccl-allreduce.err)"
   fi
-fi
+}
 
 # --- torch: GPT-2 124M bf16 training, dl-train against PyTorch in the same call (issue 4) -------
-if want torch && need torch dl-bench; then
+stage_torch() {
+  need torch dl-bench || return 0
   note "GPT-2 124M bf16, batch 8 x 1024: dl-bench train (dl-train's step) and PyTorch, 2 alternating rounds"
   : > "$LOGS/dl-124m.jsonl"; : > "$LOGS/torch-124m.jsonl"; : > "$LOGS/torch-124m.err"
   ok=1
   for _ in 1 2; do
-    run_for 150 "$BUILD/bin/dl-bench" train configs/gpt2-124m.toml --device cuda --steps 20 --warmup 3 --format jsonl -q \
-      --set train.precision=bf16 --set train.batch_size=8 --set train.grad_accum=1 "${data[@]}" \
+    run_for 90 "$BUILD/bin/dl-bench" train configs/gpt2-124m.toml --device cuda --steps 20 --warmup 3 --format jsonl -q \
+      --set train.precision=bf16 --set train.batch_size=8 --set train.grad_accum=1 "${gpt2_data[@]}" \
       >> "$LOGS/dl-124m.jsonl" 2>> "$LOGS/torch-124m.err" || ok=0
     # The first round compiles (torch.compile, minutes on a fresh machine); the second reuses the cache.
-    run_for 300 python3 scripts/bench_torch_gpt2_cuda.py --batch 8 --steps 20 --warmup 5 \
+    run_for 240 python3 scripts/bench_torch_gpt2_cuda.py --batch 8 --steps 20 --warmup 5 \
       >> "$LOGS/torch-124m.jsonl" 2>> "$LOGS/torch-124m.err" || ok=0
     [ $ok = 1 ] || break
   done
@@ -534,16 +561,17 @@ PY
   else
     row torch FAIL "$(grep -m1 -iE 'error|Traceback' "$LOGS/torch-124m.err" || echo 'a command failed or timed out') (torch-124m.err)"
   fi
-fi
+}
 
 # --- kernels: where one 124M bf16 step spends its GPU time (Nsight Compute, step 4) --------------
-if want kernels && need kernels dl-train; then
+stage_kernels() {
+  need kernels dl-train || return 0
   if command -v ncu > /dev/null; then
     note "per-kernel breakdown of step 4 of GPT-2 124M bf16 (ncu --profile-from-start off)"
     rm -rf "$LOGS/run-kernels"
     # --print-units base: every duration in nanoseconds (otherwise ncu may scale units per value);
     # clocks and caches as the step left them (no L2 flush before each kernel), as in a real step.
-    run_for 300 env DL_CUDA_PROFILE_STEP=4 ncu --profile-from-start off --clock-control none --cache-control none \
+    run_for 150 env DL_CUDA_PROFILE_STEP=4 ncu --profile-from-start off --clock-control none --cache-control none \
       --metrics gpu__time_duration.sum --csv --page raw --print-units base \
       "$BUILD/bin/dl-train" "${gpt2[@]}" --device cuda --steps 4 --quiet --set train.precision=bf16 \
       --run-dir "$LOGS/run-kernels" > "$LOGS/kernels.csv" 2> "$LOGS/kernels.err"
@@ -559,10 +587,11 @@ if want kernels && need kernels dl-train; then
   else
     row kernels skip "ncu is not on the PATH"
   fi
-fi
+}
 
 # --- bench: GPT-2 124M fp32 and bf16 tokens/s through dl-train itself ---------------------------
-if want bench && need bench dl-train; then
+stage_bench() {
+  need bench dl-train || return 0
   for prec in fp32 bf16; do
     note "GPT-2 124M, $prec, batch 8 x 1024, 8 steps"
     rm -rf "$LOGS/run-bench-$prec"
@@ -581,7 +610,21 @@ print(f"{steps[len(steps) // 2]:.0f}" if steps else "nan")' "$LOGS/bench-$prec.j
       row bench FAIL "$prec: $(why $rc "$LOGS/bench-$prec.err")"
     fi
   done
-fi
+}
+
+# The stages in the order STAGES names them (the most wanted first: the call's DEADLINE may stop
+# the rest); one that is not known is a FAIL row, not a silent skip.
+for stage in $STAGES; do
+  if declare -F "stage_$stage" > /dev/null; then
+    stage_start=$(date +%s)
+    "stage_$stage"
+    # How long each stage took, for sizing the next call.
+    note "stage $stage took $(($(date +%s) - stage_start)) s ($(left) s left before DEADLINE)"
+    [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && echo "# stage $stage: $(($(date +%s) - stage_start)) s" >> "$OUT/gpu-check-rows.txt"
+  else
+    row "$stage" FAIL "no such stage (known: build ops test train ranks long memory dlbench torch kernels bench)"
+  fi
+done
 
 trap - TERM INT
 finish

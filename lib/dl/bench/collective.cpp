@@ -570,6 +570,10 @@ Report run_collective(const CollectiveOptions& o, const CommonOptions& common, C
                                "); busbw = algbw x ", format_fixed(busbw_factor(o.op, n), 4),
                                ", GB = 1e9 bytes; time = median over ", repeat,
                                " iterations of the per-iteration time averaged over ranks"));
+  if (rank == 0 && n == 1)
+    report.notes.push_back("collective: one rank moves no data between GPUs, so busbw is 0 by definition and measures "
+                           "no interconnect; this run checks NCCL's path and every output (#wrong), and algbw is a "
+                           "local copy. Run one rank per GPU (--nproc) to measure a link");
   return report;
 }
 
