@@ -21,14 +21,10 @@ configure: $(BUILD)/CMakeCache.txt
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: deps
-	$(MAKE) build
-	@# ctest lists skipped tests without their reason: print the reason each one gave.
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS); rc=$$?; \
-	  grep -h '^skipped:' $(BUILD)/Testing/Temporary/LastTest.log 2>/dev/null | sort -u | sed 's/^/ctest: /'; \
-	  $(MAKE) test-emulated || rc=1; \
-	  exit $$rc
-	$(MAKE) test-sanitize
+# Every phase (deps, build, ctest, the emulated device, the sanitizers and fuzzing), each timed:
+# scripts/test.sh prints a table of the phases' wall times at the end.
+test:
+	BUILD=$(BUILD) JOBS=$(JOBS) MAKE="$(MAKE)" ./scripts/test.sh
 
 # The suite under ASan + UBSan, the fuzz targets for 10 s each, the thread pool and dist/ under
 # TSan (clang, -O1, CPU only; build-asan/ and build-tsan/; docs/RELIABILITY.md).
@@ -43,15 +39,8 @@ fuzz: deps
 # The CUDA backend on an emulated device (docs/CUDA.md): its own build folder, only the targets
 # its tests need. Needs NVIDIA's headers (no GPU, no CUDA libraries).
 EMU_BUILD ?= $(BUILD)-emu
-EMU_TARGETS = dl-train dl-bench dl-shard kernel_fault_worker test_cuda_emulated test_cuda_emulator backend-ops \
-              test_cuda test_cuda_host
 test-emulated:
-	@if [ ! -f /usr/local/cuda/include/cuda_runtime.h ] && [ -z "$$CUDA_HOME" ]; then \
-	  echo "ctest: emulated CUDA device skipped: NVIDIA's headers (cuda_runtime.h) not found"; exit 0; fi; \
-	[ -f $(EMU_BUILD)/CMakeCache.txt ] || cmake -S . -B $(EMU_BUILD) -DCMAKE_BUILD_TYPE=Release \
-	  -DDL_CUDA_EMULATION=ON $(CMAKE_FLAGS) || exit 1; \
-	cmake --build $(EMU_BUILD) -j $(JOBS) --target $(EMU_TARGETS) || exit 1; \
-	ctest --test-dir $(EMU_BUILD) --output-on-failure -j $(JOBS) -R '^(cuda_emulated.*|cuda_emulator|backend-ops.*|cuda|cuda-host)$$'
+	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) JOBS=$(JOBS) CMAKE_FLAGS="$(CMAKE_FLAGS)" ./scripts/test-emulated.sh
 
 demo: deps
 	$(MAKE) build

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake make pkg-config
+  build-essential cmake make pkg-config ccache  # ccache: every build compiles through it (CMakeLists.txt)
   libcli11-dev libtomlplusplus-dev doctest-dev nlohmann-json3-dev
   libboost-dev libboost-filesystem-dev libboost-system-dev
   libopenblas-dev libgloo-dev

@@ -14,19 +14,24 @@ JOBS=${JOBS:-$(nproc)}
 ASAN_BUILD=${ASAN_BUILD:-build-asan}
 TSAN_BUILD=${TSAN_BUILD:-build-tsan}
 FUZZ_SECONDS_TEST=${FUZZ_SECONDS_TEST:-10}
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 supp="$PWD/tests/sanitizers"
 
 phase_start=0
 phase() { phase_start=$(date +%s); echo "test-sanitize: $*" >&2; }
-phase_end() { echo "test-sanitize: $1 took $(( $(date +%s) - phase_start )) s" >&2; }
+# phase_end NAME [STATUS]: prints the phase's wall time, and adds it to scripts/test.sh's table.
+phase_end() {
+  local took=$(( $(date +%s) - phase_start ))
+  echo "test-sanitize: $1 took $took s" >&2
+  [ -n "${DL_TEST_PHASES:-}" ] &&
+    printf '%s\t%s\t%s\n' "$1" "$took" "$([ "${2:-0}" = 0 ] && echo ok || echo "FAIL (exit $2)")" >> "$DL_TEST_PHASES"
+  return 0
+}
 
 configure() {  # configure BUILD SANITIZERS [extra cmake args]
   local build=$1 sanitize=$2
   shift 2
   [ -f "$build/CMakeCache.txt" ] && return 0
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_COMPILER=clang++ \
     -DDL_CUDA=OFF -DDL_SANITIZE="$sanitize" "$@" > "$build.configure.log" 2>&1 ||
     { cat "$build.configure.log" >&2; exit 1; }
 }
@@ -38,28 +43,31 @@ export TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadloc
 
 phase "ASan + UBSan build ($ASAN_BUILD)"
 configure "$ASAN_BUILD" address,undefined -DDL_FUZZ=ON
-cmake --build "$ASAN_BUILD" -j "$JOBS" > "$ASAN_BUILD.build.log" 2>&1 || { tail -50 "$ASAN_BUILD.build.log" >&2; exit 1; }
+cmake --build "$ASAN_BUILD" -j "$JOBS" > "$ASAN_BUILD.build.log" 2>&1 ||
+  { tail -50 "$ASAN_BUILD.build.log" >&2; phase_end "ASan + UBSan build" 1; exit 1; }
 phase_end "ASan + UBSan build"
 [ "${1:-}" = "--build-only" ] && exit 0
 
 phase "ASan + UBSan tests"
-rc=0
-ctest --test-dir "$ASAN_BUILD" --output-on-failure -j "$JOBS" || rc=1
-phase_end "ASan + UBSan tests"
+rc=0 status=0
+ctest --test-dir "$ASAN_BUILD" --output-on-failure -j "$JOBS" || { rc=1 status=1; }
+phase_end "ASan + UBSan tests" $status
 
 phase "fuzz targets, ${FUZZ_SECONDS_TEST} s each"
-./scripts/fuzz.sh "$ASAN_BUILD" "$FUZZ_SECONDS_TEST" "$JOBS" || rc=1
-phase_end "fuzz"
+status=0
+./scripts/fuzz.sh "$ASAN_BUILD" "$FUZZ_SECONDS_TEST" "$JOBS" || { rc=1 status=1; }
+phase_end "fuzz" $status
 
 phase "TSan build ($TSAN_BUILD): test_core, test_dist and what they run"
 configure "$TSAN_BUILD" thread
 cmake --build "$TSAN_BUILD" -j "$JOBS" --target test_core test_dist collectives_worker launcher_worker dl-train \
-  > "$TSAN_BUILD.build.log" 2>&1 || { tail -50 "$TSAN_BUILD.build.log" >&2; exit 1; }
+  > "$TSAN_BUILD.build.log" 2>&1 || { tail -50 "$TSAN_BUILD.build.log" >&2; phase_end "TSan build" 1; exit 1; }
 phase_end "TSan build"
 
 phase "TSan tests"
-ctest --test-dir "$TSAN_BUILD" --output-on-failure -j "$JOBS" -R '^(core|dist)$' || rc=1
-phase_end "TSan tests"
+status=0
+ctest --test-dir "$TSAN_BUILD" --output-on-failure -j "$JOBS" -R '^(core|dist)$' || { rc=1 status=1; }
+phase_end "TSan tests" $status
 
 [ "$rc" -eq 0 ] && echo "test-sanitize: clean" >&2
 exit $rc

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# make test (and .ci/run): every phase of the test run, each timed, and a table of the phases'
+# wall times at the end (also when one fails, so a slow or broken phase is visible at once):
+#   deps         scripts/install-deps.sh, skipped when its stamp is newer than the script
+#   build        the normal build (build/), every target
+#   ctest        its test suite (a skipped test prints its reason)
+#   emulated *   the CUDA backend on the emulated device (make test-emulated)
+#   asan/tsan *  the sanitizer builds, their suites and the fuzz targets (scripts/test-sanitize.sh)
+# A failing build stops the run; a failing test phase fails it at the end, after the others ran.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+JOBS=${JOBS:-$(nproc)}
+MAKE=${MAKE:-make}
+export JOBS
+
+phase_file=$(mktemp)
+export DL_TEST_PHASES="$phase_file"  # scripts/test-sanitize.sh and test-emulated add their rows here
+trap 'rm -f "$phase_file"' EXIT
+start_all=$(date +%s)
+rc=0
+
+# phase NAME CMD...: runs CMD, appends "NAME seconds result" to the table.
+phase() {
+  local name=$1 t0 status
+  shift
+  t0=$(date +%s)
+  echo "test: --- $name ---" >&2
+  "$@"
+  status=$?
+  printf '%s\t%s\t%s\n' "$name" "$(($(date +%s) - t0))" "$([ $status = 0 ] && echo ok || echo "FAIL (exit $status)")" >> "$phase_file"
+  return $status
+}
+
+summary() {
+  echo >&2
+  echo "test: phase wall times" >&2
+  awk -F'\t' '{ printf "test:   %-28s %6d s  %s\n", $1, $2, $3 }' "$phase_file" >&2
+  printf 'test:   %-28s %6d s  %s\n' total "$(($(date +%s) - start_all))" "$([ $rc = 0 ] && echo ok || echo FAIL)" >&2
+}
+
+deps() {
+  local stamp=$BUILD/.deps-stamp
+  if [ -f "$stamp" ] && [ "$stamp" -nt scripts/install-deps.sh ]; then
+    echo "test: dependencies checked before ($stamp is newer than scripts/install-deps.sh)" >&2
+    return 0
+  fi
+  ./scripts/install-deps.sh && mkdir -p "$BUILD" && touch "$stamp"
+}
+
+ctest_normal() {
+  local status
+  ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS"
+  status=$?
+  # ctest lists skipped tests without their reason: print the reason each one gave.
+  grep -h '^skipped:' "$BUILD/Testing/Temporary/LastTest.log" 2> /dev/null | sort -u | sed 's/^/ctest: /'
+  return $status
+}
+
+phase deps deps || { rc=1; summary; exit 1; }
+phase build "$MAKE" --no-print-directory build BUILD="$BUILD" JOBS="$JOBS" || { rc=1; summary; exit 1; }
+phase ctest ctest_normal || rc=1
+"$MAKE" --no-print-directory test-emulated BUILD="$BUILD" JOBS="$JOBS" || rc=1
+JOBS=$JOBS ./scripts/test-sanitize.sh || rc=1
+summary
+exit $rc
