@@ -36,11 +36,11 @@ fuzz: deps
 	JOBS=$(JOBS) ./scripts/test-sanitize.sh --build-only
 	./scripts/fuzz.sh build-asan $(FUZZ_SECONDS) $(JOBS)
 
-# The CUDA backend on an emulated device (docs/CUDA.md): its own build folder, only the targets
-# its tests need. Needs NVIDIA's headers (no GPU, no CUDA libraries).
-EMU_BUILD ?= $(BUILD)-emu
-test-emulated:
-	BUILD=$(BUILD) EMU_BUILD=$(EMU_BUILD) JOBS=$(JOBS) CMAKE_FLAGS="$(CMAKE_FLAGS)" ./scripts/test-emulated.sh
+# The CUDA backend on the emulated device (docs/CUDA.md), in the normal build folder: the
+# emulated device library and the programs linked to it, then their tests. Needs the CUDA
+# toolkit (no GPU).
+test-emulated: configure
+	BUILD=$(BUILD) JOBS=$(JOBS) ./scripts/test-emulated.sh
 
 demo: deps
 	$(MAKE) build
@@ -55,4 +55,4 @@ bench: deps
 	./scripts/bench-init-from.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(EMU_BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan

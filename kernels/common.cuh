@@ -9,8 +9,8 @@
 #include <cstdint>
 
 #include "device.cuh"
-#include "dl/backend/cuda/cuda_check.hpp"
-#include "dl/backend/cuda/kernels.hpp"
+#include "dl/device/cuda/cuda_check.hpp"
+#include "dl/device/cuda/kernels.hpp"
 #include "dl/core/error.hpp"
 
 namespace dl::cuda {

@@ -5,7 +5,7 @@
 //   nothing here adds a branch or an indirection to a kernel;
 // - with DL_CUDA_EMULATION (tests/kernels, and the emulated-device build of docs/CUDA.md): the
 //   host compiler builds the kernels as C++ and every thread of a block is a fiber of the warp
-//   emulator (lib/dl/backend/cuda/emulator/warp_emulator.hpp), which checks the launch like a
+//   emulator (lib/emulator/warp_emulator.hpp), which checks the launch like a
 //   GPU does and fails where a GPU would fault or hang.
 // Kernels use threadIdx/blockIdx/blockDim/gridDim, __syncthreads(), the *_sync shuffles with the
 // full mask (every lane of the warp must reach them), atomics, the f32 math functions and
@@ -24,7 +24,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "dl/backend/cuda/emulator/warp_emulator.hpp"
+#include "emulator/warp_emulator.hpp"
 
 // The host compiler sees kernels and device functions as ordinary C++.
 #undef __global__

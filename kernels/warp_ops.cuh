@@ -1,7 +1,7 @@
 // Warp-level building blocks of the tensor-core kernels (mma.sync.m16n8k16, shuffles, 16- and
 // 32-bit shared/global moves), behind one seam so the same kernel source also runs on the CPU:
 // with DL_CUDA_EMULATION defined (device.cuh), every thread of a block is a fiber of
-// lib/dl/backend/cuda/emulator/warp_emulator, barriers and shuffles are scheduled there and
+// lib/emulator/warp_emulator, barriers and shuffles are scheduled there and
 // mma.sync is computed from the PTX ISA's fragment layout. The fragment indexing of a kernel is thereby tested without
 // a GPU; what only the hardware shows (speed, a wrong emulator) is left to tests/cuda.
 //

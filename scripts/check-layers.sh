@@ -1,106 +1,118 @@
 #!/usr/bin/env bash
-# Fails on an include that climbs a layer of lib/layers.txt (the table lib/CMakeLists.txt links
-# by): a file of a lower layer including a header of a higher one, a tool core including another
-# core's headers, a tool including a layer or core its `tool` line does not link, or a header of a
-# folder no layer names. kernels/ belongs with dl/backend. Prints file:line: what climbs, where.
+# The second line behind the compiler (docs/ARCHITECTURE.md): each library of lib/libraries.txt
+# compiles with only its own and its dependencies' include roots, so a climbing include does not
+# compile; this script fails on what a path trick could still get past that, and says where:
+# - an include of a dl/<folder>/ header (with quotes or angle brackets) from a library that does
+#   not link the folder's library, directly or through what it links;
+# - any include in lib/, kernels/ or tools/ that names a path with "..", or that names lib/ or
+#   another library's root (lib/train/include/...), instead of "dl/<folder>/...";
+# - a folder under lib/<name>/{include,src}/dl/ that the library's line does not declare, a folder
+#   declared by two libraries, a lib/<name>/ with no line;
+# - a tool including a library its `tool` line does not link.
+# kernels/ belongs to the device library. Prints file:line: what, and why.
 # Usage: scripts/check-layers.sh [SOURCE_DIR]   (ctest runs it as `layers`)
 set -euo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
-table="$root/lib/layers.txt"
+table="$root/lib/libraries.txt"
 
-declare -A level   # folder or layer name -> height (base 0, ...; every core one above the last layer)
-declare -A is_core # core folder -> 1
+declare -A owner    # folder -> library
+declare -A deps     # library -> the libraries its line names
+declare -A folders  # library -> its folders
 declare -A tool_uses
-n=0
-while read -r kind rest; do
-  case "$kind" in
-    layer)
-      read -r name _target folders <<<"$rest"
-      level[$name]=$n
-      for f in $folders; do level[$f]=$n; done
-      n=$((n + 1)) ;;
-    cores)
-      for f in $rest; do level[$f]=$n; is_core[$f]=1; done ;;
-    tool)
-      read -r name uses <<<"$rest"
-      tool_uses[$name]=$uses ;;
-  esac
-done < <(grep -E '^(layer|cores|tool) ' "$table")
-core_level=$n
-
+libs=()
 failures=0
 fail() {
   echo "$1: $2" >&2
   failures=$((failures + 1))
 }
 
-# Every `#include "dl/<folder>/..."` of the given files, as file:line:folder.
-includes() {
-  grep -HnoE '^[[:space:]]*#[[:space:]]*include[[:space:]]+"dl/[A-Za-z0-9_]+/' "$@" 2>/dev/null |
-    sed -E 's|^([^:]*):([0-9]+):.*"dl/([A-Za-z0-9_]+)/$|\1:\2:\3|' || true
+while read -r kind name rest; do
+  case "$kind" in
+    lib)
+      libs+=("$name")
+      folders[$name]=${rest%%:*}
+      deps[$name]=${rest#*:}
+      for f in ${folders[$name]}; do
+        [[ -n "${owner[$f]:-}" ]] && fail "lib/libraries.txt" "folder $f is declared by ${owner[$f]} and $name"
+        owner[$f]=$name
+      done ;;
+    tool) tool_uses[$name]=$rest ;;
+  esac
+done < <(grep -E '^(lib|tool) ' "$table")
+
+# closure LIB: LIB and every library it links, directly or not.
+declare -A closure
+closure_of() {
+  local lib=$1 d out=" $1 "
+  for d in ${deps[$lib]}; do
+    [[ -z "${closure[$d]+x}" ]] && closure_of "$d"
+    out+="${closure[$d]} "
+  done
+  closure[$lib]=$out
+}
+for lib in "${libs[@]}"; do closure_of "$lib"; done
+
+# Every #include of the given file, as line<TAB>path (the text between the quotes or brackets).
+includes_of() {
+  grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]' "$1" 2> /dev/null |
+    sed -E 's/^([0-9]+):[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]([^">]*)[">].*/\1\t\2/' || true
 }
 
-# lib/dl/<folder>/ and kernels/ (the backend's CUDA kernels).
-check_library_file() {  # file folder
-  local file=$1 from=$2 where to
-  while IFS=: read -r _ line to; do
+# check_file FILE ALLOWED_LIBS WHAT: every include of FILE against the libraries it may use.
+check_file() {
+  local file=$1 allowed=$2 what=$3 line path folder lib where
+  while IFS=$'\t' read -r line path; do
     where="${file#"$root"/}:$line"
-    if [[ -z "${level[$to]+x}" ]]; then
-      fail "$where" "includes dl/$to/, a folder no layer of lib/layers.txt names"
-    elif ((level[$to] > level[$from])); then
-      fail "$where" "dl/$from/ includes dl/$to/, which lies in a higher layer (lib/layers.txt): move the code down, or pass what it needs in from above"
-    elif [[ -n "${is_core[$from]:-}" && -n "${is_core[$to]:-}" && "$to" != "$from" ]]; then
-      fail "$where" "tool core dl/$from/ includes tool core dl/$to/: what two tools share belongs in a layer below the cores (lib/layers.txt)"
+    case "$path" in
+      *..*) fail "$where" "includes \"$path\": a path with '..' climbs past the include roots; include \"dl/<folder>/...\"" ; continue ;;
+      lib/* | */include/dl/* | */src/dl/*) fail "$where" "includes \"$path\" by its place in the tree; include \"dl/<folder>/...\" of a library this one links" ; continue ;;
+      dl/*) ;;
+      *) continue ;;  # the standard library, third-party headers, a kernel's own .cuh
+    esac
+    folder=${path#dl/}
+    folder=${folder%%/*}
+    lib=${owner[$folder]:-}
+    if [[ -z "$lib" ]]; then
+      fail "$where" "includes $path: dl/$folder/ is no folder of lib/libraries.txt"
+    elif [[ " $allowed " != *" $lib "* ]]; then
+      fail "$where" "$what includes $path of library $lib, which it does not link (lib/libraries.txt): move the code down, or pass what it needs in from above"
     fi
-  done < <(includes "$file")
+  done < <(includes_of "$file")
 }
 
-for dir in "$root"/lib/dl/*/; do
-  from=$(basename "$dir")
-  if [[ -z "${level[$from]+x}" ]]; then
-    fail "lib/dl/$from/" "is in no layer of lib/layers.txt"
-    continue
-  fi
-  while IFS= read -r -d '' file; do check_library_file "$file" "$from"; done \
-    < <(find "$dir" -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.h' \) -print0)
-done
-while IFS= read -r -d '' file; do check_library_file "$file" backend; done \
-  < <(find "$root/kernels" -type f \( -name '*.cu' -o -name '*.cuh' -o -name '*.hpp' -o -name '*.h' \) -print0 2>/dev/null)
+sources() { find "$@" -type f \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.inc' \) -print0 2> /dev/null; }
 
-# tools/<name>/: a listed core, or a layer no higher than the highest thing the tool links (a
-# core links every layer).
+for lib in "${libs[@]}"; do
+  dir="$root/lib/$lib"
+  [[ -d "$dir" ]] || { fail "lib/libraries.txt" "library $lib has no folder lib/$lib/"; continue; }
+  for sub in "$dir"/include/dl/* "$dir"/src/dl/*; do
+    [[ -d "$sub" ]] || continue
+    f=$(basename "$sub")
+    [[ " ${folders[$lib]} " == *" $f "* ]] ||
+      fail "${sub#"$root"/}/" "is no folder of \`lib $lib\` in lib/libraries.txt: declare it there or move it to its library"
+  done
+  while IFS= read -r -d '' file; do check_file "$file" "${closure[$lib]}" "library $lib"; done < <(sources "$dir")
+done
+for dir in "$root"/lib/*/; do
+  name=$(basename "$dir")
+  [[ -n "${folders[$name]+x}" ]] || fail "lib/$name/" "has no \`lib $name\` line in lib/libraries.txt"
+done
+while IFS= read -r -d '' file; do check_file "$file" "${closure[device]}" "kernels/ (the device library)"; done < <(sources "$root/kernels")
+
 for dir in "$root"/tools/*/; do
   tool=$(basename "$dir")
   [[ -f "$dir/main.cpp" ]] || continue
   if [[ -z "${tool_uses[$tool]+x}" ]]; then
-    fail "tools/$tool/" "has no \`tool $tool ...\` line in lib/layers.txt"
+    fail "tools/$tool/" "has no \`tool $tool ...\` line in lib/libraries.txt"
     continue
   fi
-  top=-1
-  declare -A linked=()
-  for use in ${tool_uses[$tool]}; do
-    linked[$use]=1
-    h=${level[$use]:-$core_level}
-    ((h > top)) && top=$h
-  done
-  ((top >= core_level)) && top=$((core_level - 1))
-  while IFS= read -r -d '' file; do
-    while IFS=: read -r _ line to; do
-      where="${file#"$root"/}:$line"
-      if [[ -z "${level[$to]+x}" ]]; then
-        fail "$where" "includes dl/$to/, a folder no layer of lib/layers.txt names"
-      elif [[ -n "${is_core[$to]:-}" && -z "${linked[$to]:-}" ]]; then
-        fail "$where" "$tool includes tool core dl/$to/, which it does not link: add $to to its \`tool\` line in lib/layers.txt, or use what the cores it links offer"
-      elif [[ -z "${is_core[$to]:-}" ]] && ((level[$to] > top)); then
-        fail "$where" "$tool includes dl/$to/, above what it links (${tool_uses[$tool]}): add it to its \`tool\` line in lib/layers.txt"
-      fi
-    done < <(includes "$file")
-  done < <(find "$dir" -type f \( -name '*.cpp' -o -name '*.hpp' \) -print0)
-  unset linked
+  allowed=""
+  for use in ${tool_uses[$tool]}; do allowed+="${closure[$use]:-} "; done
+  while IFS= read -r -d '' file; do check_file "$file" "$allowed" "tool $tool"; done < <(sources "$dir")
 done
 
 if ((failures > 0)); then
-  echo "check-layers: $failures include(s) climb a layer (lib/layers.txt; docs/ARCHITECTURE.md, 'Layers')" >&2
+  echo "check-layers: $failures include(s) outside the libraries' graph (lib/libraries.txt, docs/ARCHITECTURE.md)" >&2
   exit 1
 fi
-echo "check-layers: every include of lib/dl, kernels and tools stays within its layer"
+echo "check-layers: every include of lib/, kernels/ and tools/ follows lib/libraries.txt (${#libs[@]} libraries)"

@@ -35,7 +35,7 @@ FILES = [  # (precision, file), in chaining order
 ]
 # System prefixes (vendor, site) that precede the GPU name in v1 names.
 PREFIXES = {"LambdaCloud", "Dell", "DellTexas", "SMC", "1CC", "RAIDZ1"}
-# Cleaned benchmark GPU names -> dlkit canonical models (lib/dl/plan/gpus.cpp).
+# Cleaned benchmark GPU names -> dlkit canonical models (lib/plan/src/dl/plan/gpus.cpp).
 NAME_MAP = {
     "Quadro RTX 8000": "Quadro-RTX-8000",
     "V100 16GB": "V100-SXM2-16GB",

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes lib/dl/data/unicode_classes.inc: the code point classes GPT-2's pre-tokenizer needs.
+"""Writes lib/data/src/dl/data/unicode_classes.inc: the code point classes GPT-2's pre-tokenizer needs.
 
 GPT-2's pattern ('s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+)
 asks of a code point only whether it is a letter (general category L*), a number (N*) or white
@@ -8,7 +8,7 @@ the ranges of code points in one of those three classes, sorted and merged; ever
 "other". Categories come from this Python's unicodedata (its Unicode version is written into the
 file); White_Space is a fixed list of 25 code points, unchanged since Unicode 6.3.
 
-Usage: python3 scripts/gen-unicode-classes.py > lib/dl/data/unicode_classes.inc
+Usage: python3 scripts/gen-unicode-classes.py > lib/data/src/dl/data/unicode_classes.inc
 """
 import sys
 import unicodedata

@@ -1,4 +1,4 @@
-// dl-bench memory (lib/dl/bench/memory.cpp) verifies what it copied: a copy that left a
+// dl-bench memory (lib/bench/src/dl/bench/memory.cpp) verifies what it copied: a copy that left a
 // destination or part of one unwritten is a failure in the report, counted in the row.
 #include <doctest/doctest.h>
 

@@ -1,5 +1,5 @@
 // dl-bench's output formats: json, jsonl and csv parse back to the same rows, and dl-cost's reader
-// (lib/dl/plan/bench_input) accepts them.
+// (dl/plan/bench_input) accepts them.
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "dl/backend/cuda/cuda_backend.hpp"
-#include "dl/train/device_select.hpp"
+#include "dl/device/cuda/cuda_backend.hpp"
+#include "dl/device/select.hpp"
 
 namespace {
 
@@ -42,14 +42,12 @@ int main(int argc, char** argv) {
     query = query || (i > 0 && is_query(a));
     args.push_back(argv[i]);
   }
-#ifdef DL_CUDA_EMULATION
   // The emulated device has no NCCL (docs/CUDA.md): its collective cases cannot run there.
   static char no_nccl[] = "-tce=*NCCL*";
-  if (!query) {
+  if (!query && dl::cuda_device_is_emulated()) {
     std::printf("skipped: the NCCL cases (the emulated device has no NCCL; they run on a GPU)\n");
     args.push_back(no_nccl);
   }
-#endif
   if (!query) {
     dl::prepare_cuda_process();  // the GPU, arena and notice the tools get (DL_CUDA_ARENA, DL_CUDA_SYNC)
     const dl::CudaDeviceInfo info = dl::cuda_probe();

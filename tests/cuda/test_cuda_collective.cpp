@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dl/backend/cuda/cuda_backend.hpp"
+#include "dl/device/cuda/cuda_backend.hpp"
 #include "dl/bench/collective.hpp"
 #include "dl/core/error.hpp"
 #include "dl/dist/comm.hpp"

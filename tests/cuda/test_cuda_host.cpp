@@ -7,10 +7,10 @@
 #include <string>
 
 #include "dl/backend/backend.hpp"
-#include "dl/backend/cuda/cuda_backend.hpp"
+#include "dl/device/cuda/cuda_backend.hpp"
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
-#include "dl/train/device_select.hpp"
+#include "dl/device/select.hpp"
 
 using namespace dl;
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "dl/backend/backend.hpp"
-#include "dl/backend/cuda/cuda_backend.hpp"
+#include "dl/device/cuda/cuda_backend.hpp"
 #include "dl/core/half.hpp"
 #include "dl/nn/gpt.hpp"
 #include "support/numeric.hpp"

@@ -2,15 +2,16 @@
 // "device": "cuda", TF32 off): the same initial weights and batches give the same loss and
 // gradients, and the same losses over 10 AdamW steps with clipping. The Python is
 // $DL_TORCH_PYTHON (scripts/gpu-check.sh points it at the GPU machine's PyTorch). On the
-// emulated device (DL_CUDA_EMULATION) the reference is PyTorch on the CPU.
+// emulated device the reference is PyTorch on the CPU.
 #include <doctest/doctest.h>
 
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
 
-#include "dl/backend/cuda/cuda_backend.hpp"
+#include "dl/device/cuda/cuda_backend.hpp"
 #include "dl/core/rng.hpp"
+#include "dl/device/select.hpp"
 #include "dl/nn/gpt.hpp"
 #include "support/support.hpp"
 #include "support/torch_parity.hpp"
@@ -40,12 +41,8 @@ TEST_CASE("GPT on the GPU: loss, gradients and 10 AdamW steps match PyTorch on t
     }
     batches.push_back(std::move(b));
   }
-#ifdef DL_CUDA_EMULATION
   // The emulated device has no PyTorch of its own: the reference runs on the CPU (fp32).
-  const char* torch_device = "cpu";
-#else
-  const char* torch_device = "cuda";
-#endif
+  const char* torch_device = cuda_device_is_emulated() ? "cpu" : "cuda";
   json spec{{"model", "gpt"}, {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}, {"device", torch_device}};
   json r = run_torch_parity(model, cuda_backend(), batches, spec);
   INFO(r.dump());

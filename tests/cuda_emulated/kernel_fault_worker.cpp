@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "dl/backend/cuda/cuda_backend.hpp"
-#include "dl/backend/cuda/cuda_check.hpp"
-#include "dl/backend/cuda/kernels.hpp"
-#include "dl/train/device_select.hpp"
+#include "dl/device/cuda/cuda_backend.hpp"
+#include "dl/device/cuda/cuda_check.hpp"
+#include "dl/device/cuda/kernels.hpp"
+#include "dl/device/select.hpp"
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";

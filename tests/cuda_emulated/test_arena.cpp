@@ -1,4 +1,4 @@
-// The CUDA backend's device arena (lib/dl/backend/cuda/arena.cpp) on the emulated device: packed
+// The CUDA backend's device arena (lib/device/src/dl/device/cuda/arena.cpp) on the emulated device: packed
 // (one cudaMalloc, tensors carved from it) and fenced (a cudaMalloc of exactly each tensor's
 // bytes) keep the same books: the same first-fit offsets, the same peak, the same out-of-memory
 // error; only where the bytes live differs.
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "dl/backend/cuda/arena.hpp"
-#include "dl/backend/cuda/emulator/device_memory.hpp"
+#include "dl/device/cuda/arena.hpp"
+#include "emulator/device_memory.hpp"
 #include "dl/core/error.hpp"
 
 using dl::cuda::DeviceArena;

@@ -17,7 +17,7 @@
 #include "dl/checkpoint/checkpoint.hpp"
 #include "dl/data/dataset.hpp"
 #include "dl/dist/comm.hpp"
-#include "dl/train/device_select.hpp"
+#include "dl/device/select.hpp"
 #include "dl/train/run.hpp"
 #include "support/support.hpp"
 

@@ -1,4 +1,4 @@
-// The emulated cuBLASLt (lib/dl/backend/cuda/emulator/cublaslt.cpp) against an f64 reference on
+// The emulated cuBLASLt (lib/emulator/cublaslt.cpp) against an f64 reference on
 // random data: every transpose, order, batch, epilogue and dtype combination, C != D with beta,
 // workspace limits, and the documented statuses of invalid arguments.
 #include <cublasLt.h>
@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "dl/backend/cuda/emulator/float_formats.hpp"
-#include "dl/backend/cuda/emulator/runtime.hpp"
+#include "emulator/float_formats.hpp"
+#include "emulator/runtime.hpp"
 
 namespace {
 

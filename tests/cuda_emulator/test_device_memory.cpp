@@ -1,4 +1,4 @@
-// The emulated CUDA runtime (lib/dl/backend/cuda/emulator): device memory poisoned and fenced,
+// The emulated CUDA runtime (emulator/): device memory poisoned and fenced,
 // frees and copies checked against the registry, the memory total, streams, events and errors.
 #include <cuda_runtime_api.h>
 #include <doctest/doctest.h>
@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "dl/backend/cuda/emulator/device_memory.hpp"
-#include "dl/backend/cuda/emulator/float_formats.hpp"
-#include "dl/backend/cuda/emulator/runtime.hpp"
+#include "emulator/device_memory.hpp"
+#include "emulator/float_formats.hpp"
+#include "emulator/runtime.hpp"
 
 namespace {
 

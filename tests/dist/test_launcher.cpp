@@ -1,4 +1,4 @@
-// The local launcher (lib/dl/dist/launcher.cpp): SIGINT and SIGTERM reach every rank, the exit
+// The local launcher (lib/dist/src/dl/dist/launcher.cpp): SIGINT and SIGTERM reach every rank, the exit
 // code is 130, each rank's stderr (and every stdout but rank 0's) comes out behind "[rank N]";
 // and end to end, an interrupted 2-rank dl-train leaves a sharded checkpoint that resumes to the
 // uninterrupted run's losses, bit for bit.

@@ -1,4 +1,4 @@
-// The API dl-train uses: write_env_snapshot and check_env_lock (lib/dl/env/env.hpp).
+// The API dl-train uses: write_env_snapshot and check_env_lock (lib/env/include/dl/env/env.hpp).
 #include <doctest/doctest.h>
 
 #include <string>

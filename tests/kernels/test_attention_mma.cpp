@@ -1,7 +1,7 @@
 // The tensor-core attention kernels (kernels/attention_mma.cuh), run on the CPU by the warp
 // emulator: the same source nvcc compiles, its fragment indexing, masking, tiling and online
 // softmax checked against the CPU backend in f64 on inputs rounded to bf16 / f16, every output
-// poisoned with NaN first. Each case runs in three thread orders (lib/dl/backend/cuda/emulator/warp_emulator.hpp)
+// poisoned with NaN first. Each case runs in three thread orders (lib/emulator/warp_emulator.hpp)
 // and must give the same bits; its errors must stay within about twice what the emulator gives,
 // over the whole tensor and element by element.
 #include <doctest/doctest.h>
@@ -17,7 +17,7 @@
 
 #include "attention_mma.cuh"
 #include "dl/backend/backend.hpp"
-#include "dl/backend/cuda/emulator/warp_emulator.hpp"
+#include "emulator/warp_emulator.hpp"
 #include "dl/core/half.hpp"
 #include "launch_failure.hpp"
 #include "support/numeric.hpp"

@@ -1,4 +1,4 @@
-// The calibrated speed model (lib/dl/plan/speed.hpp): its fit recomputed by hand from the
+// The calibrated speed model (lib/plan/include/dl/plan/speed.hpp): its fit recomputed by hand from the
 // published figures, the MFU rising with model size, and every calibration run within 25%.
 #include <doctest/doctest.h>
 

@@ -174,7 +174,15 @@ std::string Process::err() const {
   return impl_->err_text;
 }
 
-std::string tool(const std::string& name) { return std::string(DL_BIN_DIR) + "/" + name; }
+std::string tool(const std::string& name) {
+  // The emulated-device tests (ctest label `emulated`) take the programs linked to the emulated
+  // device from bin-emu/ (DL_TEST_BIN_DIR), and the rest (dl-shard, dl-cost) from bin/.
+  if (const char* emulated = std::getenv("DL_TEST_BIN_DIR"); emulated && *emulated) {
+    const fs::path p = fs::path(emulated) / name;
+    if (fs::exists(p)) return p.string();
+  }
+  return std::string(DL_BIN_DIR) + "/" + name;
+}
 fs::path source_path(const std::string& rel) { return fs::path(DL_SOURCE_DIR) / rel; }
 fs::path shared_path(const std::string& rel) { return fs::path(DL_SHARED_DIR) / rel; }
 std::string torch_python() {

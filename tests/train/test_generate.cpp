@@ -1,4 +1,4 @@
-// Sampling (lib/dl/train/generate.cpp): greedy, temperature and top-k draw from the distribution
+// Sampling (lib/train/src/dl/train/generate.cpp): greedy, temperature and top-k draw from the distribution
 // they promise, checked with known logits over many draws, and `dl-train sample --top-k 1` is
 // greedy end to end.
 #include <doctest/doctest.h>

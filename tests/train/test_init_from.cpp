@@ -1,4 +1,4 @@
-// model.init_from (lib/dl/train/init_from.cpp, the shape in config/hf_gpt2_config.cpp): Hugging
+// model.init_from (dl/train/init_from.cpp, the shape in config/hf_gpt2_config.cpp): Hugging
 // Face GPT-2 folders written by the PyTorch reference (tests/scripts/hf_gpt2.py: random weights,
 // GPT-2's 50257-token vocabulary) load in every on-disk form; dl-train's loss equals the
 // reference's; fine-tuning lowers it and resumes bit for bit; dl-train checkpoints load too; bad

@@ -1,4 +1,4 @@
-// The trainer's promises end to end (lib/dl/train/trainer.cpp through dl-train): gradient
+// The trainer's promises end to end (dl/train/trainer.cpp through dl-train): gradient
 // accumulation and parallel.dp = "auto" give the single-process batch's losses and gradient
 // norms, and `eval --data SPEC` evaluates exactly the data it names.
 #include <doctest/doctest.h>

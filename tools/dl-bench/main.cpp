@@ -4,7 +4,7 @@
 #include <iostream>
 #include <set>
 
-#include "dl/backend/build_info.hpp"
+#include "dl/device/build_info.hpp"
 #include "dl/bench/all.hpp"
 #include "dl/bench/collective.hpp"
 #include "dl/bench/gemm.hpp"
@@ -70,7 +70,7 @@ int emit(const dl::bench::Report& report, const std::string& format) {
 
 int main(int argc, char** argv) {
   CLI::App app{"dl-bench: measure this machine (GEMM, memory, collectives, a training step) in rows every machine can compare."};
-  app.set_version_flag("--version", "dl-bench " + dl::version_string() + "\n" + dl::build_info());
+  app.set_version_flag("--version", "dl-bench " + dl::version_string() + "\n" + dl::device_build_info());
   app.require_subcommand(1);
   app.footer(
       "Examples:\n"

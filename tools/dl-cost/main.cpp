@@ -1,5 +1,5 @@
 // dl-cost: time and money an experiment takes on each cloud GPU offer, the catalog of offers,
-// and when buying a machine pays off. The arithmetic lives in lib/dl/cost (docs/COST.md).
+// and when buying a machine pays off. The arithmetic lives in lib/cost (docs/COST.md).
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <iostream>

@@ -1,7 +1,7 @@
 // dl-shard: plan memory per GPU for a model and a parallel layout, recommend the simplest layout
 // that fits, inspect checkpoints, merge a sharded checkpoint into one file and split one into
-// the shards another layout loads. The arithmetic lives in lib/dl/plan, the file work in
-// lib/dl/shard.
+// the shards another layout loads. The arithmetic lives in lib/plan, the file work in
+// lib/shard.
 #include <CLI/CLI.hpp>
 #include <iostream>
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "dl/backend/build_info.hpp"
+#include "dl/device/build_info.hpp"
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/config/config.hpp"
@@ -39,7 +39,7 @@ std::string keys_help() {
 
 int main(int argc, char** argv) {
   CLI::App app{"dl-train: train a GPT or MLP from a TOML config, on the CPU (this build)."};
-  app.set_version_flag("--version", "dl-train " + dl::version_string() + "\n" + dl::build_info());
+  app.set_version_flag("--version", "dl-train " + dl::version_string() + "\n" + dl::device_build_info());
   app.footer(
       "Examples:\n"
       "  dl-train configs/addition.toml                      # the built-in synthetic task\n"

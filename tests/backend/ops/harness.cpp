@@ -10,10 +10,10 @@
 #include "dl/core/error.hpp"
 #include "dl/core/half.hpp"
 #include "dl/core/rng.hpp"
-#include "dl/train/device_select.hpp"
+#include "dl/device/select.hpp"
 
 #ifdef DL_HAVE_CUDA
-#include "dl/backend/cuda/cuda_backend.hpp"
+#include "dl/device/cuda/cuda_backend.hpp"
 #endif
 
 namespace dl::ops {

@@ -1,6 +1,6 @@
 // backend-ops: one op harness for every backend, in the manner of llama.cpp's test-backend-ops.
 //
-// Why here (tests/backend/ops/): the harness tests dl::Backend (lib/dl/backend/), so it sits with
+// Why here (tests/backend/ops/): the harness tests dl::Backend (lib/backend/), so it sits with
 // the backend's tests, in a folder of its own because it is a program with a command line
 // (`backend-ops test|perf [-o OP] [-b BACKEND]`), not a doctest suite: scripts/gpu-check.sh runs
 // it on a GPU and prints its per-kernel table, and ctest runs `backend-ops test` on every backend
