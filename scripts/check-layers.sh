@@ -10,9 +10,13 @@
 #   declared by two libraries, a lib/<name>/ with no line;
 # - a tool including a library its `tool` line does not link.
 # kernels/ belongs to the device library. Prints file:line: what, and why.
-# Usage: scripts/check-layers.sh [SOURCE_DIR]   (ctest runs it as `layers`)
+# With a build folder, it also shows that the compiler is the first line: a file of dl_nn that
+# includes dl_train's header with quotes, angle brackets or a relative path does not compile with
+# dl_nn's flags (from BUILD/compile_commands.json), while a header of a library it links does.
+# Usage: scripts/check-layers.sh [SOURCE_DIR [BUILD_DIR]]   (ctest runs it as `layers`)
 set -euo pipefail
 root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+build=${2:-}
 table="$root/lib/libraries.txt"
 
 declare -A owner    # folder -> library
@@ -110,6 +114,39 @@ for dir in "$root"/tools/*/; do
   for use in ${tool_uses[$tool]}; do allowed+="${closure[$use]:-} "; done
   while IFS= read -r -d '' file; do check_file "$file" "$allowed" "tool $tool"; done < <(sources "$dir")
 done
+
+# planted INCLUDE: compiles one line including it with the flags of lib/nn/src/dl/nn/params.cpp,
+# from that file's folder (where a relative include is resolved); prints the compiler's verdict.
+planted() {
+  local cmd
+  cmd=$(python3 - "$build/compile_commands.json" << 'PY'
+import json, shlex, sys
+for e in json.load(open(sys.argv[1])):
+    if e["file"].endswith("lib/nn/src/dl/nn/params.cpp"):
+        args = e.get("arguments") or shlex.split(e["command"])
+        out, skip = [], False
+        for a in args:  # drop the output and the source; keep the compiler and its flags
+            if skip: skip = False; continue
+            if a in ("-o", "-c"): skip = True; continue
+            out.append(a)
+        print(shlex.join(out)); break
+PY
+)
+  [[ -n "$cmd" ]] || { fail "$build/compile_commands.json" "has no compile command for lib/nn/src/dl/nn/params.cpp"; return 2; }
+  (cd "$root/lib/nn/src/dl/nn" && echo "#include $1" | eval "$cmd -fsyntax-only -x c++ -" > /dev/null 2>&1)
+}
+if [[ -n "$build" ]]; then
+  if planted '"dl/backend/backend.hpp"'; then
+    for inc in '"dl/train/trainer.hpp"' '<dl/train/trainer.hpp>' '"../train/trainer.hpp"' '"../../../../train/include/dl/train/trainer.hpp"'; do
+      if planted "$inc"; then
+        fail "lib/nn (compiler)" "#include $inc compiled with dl_nn's flags: dl_train's headers are reachable from a library below it"
+      fi
+    done
+    echo "check-layers: the compiler refuses dl_train's header in dl_nn with quotes, angle brackets and relative paths"
+  else
+    fail "lib/nn (compiler)" "the control include of dl/backend/backend.hpp does not compile with dl_nn's flags (build folder $build)"
+  fi
+fi
 
 if ((failures > 0)); then
   echo "check-layers: $failures include(s) outside the libraries' graph (lib/libraries.txt, docs/ARCHITECTURE.md)" >&2
