@@ -12,7 +12,7 @@
 #include <memory>
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "dl/config/config.hpp"
 #include "dl/nn/model.hpp"

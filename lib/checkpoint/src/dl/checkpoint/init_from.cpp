@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "dl/checkpoint/checkpoint.hpp"
 #include "dl/checkpoint/format.hpp"
 #include "dl/config/hf_gpt2_config.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "dl/cli/table.hpp"
 
@@ -19,6 +19,12 @@ struct RunData {
   std::filesystem::path dir;
   std::map<std::string, std::string> config;  // "optim.lr" -> "0.001" (resolved config.toml)
   std::vector<nlohmann::json> records;        // metrics.jsonl, in order
+
+  // Defined in runs.cpp, where json is complete: this header declares it with json_fwd only.
+  RunData();
+  RunData(RunData&&) noexcept;
+  RunData& operator=(RunData&&) noexcept;
+  ~RunData();
 };
 
 // Reads each directory: a run, or a sweep whose started trials are read in trial order.

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
@@ -18,6 +20,11 @@ namespace dl::sweep {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+RunData::RunData() = default;
+RunData::RunData(RunData&&) noexcept = default;
+RunData& RunData::operator=(RunData&&) noexcept = default;
+RunData::~RunData() = default;
 
 namespace {
 
