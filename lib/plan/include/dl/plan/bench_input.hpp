@@ -69,6 +69,9 @@ struct BenchSummary {
 // all rows, which must then be of one GPU model (a usage error lists them otherwise).
 BenchSummary summarize_bench(const std::vector<nlohmann::json>& rows, Precision precision,
                              const std::string& gpu_model = "", const std::string& source = "");
+// summarize_bench over the rows of a dl-bench file (read_bench_rows; "-" reads stdin, named "stdin"
+// in errors). Callers that never hold the rows need no complete json type.
+BenchSummary read_bench_summary(const std::string& path, Precision precision, const std::string& gpu_model = "");
 
 // Measured values replace datasheet ones: a train row's achieved FLOP/s becomes peak_flops with
 // achievable_fraction 1 (it is already achieved); otherwise a gemm row's FLOP/s becomes

@@ -248,6 +248,10 @@ BenchSummary summarize_bench(const std::vector<json>& all_rows, Precision precis
   return s;
 }
 
+BenchSummary read_bench_summary(const std::string& path, Precision precision, const std::string& gpu_model) {
+  return summarize_bench(read_bench_rows(path), precision, gpu_model, path == "-" ? "stdin" : path);
+}
+
 Hardware apply_bench(const Hardware& base, const BenchSummary& b, std::vector<std::string>* notes) {
   Hardware hw = base;
   auto note = [&](std::string line) {

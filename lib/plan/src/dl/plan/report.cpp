@@ -7,8 +7,6 @@
 #include <filesystem>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
@@ -99,8 +97,7 @@ Setup setup(const PlanInputs& in) {
   }
   std::optional<BenchSummary> bench;
   if (!in.bench.empty()) {
-    auto rows = read_bench_rows(in.bench);
-    bench = summarize_bench(rows, b.precision, in.gpu, in.bench == "-" ? "stdin" : in.bench);
+    bench = read_bench_summary(in.bench, b.precision, in.gpu);
     if (!spec && !bench->gpu_model.empty()) spec = gpu_spec(bench->gpu_model);
   }
   Hardware hw;
