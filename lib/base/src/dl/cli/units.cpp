@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 
 namespace dl {
 
@@ -33,19 +34,12 @@ Split split_number(const std::string& text, const std::string& what, const char*
       break;
     }
   }
-  std::string suffix = text.substr(i);
-  while (!suffix.empty() && std::isspace(static_cast<unsigned char>(suffix.front()))) suffix.erase(0, 1);
-  while (!suffix.empty() && std::isspace(static_cast<unsigned char>(suffix.back()))) suffix.pop_back();
+  std::string suffix = trim(std::string_view(text).substr(i), kIsSpace);
   char* end = nullptr;
   double v = digits.empty() ? NAN : std::strtod(digits.c_str(), &end);
   if (digits.empty() || end != digits.c_str() + digits.size() || !std::isfinite(v))
     throw_usage(what, ": '", text, "' is not a number (e.g. ", example, ")");
   return {v, suffix};
-}
-
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 }  // namespace
@@ -55,7 +49,7 @@ double parse_size(const std::string& text, const std::string& what, bool binary_
   if (s.value < 0) throw_usage(what, ": size '", text, "' is negative");
   // Forms: "" or "B"; a prefix letter k/M/G/T alone (decimal, or binary when binary_bare), with
   // "B" (always decimal: "GB"), or with "i"/"iB" (always binary: "GiB").
-  std::string l = lower(s.suffix);
+  std::string l = to_lower(s.suffix);
   if (l.empty() || l == "b") return s.value;
   const std::string prefixes = "kmgt";
   size_t p = prefixes.find(l[0]);
@@ -70,7 +64,7 @@ double parse_size(const std::string& text, const std::string& what, bool binary_
 
 double parse_count(const std::string& text, const std::string& what) {
   Split s = split_number(text, what, "7.5e9, 1.5B, 124M");
-  std::string l = lower(s.suffix);
+  std::string l = to_lower(s.suffix);
   double mult = 0;
   if (l.empty()) mult = 1;
   else if (l == "k") mult = 1e3;
@@ -83,7 +77,7 @@ double parse_count(const std::string& text, const std::string& what) {
 
 double parse_hours(const std::string& text, const std::string& what) {
   Split s = split_number(text, what, "36, 36h, 90m, 2d");
-  std::string l = lower(s.suffix);
+  std::string l = to_lower(s.suffix);
   double h = 0;
   if (l.empty() || l == "h") h = s.value;
   else if (l == "m" || l == "min") h = s.value / 60.0;

@@ -17,6 +17,7 @@
 #include "dl/config/hf_gpt2_config.hpp"
 #include "dl/config/schema.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/io/input_file.hpp"
 
 namespace dl {
@@ -54,12 +55,6 @@ std::string format_float(double x) {
 }
 
 std::string quote(std::string_view s) { return toml_quote(s); }
-
-std::string join(const std::vector<std::string>& parts, std::string_view sep) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) out += (i ? std::string(sep) : std::string()) + parts[i];
-  return out;
-}
 
 // Values in TOML syntax, for config_to_toml() and the defaults in config_key_docs().
 std::string toml_value(int64_t v, const Spec& spec) { return spec.auto_int && v == -1 ? "\"auto\"" : std::to_string(v); }
@@ -334,11 +329,6 @@ bool set_key(Config& c, std::string_view section, std::string_view key, const to
 std::string at_line(std::string_view source_name, const toml::source_region& r) {
   if (r.begin.line == 0) return std::string(source_name);
   return str(source_name, ":", r.begin.line);
-}
-
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
 }
 
 void apply_override(Config& c, Origins& origins, std::map<std::string, std::string>& unknown_choices,

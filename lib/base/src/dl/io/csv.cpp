@@ -1,21 +1,15 @@
 #include "dl/io/csv.hpp"
 
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 
 namespace dl {
 
 namespace {
 
-std::string trim(const std::string& s) {
-  size_t a = s.find_first_not_of(" \t");
-  if (a == std::string::npos) return "";
-  size_t b = s.find_last_not_of(" \t");
-  return s.substr(a, b - a + 1);
-}
-
 bool blank(const CsvRecord& r) {
   for (const auto& c : r.cells)
-    if (!trim(c).empty()) return false;
+    if (!trim(c, kBlank).empty()) return false;
   return true;
 }
 
@@ -39,7 +33,7 @@ std::vector<CsvRecord> parse_csv(std::string_view text, const std::string& sourc
     int64_t quote_line = line;
     // A finished cell: unquoted cells trimmed when asked.
     auto push = [&] {
-      rec.cells.push_back(options.trim && !after_quote ? trim(cell) : std::move(cell));
+      rec.cells.push_back(options.trim && !after_quote ? trim(cell, kBlank) : std::move(cell));
       cell.clear();
       after_quote = false;
     };
@@ -82,7 +76,7 @@ std::vector<CsvRecord> parse_csv(std::string_view text, const std::string& sourc
         push();
         break;
       }
-      if (c == '"' && !after_quote && trim(cell).empty()) {
+      if (c == '"' && !after_quote && trim(cell, kBlank).empty()) {
         quoted = true;
         quote_line = line;
         cell.clear();
@@ -106,7 +100,7 @@ std::vector<CsvRecord> parse_csv(std::string_view text, const std::string& sourc
 
 int64_t csv_column(const CsvRecord& header, const std::string& name) {
   for (size_t i = 0; i < header.cells.size(); ++i)
-    if (trim(header.cells[i]) == name) return static_cast<int64_t>(i);
+    if (trim(header.cells[i], kBlank) == name) return static_cast<int64_t>(i);
   return -1;
 }
 

@@ -10,6 +10,7 @@
 
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/io/input_file.hpp"
 #include "dl/io/csv.hpp"
 
@@ -22,30 +23,9 @@ namespace {
 // More GPUs than any instance has: a cell above it is a typo or corruption, not an offer.
 constexpr int64_t kMaxGpusPerInstance = 1'000'000;
 
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string trim(const std::string& s) {
-  size_t a = s.find_first_not_of(" \t");
-  if (a == std::string::npos) return "";
-  size_t b = s.find_last_not_of(" \t");
-  return s.substr(a, b - a + 1);
-}
-
-// Lower case without spaces, dashes, underscores and parentheses: "H100 (80 GB)" -> "h10080gb".
-std::string squash(const std::string& s) {
-  std::string out;
-  for (char c : s)
-    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 // A whole cell as a number: "40.97", " 8 "; nullopt for anything else ("", "n/a", "1.5x").
 std::optional<double> number(const std::string& cell) {
-  std::string t = trim(cell);
+  std::string t = trim(cell, kBlank);
   if (t.empty()) return std::nullopt;
   char* end = nullptr;
   double v = std::strtod(t.c_str(), &end);
@@ -55,7 +35,7 @@ std::optional<double> number(const std::string& cell) {
 
 // "96", "20-26" or "" (vCPUs and RAM cells).
 bool number_or_range(const std::string& cell) {
-  std::string t = trim(cell);
+  std::string t = trim(cell, kBlank);
   if (t.empty() || number(t)) return true;
   size_t dash = t.find('-', 1);
   if (dash == std::string::npos) return false;
@@ -65,7 +45,7 @@ bool number_or_range(const std::string& cell) {
 
 // "(80 GB)", "80GB" inside a GPU name: the per-GPU memory in GB, or 0.
 double memory_in_name(const std::string& name) {
-  std::string u = lower(name);
+  std::string u = to_lower(name);
   for (size_t i = 0; i < u.size(); ++i) {
     if (!std::isdigit(static_cast<unsigned char>(u[i])) || (i > 0 && (std::isalnum(static_cast<unsigned char>(u[i - 1])))))
       continue;
@@ -92,7 +72,7 @@ std::string money(double v) {
 std::string interconnect_name(Interconnect c) { return std::string(choice_name(c)); }
 
 Interconnect parse_interconnect(const std::string& s, const std::string& what) {
-  if (auto c = parse_choice<Interconnect>(lower(trim(s)))) return *c;
+  if (auto c = parse_choice<Interconnect>(to_lower(trim(s, kBlank)))) return *c;
   throw_usage(what, ": interconnect must be nvlink, pcie or consumer, got '", s, "'");
 }
 
@@ -172,7 +152,7 @@ Catalog parse_fsdl_csv(const std::string& text, const std::string& source, const
       cat.warnings.push_back(str(where, ": row skipped: ", problems.back()));
       continue;
     }
-    auto cell = [&](int64_t c) { return c >= 0 ? trim(rec.cells[static_cast<size_t>(c)]) : std::string(); };
+    auto cell = [&](int64_t c) { return c >= 0 ? trim(rec.cells[static_cast<size_t>(c)], kBlank) : std::string(); };
     Offer o;
     o.catalog = source;
     o.line = rec.line;
@@ -216,7 +196,7 @@ Catalog parse_fsdl_csv(const std::string& text, const std::string& source, const
     if (!cell(c_ram).empty()) {
       // "640", or "40GB" as a few serverless rows write it.
       std::string t = cell(c_ram);
-      if (t.size() > 2 && lower(t.substr(t.size() - 2)) == "gb") t = trim(t.substr(0, t.size() - 2));
+      if (t.size() > 2 && to_lower(t.substr(t.size() - 2)) == "gb") t = trim(t.substr(0, t.size() - 2), kBlank);
       auto v = number(t);
       if (v && *v >= 0) ram_gb = *v;
       else malformed(str("GPU RAM '", cell(c_ram), "' is not a number of GB"));
@@ -319,7 +299,7 @@ std::string toml_schema(const std::string& text) {
   std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
-    std::string t = trim(line);
+    std::string t = trim(line, kBlank);
     if (t.empty() || t[0] == '#') continue;
     if (t[0] == '[') return "";
     if (t.rfind("schema", 0) == 0) {
@@ -376,8 +356,7 @@ Catalog load_catalogs(const std::vector<std::string>& paths, const CatalogOption
     for (const auto& p : paths) append(all, load_one(p, opt));
   }
   if (all.offers.empty()) {
-    std::string files;
-    for (const auto& f : all.files) files += (files.empty() ? "" : ", ") + f;
+    const std::string files = join(all.files, ", ");
     throw_usage("empty catalog: no offers in ", files.empty() ? std::string("the given catalogs") : files);
   }
   // Unique ids: provider/instance; a repeat from another file gets "@<stem>", then "#k".
@@ -385,7 +364,7 @@ Catalog load_catalogs(const std::vector<std::string>& paths, const CatalogOption
   for (auto& o : all.offers) {
     std::string id = offer_slug(o.provider, o.instance);
     if (seen.count(id)) {
-      std::string stem = lower(fs::path(o.catalog).stem().string());
+      std::string stem = to_lower(fs::path(o.catalog).stem().string());
       bool other_file = false;
       for (const auto& q : all.offers) {
         if (&q == &o) break;
@@ -405,14 +384,14 @@ Catalog load_catalogs(const std::vector<std::string>& paths, const CatalogOption
 }
 
 const Offer& find_offer(const Catalog& c, const std::string& query) {
-  const std::string q = lower(trim(query));
+  const std::string q = to_lower(trim(query, kBlank));
   if (q.empty()) throw_option_error("{on_offer}: name an offer (an id from `dl-cost offers`, e.g. aws/p5.48xlarge)");
   for (const auto& o : c.offers)
     if (o.id == q) return o;
   std::vector<const Offer*> by_instance;
   for (const auto& o : c.offers) {
     std::string slug = offer_slug("", o.instance).substr(1);
-    if (lower(o.instance) == q || slug == q) by_instance.push_back(&o);
+    if (to_lower(o.instance) == q || slug == q) by_instance.push_back(&o);
   }
   if (by_instance.size() == 1) return *by_instance.front();
   if (by_instance.size() > 1) {
@@ -421,14 +400,13 @@ const Offer& find_offer(const Catalog& c, const std::string& query) {
     throw_usage("offer '", query, "' is ambiguous: ", ids);
   }
   std::vector<std::string> close;
-  const std::string sq = squash(query);
+  const std::string sq = lower_alnum(query);
   for (const auto& o : c.offers) {
     if (close.size() >= 5) break;
-    if (!sq.empty() && (squash(o.id).find(sq) != std::string::npos || sq.find(squash(o.instance)) != std::string::npos))
+    if (!sq.empty() && (lower_alnum(o.id).find(sq) != std::string::npos || sq.find(lower_alnum(o.instance)) != std::string::npos))
       close.push_back(o.id);
   }
-  std::string hint;
-  for (const auto& s : close) hint += (hint.empty() ? "" : ", ") + s;
+  const std::string hint = join(close, ", ");
   throw_usage("unknown offer '", query, "'", hint.empty() ? std::string() : " (close: " + hint + ")",
               "; list the ids with `dl-cost offers`");
 }
@@ -437,16 +415,16 @@ std::vector<const Offer*> filter_offers(const Catalog& c, const std::string& gpu
   std::vector<const Offer*> out;
   std::string exact;
   for (const auto& g : plan::gpu_table())
-    if (lower(g.model) == lower(trim(gpu))) exact = g.model;
-  const std::string sg = squash(gpu), sp = lower(trim(provider));
+    if (to_lower(g.model) == to_lower(trim(gpu, kBlank))) exact = g.model;
+  const std::string sg = lower_alnum(gpu), sp = to_lower(trim(provider, kBlank));
   for (const auto& o : c.offers) {
     if (!gpu.empty()) {
       bool match = !exact.empty() ? o.gpu_model == exact
-                                  : (squash(o.gpu_model).find(sg) != std::string::npos ||
-                                     squash(o.gpu_name).find(sg) != std::string::npos);
+                                  : (lower_alnum(o.gpu_model).find(sg) != std::string::npos ||
+                                     lower_alnum(o.gpu_name).find(sg) != std::string::npos);
       if (!match) continue;
     }
-    if (!sp.empty() && lower(o.provider).find(sp) == std::string::npos) continue;
+    if (!sp.empty() && to_lower(o.provider).find(sp) == std::string::npos) continue;
     out.push_back(&o);
   }
   return out;

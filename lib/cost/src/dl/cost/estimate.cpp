@@ -11,6 +11,7 @@
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/cost/format.hpp"
 #include "dl/plan/bench_input.hpp"
 #include "dl/plan/gpus.hpp"
@@ -198,11 +199,7 @@ std::optional<GpuSpeed> SpeedModel::speed(const std::string& model, std::string*
       reasons.push_back("no datasheet entry for " + model);
     }
   }
-  if (why) {
-    std::string w;
-    for (const auto& r : reasons) w += (w.empty() ? "" : "; ") + r;
-    *why = "no speed (" + w + ")";
-  }
+  if (why) *why = "no speed (" + join(reasons, "; ") + ")";
   return std::nullopt;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/cost/estimate.hpp"
 #include "dl/cost/format.hpp"
 
@@ -17,12 +18,6 @@ Cell opt_num(const std::optional<double>& v) { return v ? num(*v) : Cell::null()
 Cell usd(double v) { return std::isfinite(v) ? Cell::num(v, format_usd(v)) : Cell::null("-"); }
 Cell opt_usd(const std::optional<double>& v) { return v ? usd(*v) : Cell::null("-"); }
 Cell opt_bool(const std::optional<bool>& v) { return v ? Cell::boolean(*v) : Cell::null("?"); }
-
-std::string join(const std::vector<std::string>& v, const char* sep) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
-  return s;
-}
 
 std::string gpus_text(const CostRow& r) {
   if (r.instances > 1) return str(r.gpus, " (", r.instances, "x", r.offer.gpu_count, ")");

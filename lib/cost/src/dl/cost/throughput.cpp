@@ -11,6 +11,7 @@
 
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/io/input_file.hpp"
 #include "dl/cost/catalog.hpp"
 #include "dl/io/csv.hpp"
@@ -32,20 +33,6 @@ const RelativeEntry* RelativeThroughput::find(const std::string& gpu_model, Prec
 }
 
 namespace {
-
-std::vector<std::string> split_ws(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  std::string t;
-  while (in >> t) out.push_back(t);
-  return out;
-}
-
-std::string join(const std::vector<std::string>& v, size_t from = 0, const char* sep = " ") {
-  std::string s;
-  for (size_t i = from; i < v.size(); ++i) s += (i > from ? sep : "") + v[i];
-  return s;
-}
 
 double geomean(const std::vector<double>& xs) {
   double s = 0;
@@ -72,7 +59,7 @@ BenchmarkGpu benchmark_gpu(const std::string& row_name) {
       g.count = std::atoll(m[1].str().c_str());
       std::vector<std::string> name = {m[2].str()};
       for (size_t j = i + 1; j < parts.size() && std::regex_match(parts[j], v2_part); ++j) name.push_back(parts[j]);
-      g.name = join(name);
+      g.name = join(name, " ");
       break;
     }
     if (g.name.empty()) g.name = row_name;
@@ -82,7 +69,7 @@ BenchmarkGpu benchmark_gpu(const std::string& row_name) {
   // v1 name: drop "2x" / "4xV100" counts, then leading system or site words ("Dell", "SMC",
   // "LambdaCloud") until the rest is a GPU dlkit knows.
   std::vector<std::string> tokens;
-  for (const auto& t : split_ws(row_name)) {
+  for (const auto& t : split_words(row_name)) {
     if (std::regex_match(t, m, count_only)) {
       g.count = std::atoll(m[1].str().c_str());
     } else if (std::regex_match(t, m, count_gpu) && std::isdigit(static_cast<unsigned char>(t[0]))) {
@@ -92,10 +79,11 @@ BenchmarkGpu benchmark_gpu(const std::string& row_name) {
       tokens.push_back(t);
     }
   }
-  g.name = join(tokens);
+  g.name = join(tokens, " ");
   for (size_t from = 0; from < tokens.size(); ++from) {
-    if (auto model = plan::canonical_gpu(join(tokens, from))) {
-      g.name = join(tokens, from);
+    const std::string tail = join(std::span(tokens).subspan(from), " ");
+    if (auto model = plan::canonical_gpu(tail)) {
+      g.name = tail;
       g.model = *model;
       break;
     }
@@ -228,7 +216,7 @@ RelativeThroughput derive_relative_throughput(const std::vector<BenchmarkTable>&
         e.file = t.file;
         e.via = anchor == rt.reference ? "" : anchor;
         if (!e.missing.empty())
-          rt.notes.push_back(str(t.file, ": ", model, " vs ", anchor, ": ", join(e.missing, 0, ", "),
+          rt.notes.push_back(str(t.file, ": ", model, " vs ", anchor, ": ", join(e.missing, ", "),
                                  " missing (empty or 0) for one of the two: skipped for this pair; ", e.benchmarks,
                                  " benchmarks in the geometric mean"));
         rated[model] = e;
@@ -269,9 +257,7 @@ RelativeThroughput load_relative_throughput(const std::vector<std::string>& path
       if (!out.find(e.gpu, e.precision)) out.entries.push_back(std::move(e));
     out.source += "; " + t.source;
   }
-  std::string files;
-  for (const auto& p : paths) files += (files.empty() ? "" : ", ") + p;
-  out.path = files;
+  out.path = join(paths, ", ");
   return out;
 }
 

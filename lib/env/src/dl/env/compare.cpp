@@ -4,11 +4,11 @@
 
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 
 namespace dl {
 
@@ -80,14 +80,8 @@ bool key_ignored(const Component& c, const std::vector<std::string>& patterns) {
 namespace {
 
 std::string set_note(const std::string& locked, const std::string& found) {
-  auto words = [](const std::string& s) {
-    std::set<std::string> out;
-    std::istringstream is(s);
-    std::string w;
-    while (is >> w) out.insert(w);
-    return out;
-  };
-  auto a = words(locked), b = words(found);
+  const auto locked_words = split_words(locked), found_words = split_words(found);
+  const std::set<std::string> a(locked_words.begin(), locked_words.end()), b(found_words.begin(), found_words.end());
   std::string missing, added;
   size_t nm = 0, na = 0;
   for (const auto& w : a)
@@ -103,11 +97,7 @@ std::string set_note(const std::string& locked, const std::string& found) {
 // What to show for a long value in a table cell.
 std::string cell_text(Scheme scheme, const std::string& v) {
   if (scheme == Scheme::set) {
-    size_t n = 0;
-    std::istringstream is(v);
-    std::string w;
-    while (is >> w) ++n;
-    return std::to_string(n) + " flags";
+    return std::to_string(split_words(v).size()) + " flags";
   }
   if (scheme == Scheme::hash && v.size() > 19 && v.rfind("sha256:", 0) == 0) return v.substr(0, 19) + "...";
   return v;

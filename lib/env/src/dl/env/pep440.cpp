@@ -8,21 +8,11 @@
 #include <tuple>
 
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 
 namespace dl {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
-}
 
 bool to_int(const std::string& s, int64_t& out) {
   if (s.empty() || s.size() > 18) return false;
@@ -77,7 +67,7 @@ std::optional<Pep440Version> parse_pep440(std::string_view text) {
     start = dot + 1;
   }
   if (m[3].matched) {
-    std::string l = lower(m[3].str());
+    std::string l = to_lower(m[3].str());
     if (l == "alpha") l = "a";
     else if (l == "beta") l = "b";
     else if (l == "c" || l == "pre" || l == "preview") l = "rc";
@@ -100,7 +90,7 @@ std::optional<Pep440Version> parse_pep440(std::string_view text) {
     v.dev = n;
   }
   if (m[10].matched) {
-    std::string loc = lower(m[10].str());
+    std::string loc = to_lower(m[10].str());
     size_t b = 0;
     for (size_t i = 0; i <= loc.size(); ++i) {
       if (i == loc.size() || loc[i] == '.' || loc[i] == '-' || loc[i] == '_') {
@@ -235,7 +225,7 @@ bool Pep440Specifier::admits_prereleases() const {
 }
 
 bool Pep440Specifier::contains(const Pep440Version& v) const {
-  if (op == "===") return lower(v.str()) == lower(version) || lower(version) == lower(v.public_str());
+  if (op == "===") return to_lower(v.str()) == to_lower(version) || to_lower(version) == to_lower(v.public_str());
   if (op == "==") return equal_clause(v, *this);
   if (op == "!=") return !equal_clause(v, *this);
   Pep440Version spec = *parse_pep440(version);

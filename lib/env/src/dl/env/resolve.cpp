@@ -7,6 +7,7 @@
 
 #include "dl/cli/app.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/core/version.hpp"
 #include "dl/env/dpkg_version.hpp"
 #include "dl/env/process.hpp"
@@ -49,11 +50,6 @@ Scheme scheme_of(const std::string& key) {
   if (key.rfind("deb.", 0) == 0) return Scheme::dpkg;
   if (key.rfind("python.", 0) == 0) return Scheme::pep440;
   return Scheme::numeric;
-}
-
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
 }
 
 // The first `count` dotted numbers of s ("12.4.131~12.4.1" -> "12.4" for 2).

@@ -14,6 +14,7 @@
 
 #include "dl/cli/app.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/core/version.hpp"
 #include "dl/env/native.hpp"
 #include "dl/env/process.hpp"
@@ -24,11 +25,6 @@ namespace dl {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
-}
 
 std::string read_small_file(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -100,9 +96,7 @@ CpuInfo parse_cpuinfo(std::string_view text) {
     std::string k = trim(line.substr(0, colon)), v = trim(line.substr(colon + 1));
     if (c.model.empty() && (k == "model name" || k == "Model" || k == "Hardware" || k == "cpu model")) c.model = v;
     if (!have_flags && (k == "flags" || k == "Features")) {
-      std::istringstream is(v);
-      std::string w;
-      while (is >> w) flags.insert(w);
+      for (auto& w : split_words(v)) flags.insert(std::move(w));
       have_flags = true;
     }
   }
@@ -265,8 +259,7 @@ struct Snap {
     lock.add({"system", "kernel"}, u.release);
     lock.add({"system", "arch"}, u.machine);
     lock.add({"system", "cpu"}, cpu.model.empty() ? kVersionUnknown : cpu.model);
-    std::string flags;
-    for (const auto& f : cpu.flags) flags += (flags.empty() ? "" : " ") + f;
+    const std::string flags = join(cpu.flags, " ");
     lock.add({"system", "cpu-flags"}, flags.empty() ? kVersionUnknown : flags);
     probe("system", "ok");
   }
@@ -295,10 +288,7 @@ struct Snap {
   void compilers() {
     std::vector<std::string> cxx{"c++"};
     if (const char* env = std::getenv("CXX"); env && *env) {
-      std::istringstream is(env);
-      std::vector<std::string> words;
-      std::string w;
-      while (is >> w) words.push_back(w);
+      const std::vector<std::string> words = split_words(env);
       // "ccache g++": the compiler is the last word.
       if (!words.empty()) cxx = {words.back()};
     }

@@ -2,29 +2,16 @@
 
 #include <algorithm>
 #include <set>
-#include <sstream>
 
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/env/dpkg_version.hpp"
 
 namespace dl {
 
 namespace {
 
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
-}
-
 bool is_special(std::string_view v) { return v == kVersionNone || v == kVersionUnknown || v == kVersionAbsent; }
-
-std::set<std::string> words(std::string_view s) {
-  std::set<std::string> out;
-  std::istringstream is{std::string(s)};
-  std::string w;
-  while (is >> w) out.insert(w);
-  return out;
-}
 
 // Index of the first differing number (missing numbers count as 0), or -1 when all are equal.
 int first_difference(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
@@ -180,7 +167,8 @@ Magnitude change_magnitude(Scheme scheme, std::string_view locked, std::string_v
     }
     case Scheme::text: return Magnitude::major;
     case Scheme::set: {
-      auto a = words(locked), b = words(found);
+      const auto locked_words = split_words(locked), found_words = split_words(found);
+      const std::set<std::string> a(locked_words.begin(), locked_words.end()), b(found_words.begin(), found_words.end());
       for (const auto& w : a)
         if (!b.count(w)) return Magnitude::minor;
       return a == b ? Magnitude::none : Magnitude::build;

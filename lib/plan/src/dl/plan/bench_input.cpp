@@ -14,6 +14,7 @@
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/io/input_file.hpp"
 #include "dl/io/csv.hpp"
 #include "dl/plan/gpus.hpp"
@@ -64,13 +65,6 @@ std::string text(const json& row, const char* key) {
 }
 
 std::optional<BenchKind> kind(const json& row) { return parse_choice<BenchKind>(text(row, "benchmark")); }
-
-std::string op_key(std::string op) {
-  std::string out;
-  for (char c : op)
-    if (std::isalnum(static_cast<unsigned char>(c))) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 }  // namespace
 
@@ -219,7 +213,7 @@ BenchSummary summarize_bench(const std::vector<json>& all_rows, Precision precis
   for (int pass = 0; pass < 2 && !s.busbw; ++pass) {
     for (const json* r : rows) {
       if (kind(*r) != BenchKind::collective) continue;
-      std::string op = op_key(text(*r, "op"));
+      std::string op = lower_alnum(text(*r, "op"));
       if (pass == 0 && op != "allreduce") continue;
       double nproc = num(*r, "nproc").value_or(num(*r, "num_devices").value_or(0));
       if (nproc < 2) continue;
@@ -284,9 +278,7 @@ Hardware apply_bench(const Hardware& base, const BenchSummary& b, std::vector<st
     note(str("host bandwidth: ", format_fixed(*b.host_bw / 1e9, 1), " GB/s measured host<->device copy (", from, ")"));
   }
   if (!used.empty()) {
-    std::string u;
-    for (const auto& x : used) u += (u.empty() ? "" : "+") + x;
-    hw.source = "measured (" + u + ") from " + from;
+    hw.source = "measured (" + join(used, "+") + ") from " + from;
   } else {
     note(str(from, ": no gemm, train, collective or memory rows usable for the plan; datasheet values kept"));
   }

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "dl/core/strings.hpp"
+
 namespace dl::plan {
 
 namespace {
@@ -139,11 +141,6 @@ std::vector<GpuSpec> build_table() {
   return t;
 }
 
-std::string upper(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // A GPU name reduced to its model tokens, memory size and form factor.
 struct ParsedName {
   std::string base;     // tokens joined: "H100", "A100", "RTXA6000", "QUADRORTX6000", "3080TI"
@@ -152,7 +149,7 @@ struct ParsedName {
 };
 
 ParsedName parse_name(const std::string& raw) {
-  std::string s = upper(raw);
+  std::string s = to_upper(raw);
   for (auto& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.') c = ' ';
   std::vector<std::string> tok;
@@ -283,9 +280,9 @@ const std::vector<GpuSpec>& gpu_table() {
 
 std::optional<std::string> canonical_gpu(const std::string& name) {
   // A canonical name (any case) is itself.
-  const std::string u = upper(name);
+  const std::string u = to_upper(name);
   for (const auto& g : gpu_table())
-    if (upper(g.model) == u) return g.model;
+    if (to_upper(g.model) == u) return g.model;
   ParsedName p = parse_name(name);
   auto model = resolve(p);
   if (!model) return std::nullopt;

@@ -15,6 +15,7 @@
 #include "dl/config/choice.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/crc32c.hpp"
 #include "dl/io/safetensors.hpp"
@@ -182,10 +183,8 @@ CheckpointLayout parse_layout(const std::string& text, int ranks, int source_zer
     std::string spaced = text;
     for (char& c : spaced)
       if (c == ',') c = ' ';
-    std::istringstream in(spaced);
-    std::string item;
     std::map<LayoutKey, int> seen;
-    while (in >> item) {
+    for (const std::string& item : split_words(spaced)) {
       auto eq = item.find('=');
       const std::string name = item.substr(0, eq);
       if (eq == std::string::npos || eq + 1 == item.size())

@@ -8,6 +8,7 @@
 
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/data/sources.hpp"
 #include "dl/io/input_file.hpp"
 #include "dl/sweep/toml_literal.hpp"
@@ -62,12 +63,6 @@ std::string at(const fs::path& file, const toml::source_region& r) {
   return r.begin.line ? str(file.string(), ":", r.begin.line) : file.string();
 }
 
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
-  return s;
-}
-
 // Rejects keys of `table` not in `allowed`, naming the first unknown one and what is allowed.
 void only_keys(const fs::path& file, const toml::table& table, const std::string& section,
                const std::vector<std::string>& allowed) {
@@ -77,7 +72,7 @@ void only_keys(const fs::path& file, const toml::table& table, const std::string
     for (const auto& a : allowed) ok = ok || a == key;
     if (!ok)
       throw_usage(at(file, k.source()), ": unknown key '", section.empty() ? key : section + "." + key,
-                  "' (", section.empty() ? "top level" : "[" + section + "]", " takes ", join(allowed), ")");
+                  "' (", section.empty() ? "top level" : "[" + section + "]", " takes ", join(allowed, ", "), ")");
   }
 }
 
@@ -257,7 +252,7 @@ SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& giv
   for (const auto& m : metrics) known = known || m == s.metric;
   if (!known)
     throw_usage(top.where("metric"), ": metric = \"", s.metric, "\" is not a metric dl-train reports for ",
-                s.base_config.filename().string(), " (it reports ", join(metrics), ")");
+                s.base_config.filename().string(), " (it reports ", join(metrics, ", "), ")");
   if (auto g = top.string("goal")) {
     const std::optional<Goal> goal = parse_choice<Goal>(*g);
     if (!goal) throw_usage(top.where("goal"), ": goal = \"", *g, "\": use minimize or maximize");

@@ -1,0 +1,35 @@
+// The string helpers every layer shares. One copy here instead of a private one per file: two
+// same-named functions in anonymous namespaces collide when a unity build compiles their files
+// as one.
+#pragma once
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dl {
+
+// Spaces, tabs and line ends: what trim() strips unless given another set.
+inline constexpr std::string_view kWhitespace = " \t\r\n";
+// Spaces and tabs (std::isblank's set): the padding of a CSV cell, whose line ends are its record's.
+inline constexpr std::string_view kBlank = " \t";
+// What std::isspace accepts in the C locale (and `>>` skips): kWhitespace, vertical tab, form feed.
+inline constexpr std::string_view kIsSpace = " \t\n\v\f\r";
+
+// s without its leading and trailing characters from `chars`.
+std::string trim(std::string_view s, std::string_view chars = kWhitespace);
+
+// ASCII letters lowered (raised); every other byte, UTF-8 included, as it is.
+std::string to_lower(std::string_view s);
+std::string to_upper(std::string_view s);
+
+// Only s's ASCII letters and digits, lowered, for names compared loosely: "H100 (80 GB)" -> "h10080gb".
+std::string lower_alnum(std::string_view s);
+
+// The parts with `sep` between each two. A tail of a vector v: join(std::span(v).subspan(k), sep).
+std::string join(std::span<const std::string> parts, std::string_view sep);
+
+// The words of s between runs of kIsSpace, as `>>` reads them: " a b\tc\n" -> {"a", "b", "c"}.
+std::vector<std::string> split_words(std::string_view s);
+
+}  // namespace dl

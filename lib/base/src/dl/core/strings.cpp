@@ -1,0 +1,58 @@
+#include "dl/core/strings.hpp"
+
+namespace dl {
+
+namespace {
+
+// Not std::tolower: its result depends on the C locale, these on nothing.
+char lower_ascii(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+char upper_ascii(char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c; }
+
+}  // namespace
+
+std::string trim(std::string_view s, std::string_view chars) {
+  const size_t b = s.find_first_not_of(chars);
+  if (b == std::string_view::npos) return "";
+  return std::string(s.substr(b, s.find_last_not_of(chars) - b + 1));
+}
+
+std::string to_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = lower_ascii(c);
+  return out;
+}
+
+std::string to_upper(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = upper_ascii(c);
+  return out;
+}
+
+std::string lower_alnum(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) out += lower_ascii(c);
+  return out;
+}
+
+std::string join(std::span<const std::string> parts, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i) out += sep;
+    out += parts[i];
+  }
+  return out;
+}
+
+std::vector<std::string> split_words(std::string_view s) {
+  std::vector<std::string> out;
+  for (size_t b = s.find_first_not_of(kIsSpace); b != std::string_view::npos; b = s.find_first_not_of(kIsSpace, b)) {
+    const size_t e = s.find_first_of(kIsSpace, b);
+    out.emplace_back(s.substr(b, e - b));
+    if (e == std::string_view::npos) break;
+    b = e;
+  }
+  return out;
+}
+
+}  // namespace dl
