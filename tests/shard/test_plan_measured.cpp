@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/support.hpp"
+#include "support/tiny_gpt.hpp"
 
 using namespace dl::test;
 using nlohmann::json;
@@ -18,29 +19,7 @@ namespace {
 
 // Every parameter group's size (embeddings, each block, the head) is even, so ZeRO's per-group
 // padding to a multiple of dp = 2 adds nothing and sharded bytes are exact halves.
-const char* kGpt = R"([model]
-type = "gpt"
-n_layer = 2
-n_head = 4
-n_embd = 32
-block_size = 26
-vocab_size = 256
-
-[data]
-source = "synthetic:addition"
-
-[train]
-steps = 2
-batch_size = 8
-threads = 1
-eval_every = 0
-checkpoint_every = 0
-
-[log]
-samples = 0
-progress = "none"
-tensorboard = false
-)";
+const std::string kGpt = layout_gpt({{"train.steps", "2"}});
 
 }  // namespace
 

@@ -12,45 +12,15 @@
 #include "dl/io/crc32c.hpp"
 #include "dl/io/safetensors.hpp"
 #include "support/support.hpp"
+#include "support/tiny_gpt.hpp"
 
 using namespace dl::test;
 using nlohmann::json;
 
 namespace {
 
-// The small GPT of tests/train/test_layouts.cpp: every layout runs in a second on 2 cores.
-const char* kGpt = R"([model]
-type = "gpt"
-n_layer = 2
-n_head = 4
-n_embd = 32
-block_size = 26
-vocab_size = 256
-
-[data]
-source = "synthetic:addition"
-
-[optim]
-lr = 3e-3
-
-[schedule]
-warmup_steps = 2
-decay_steps = 8
-
-[train]
-steps = 8
-batch_size = 8
-threads = 1
-eval_every = 0
-eval_batches = 1
-checkpoint_every = 0
-
-[log]
-every = 1
-samples = 0
-progress = "none"
-tensorboard = false
-)";
+// The GPT of the layout tests, 8 steps: every layout runs in a second on 2 cores.
+const std::string kGpt = layout_gpt({{"optim.lr", "3e-3"}, {"train.steps", "8"}});
 
 const std::string kShard = tool("dl-shard");
 

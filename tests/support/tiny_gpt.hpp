@@ -1,7 +1,11 @@
 // The smallest GPT run the end-to-end tests train (milliseconds a step on one thread): sampling,
 // the launcher, gradient accumulation, dp = "auto" and eval --data start from it, changing keys
-// with --set.
+// with --set. Tests that keep other keys in their config file write it with tiny_gpt(keys).
 #pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace dl::test {
 
@@ -34,5 +38,50 @@ samples = 0
 progress = "none"
 tensorboard = false
 )";
+
+// A config key and its value as TOML writes it: {"model.n_embd", "32"}, {"log.progress", "\"none\""}.
+using TomlKey = std::pair<std::string, std::string>;
+
+// kTinyGpt with `keys` set. A key it has keeps its line, so a message naming a line names the
+// same one; a key it lacks ends its section, or a new section at the end.
+inline std::string tiny_gpt(const std::vector<TomlKey>& keys) {
+  std::vector<std::string> lines;
+  for (std::string rest = kTinyGpt; !rest.empty();) {
+    const size_t end = rest.find('\n');
+    lines.push_back(rest.substr(0, end));
+    rest.erase(0, end == std::string::npos ? end : end + 1);
+  }
+  for (const auto& [full, value] : keys) {
+    const size_t dot = full.find('.');
+    const std::string header = "[" + full.substr(0, dot) + "]", assign = full.substr(dot + 1) + " = ",
+                      line = assign + value;
+    size_t at = 0;
+    while (at < lines.size() && lines[at] != header) ++at;
+    if (at == lines.size()) {
+      lines.insert(lines.end(), {"", header, line});
+      continue;
+    }
+    size_t end = at + 1;  // past the section's last line
+    while (end < lines.size() && lines[end].rfind('[', 0) != 0) ++end;
+    size_t i = at + 1;
+    while (i < end && lines[i].rfind(assign, 0) != 0) ++i;
+    if (i < end) {
+      lines[i] = line;
+      continue;
+    }
+    while (lines[end - 1].empty()) --end;  // after the section's last key
+    lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(end), line);
+  }
+  std::string out;
+  for (const auto& l : lines) out += l + "\n";
+  return out;
+}
+
+// tiny_gpt shaped for the parallel layouts: 2 layers (pp = 2), 4 heads (tp = 2), two addition
+// problems per window (block_size 26); every layout of up to 8 ranks trains in seconds on 2 cores.
+inline std::string layout_gpt(std::vector<TomlKey> keys) {
+  keys.insert(keys.begin(), {{"model.n_layer", "2"}, {"model.n_head", "4"}, {"model.n_embd", "32"}, {"model.block_size", "26"}});
+  return tiny_gpt(keys);
+}
 
 }  // namespace dl::test

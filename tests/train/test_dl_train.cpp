@@ -10,6 +10,7 @@
 #include "dl/config/config.hpp"
 #include "dl/io/safetensors.hpp"
 #include "support/support.hpp"
+#include "support/tiny_gpt.hpp"
 #include "train/run_files.hpp"
 
 using namespace dl::test;
@@ -17,38 +18,11 @@ using nlohmann::json;
 
 namespace {
 
-const char* kSmallGpt = R"([model]
-type = "gpt"
-n_layer = 1
-n_head = 2
-n_embd = 32
-block_size = 12
-vocab_size = 256
-
-[data]
-source = "synthetic:addition"
-
-[optim]
-lr = 3e-3
-
-[schedule]
-warmup_steps = 5
-decay_steps = 40
-
-[train]
-steps = 40
-batch_size = 8
-threads = 1
-eval_every = 0
-eval_batches = 2
-checkpoint_every = 20
-keep_checkpoints = 5
-
-[log]
-every = 1
-samples = 1
-progress = "none"
-)";
+// 40 steps, a checkpoint every 20, a final evaluation with one sample, TensorBoard events.
+const std::string kSmallGpt = tiny_gpt({{"model.n_embd", "32"}, {"optim.lr", "3e-3"}, {"schedule.warmup_steps", "5"},
+                                        {"schedule.decay_steps", "40"}, {"train.steps", "40"}, {"train.eval_batches", "2"},
+                                        {"train.checkpoint_every", "20"}, {"train.keep_checkpoints", "5"},
+                                        {"log.samples", "1"}, {"log.tensorboard", "true"}});
 
 RunResult train(const std::vector<std::string>& args) { return run(tool("dl-train"), args); }
 

@@ -18,45 +18,15 @@
 #include "dl/plan/plan.hpp"
 #include "support/hf_gpt2.hpp"
 #include "support/support.hpp"
+#include "support/tiny_gpt.hpp"
 
 using namespace dl::test;
 using nlohmann::json;
 
 namespace {
 
-// Two addition problems per window, every block shape small enough for 8 ranks on 2 cores.
-const char* kGpt = R"([model]
-type = "gpt"
-n_layer = 2
-n_head = 4
-n_embd = 32
-block_size = 26
-vocab_size = 256
-
-[data]
-source = "synthetic:addition"
-
-[optim]
-lr = 3e-3
-
-[schedule]
-warmup_steps = 4
-decay_steps = 20
-
-[train]
-steps = 20
-batch_size = 8
-threads = 1
-eval_every = 0
-eval_batches = 1
-checkpoint_every = 0
-
-[log]
-every = 1
-samples = 0
-progress = "none"
-tensorboard = false
-)";
+const std::string kGpt = layout_gpt({{"optim.lr", "3e-3"}, {"schedule.warmup_steps", "4"}, {"schedule.decay_steps", "20"},
+                                     {"train.steps", "20"}});
 
 // Per-step training curves from --json stdout lines.
 struct Curves {
