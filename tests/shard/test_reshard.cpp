@@ -46,18 +46,6 @@ Trained collect(const RunResult& r) {
   return t;
 }
 
-std::vector<std::string> with_nproc(std::vector<std::string> args, int nproc, const std::vector<std::string>& sets) {
-  if (nproc > 1) {
-    args.push_back("--nproc-per-node");
-    args.push_back(std::to_string(nproc));
-  }
-  for (const auto& s : sets) {
-    args.push_back("--set");
-    args.push_back(s);
-  }
-  return args;
-}
-
 Trained train(const fs::path& cfg, const fs::path& run_dir, int nproc, const std::vector<std::string>& sets,
               const std::vector<std::string>& extra = {}) {
   auto args = with_nproc({cfg.string(), "--run-dir", run_dir.string(), "--json"}, nproc, sets);

@@ -207,6 +207,18 @@ void write_file(const fs::path& p, const std::string& content) {
   f << content;
 }
 
+std::vector<std::string> with_nproc(std::vector<std::string> args, int nproc, const std::vector<std::string>& sets) {
+  if (nproc > 1) {
+    args.push_back("--nproc-per-node");
+    args.push_back(std::to_string(nproc));
+  }
+  for (const auto& s : sets) {
+    args.push_back("--set");
+    args.push_back(s);
+  }
+  return args;
+}
+
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream is(text);

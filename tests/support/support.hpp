@@ -58,6 +58,8 @@ class Process {
 
 // Path of a dlkit tool binary ("dl-train") in this build.
 std::string tool(const std::string& name);
+// dl-train's arguments: `args`, then --nproc-per-node N when nproc > 1 and --set S for each of `sets`.
+std::vector<std::string> with_nproc(std::vector<std::string> args, int nproc, const std::vector<std::string>& sets);
 // Path under the source tree / the shared reference folder.
 fs::path source_path(const std::string& rel);
 fs::path shared_path(const std::string& rel);

@@ -1,8 +1,8 @@
-// model.init_from (dl/train/init_from.cpp, the shape in config/hf_gpt2_config.cpp): Hugging
-// Face GPT-2 folders written by the PyTorch reference (tests/scripts/hf_gpt2.py: random weights,
-// GPT-2's 50257-token vocabulary) load in every on-disk form; dl-train's loss equals the
+// model.init_from (dl/checkpoint/init_from.cpp, the shape in config/hf_gpt2_config.cpp):
+// Hugging Face GPT-2 folders written by the PyTorch reference (tests/scripts/hf_gpt2.py: random
+// weights, GPT-2's 50257-token vocabulary) load in every on-disk form; dl-train's loss equals the
 // reference's; fine-tuning lowers it and resumes bit for bit; dl-train checkpoints load too; bad
-// folders exit 2 naming the file and the problem. Layouts: tests/train/test_layouts.cpp.
+// folders exit 2 naming the file and the problem. Layouts: test_layout_checkpoints.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
