@@ -115,14 +115,15 @@ for dir in "$root"/tools/*/; do
   while IFS= read -r -d '' file; do check_file "$file" "$allowed" "tool $tool"; done < <(sources "$dir")
 done
 
-# planted INCLUDE: compiles one line including it with the flags of lib/nn/src/dl/nn/params.cpp,
-# from that file's folder (where a relative include is resolved); prints the compiler's verdict.
+# planted INCLUDE: compiles one line including it with the flags of dl_nn's sources (a file of
+# lib/nn/src, or a unity unit of dl_nn), from lib/nn/src/dl/nn/ (where a relative include is
+# resolved); true when it compiles.
 planted() {
   local cmd
   cmd=$(python3 - "$build/compile_commands.json" << 'PY'
 import json, shlex, sys
 for e in json.load(open(sys.argv[1])):
-    if e["file"].endswith("lib/nn/src/dl/nn/params.cpp"):
+    if "/lib/nn/src/" in e["file"] or "/dl_nn.dir/Unity/" in e["file"]:
         args = e.get("arguments") or shlex.split(e["command"])
         out, skip = [], False
         for a in args:  # drop the output and the source; keep the compiler and its flags
@@ -132,7 +133,7 @@ for e in json.load(open(sys.argv[1])):
         print(shlex.join(out)); break
 PY
 )
-  [[ -n "$cmd" ]] || { fail "$build/compile_commands.json" "has no compile command for lib/nn/src/dl/nn/params.cpp"; return 2; }
+  [[ -n "$cmd" ]] || { fail "$build/compile_commands.json" "has no compile command of dl_nn"; return 2; }
   (cd "$root/lib/nn/src/dl/nn" && echo "#include $1" | eval "$cmd -fsyntax-only -x c++ -" > /dev/null 2>&1)
 }
 if [[ -n "$build" ]]; then

@@ -13,6 +13,8 @@
 #include "dl/dist/comm.hpp"
 #include "support/support.hpp"
 
+using dl::test::has;
+
 using namespace dl::bench;
 
 namespace {
@@ -22,7 +24,6 @@ const dl::OptionNames kFlags = {{"backend", "--backend"}, {"nproc", "--nproc"}, 
 
 std::string named_error(const std::function<void()>& call) { return dl::test::named_option_error(call, kFlags); }
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 }  // namespace
 

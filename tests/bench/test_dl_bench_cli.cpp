@@ -12,6 +12,8 @@
 #include "dl/bench/output.hpp"
 #include "support/support.hpp"
 
+using dl::test::has;
+
 using nlohmann::json;
 using dl::test::run;
 using dl::test::tool;
@@ -20,7 +22,6 @@ namespace {
 
 const std::string kBench = tool("dl-bench");
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 json rows_of(const dl::test::RunResult& r) {
   INFO("stderr: ", r.err);

@@ -16,7 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // A tool run that must not hang: a FIFO or /dev/zero that were waited on or read would time out.
 RunResult run_bounded(const std::string& name, const std::vector<std::string>& args) {

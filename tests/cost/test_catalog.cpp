@@ -10,13 +10,14 @@
 #include "dl/io/csv.hpp"
 #include "support/support.hpp"
 
+using dl::test::has;
+
 using namespace dl::cost;
 using dl::parse_csv;
 namespace fs = std::filesystem;
 
 namespace {
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 std::string error_of(const std::function<void()>& f) {
   try {

@@ -9,6 +9,8 @@
 #include "fixtures.hpp"
 #include "support/support.hpp"
 
+using dl::test::has;
+
 using nlohmann::json;
 using dl::test::run;
 using dl::test::tool;
@@ -18,7 +20,6 @@ namespace {
 
 const std::string kCost = tool("dl-cost");
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());

@@ -10,13 +10,14 @@
 #include "fixtures.hpp"
 #include "support/support.hpp"
 
+using dl::test::has;
+
 using namespace dl::cost;
 using dl::Precision;
 using namespace cost_test;
 
 namespace {
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 // dl-cost's flags for the options the library's messages name (tools/dl-cost/main.cpp).
 const dl::OptionNames kCostFlags = {
@@ -26,7 +27,7 @@ const dl::OptionNames kCostFlags = {
     {"gpu", "--gpu"},     {"vs", "--vs"},         {"speed_sources", "--speed"}};
 
 // The message as dl-cost prints it.
-std::string error_of(const std::function<void()>& f) {
+std::string error_as_printed(const std::function<void()>& f) {
   try {
     f();
   } catch (const dl::OptionError& e) {
@@ -330,7 +331,7 @@ TEST_CASE("bad inputs are usage errors naming the thing") {
   auto err = [&](const std::function<void(EstimateInputs&)>& change) {
     EstimateInputs in = base(cat);
     change(in);
-    return error_of([&] { make_estimate(in); });
+    return error_as_printed([&] { make_estimate(in); });
   };
   CHECK(has(err([](EstimateInputs& in) { in.hours = 3, in.on_offer = "nosuch/offer", in.tokens.reset(), in.params.reset(); }),
             "unknown offer 'nosuch/offer'"));
@@ -347,7 +348,7 @@ TEST_CASE("bad inputs are usage errors naming the thing") {
   CHECK(has(err([](EstimateInputs& in) { in.scaling.pcie = 0; }), "--eff-pcie"));
   CHECK(has(err([](EstimateInputs& in) { in.budget = -5; }), "--budget"));
   CHECK(has(err([](EstimateInputs& in) { in.speed_sources = {SpeedSource::bench}; }), "no offer can be estimated: 3 offers: no speed (no --bench)"));
-  CHECK(has(error_of([] { parse_speed_sources("bench,guess"); }), "'guess' is not a speed source"));
+  CHECK(has(error_as_printed([] { parse_speed_sources("bench,guess"); }), "'guess' is not a speed source"));
 }
 
 TEST_CASE("onprem: break-even months with power, against the best offer or --vs") {
@@ -399,16 +400,16 @@ TEST_CASE("onprem: break-even months with power, against the best offer or --vs"
   in.kwh_price = 0.15;
   OnpremInputs bad = in;
   bad.utilization = 1.5;
-  CHECK(has(error_of([&] { make_onprem(bad); }), "--utilization"));
+  CHECK(has(error_as_printed([&] { make_onprem(bad); }), "--utilization"));
   bad = in;
   bad.years = -1;
-  CHECK(has(error_of([&] { make_onprem(bad); }), "--years"));
+  CHECK(has(error_as_printed([&] { make_onprem(bad); }), "--years"));
   bad = in;
   bad.vs = "nosuch";
-  CHECK(has(error_of([&] { make_onprem(bad); }), "unknown offer 'nosuch'"));
+  CHECK(has(error_as_printed([&] { make_onprem(bad); }), "unknown offer 'nosuch'"));
   bad = in;
   bad.vs.clear();
-  CHECK(has(error_of([&] { make_onprem(bad); }), "--gpu MODEL"));
+  CHECK(has(error_as_printed([&] { make_onprem(bad); }), "--gpu MODEL"));
 }
 
 TEST_CASE("scaling from communication: near 1 inside an NVLink board, tensor parallelism at 1,024 GPUs, Ethernet costs") {

@@ -12,12 +12,13 @@
 #include "dl/cost/throughput.hpp"
 #include "support/support.hpp"
 
+using dl::test::has;
+
 using namespace dl::cost;
 using dl::Precision;
 
 namespace {
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 // A small CSV reader for the benchmark files (no quoted fields in them): cells split at commas,
 // empty cells kept as "".

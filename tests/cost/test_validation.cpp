@@ -10,15 +10,15 @@
 #include "dl/cost/estimate.hpp"
 #include "support/support.hpp"
 
+using dl::test::has;
+
 using nlohmann::json;
 using dl::test::run;
 using dl::test::tool;
 
 namespace {
 
-const std::string kCost = tool("dl-cost");
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 }  // namespace
 
@@ -52,7 +52,7 @@ TEST_CASE("issue 21's llm.c commands: within 25% of 94.3 min on 8x A100 80GB SXM
   for (const auto& [gpu_name, minutes] : std::map<std::string, double>{{"A100-SXM-80GB", 94.3}, {"H100-SXM", 45.0}}) {
     const auto& gpu = gpu_name;  // clang 14: a structured binding cannot be captured (CAPTURE)
     CAPTURE(gpu);
-    auto r = run(kCost, {"estimate", "--params", "124.44M", "--layers", "12", "--hidden", "768", "--heads", "12", "--seq",
+    auto r = run(tool("dl-cost"), {"estimate", "--params", "124.44M", "--layers", "12", "--hidden", "768", "--heads", "12", "--seq",
                          "1024", "--vocab", "50257", "--tokens", "9.89B", "--gpu", gpu, "--gpus", "8", "--precision",
                          "bf16", "--format", "json"});
     REQUIRE_MESSAGE(r.exit_code == 0, r.err);
@@ -78,7 +78,7 @@ TEST_CASE("issue 21's llm.c commands: within 25% of 94.3 min on 8x A100 80GB SXM
 }
 
 TEST_CASE("the FSDL worked example still holds: --hours 72 --on p3.8xlarge = $881.28") {
-  auto r = run(kCost, {"estimate", "--hours", "72", "--on", "p3.8xlarge", "--catalog",
+  auto r = run(tool("dl-cost"), {"estimate", "--hours", "72", "--on", "p3.8xlarge", "--catalog",
                        dl::test::shared_path("data/fsdl_cloud-gpus.csv").string(), "--format", "json"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   size_t found = 0;

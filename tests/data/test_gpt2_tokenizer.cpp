@@ -16,11 +16,6 @@ namespace {
 
 fs::path gpt2_dir() { return dl::test::shared_path("data/gpt2"); }
 
-const Gpt2Tokenizer& gpt2() {
-  static const Gpt2Tokenizer t(gpt2_dir().string());
-  return t;
-}
-
 struct Case {
   std::string text;
   std::vector<int32_t> ids;
@@ -68,16 +63,16 @@ TEST_CASE("gpt2 tokenizer: every reference case encodes to tiktoken's ids and de
   auto cache = Gpt2Tokenizer::make_cache();
   for (const Case& c : all) {
     CAPTURE(c.text);
-    CHECK(ids_text(gpt2().encode(c.text)) == ids_text(c.ids));
-    CHECK(gpt2().decode(c.ids) == c.text);
+    CHECK(ids_text(dl::test::gpt2_tokenizer().encode(c.text)) == ids_text(c.ids));
+    CHECK(dl::test::gpt2_tokenizer().decode(c.ids) == c.text);
     // One cache over all cases gives the same ids as a fresh one.
     std::vector<int32_t> again;
-    gpt2().encode_append(c.text, again, *cache);
+    dl::test::gpt2_tokenizer().encode_append(c.text, again, *cache);
     CHECK(again == c.ids);
   }
-  CHECK(gpt2().vocab_size() == 50257);
-  CHECK(gpt2().document_separator() == 50256);
-  CHECK(gpt2().name() == "gpt2");
+  CHECK(dl::test::gpt2_tokenizer().vocab_size() == 50257);
+  CHECK(dl::test::gpt2_tokenizer().document_separator() == 50256);
+  CHECK(dl::test::gpt2_tokenizer().name() == "gpt2");
 }
 
 TEST_CASE("gpt2 tokenizer: pieces follow GPT-2's pattern, contractions case-sensitive") {
@@ -111,18 +106,18 @@ TEST_CASE("gpt2 tokenizer: the byte map is encoder.py's bytes_to_unicode") {
   // Every byte on its own is its own token, and any bytes round-trip.
   std::string all;
   for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
-  CHECK(gpt2().decode(gpt2().encode(all)) == all);
+  CHECK(dl::test::gpt2_tokenizer().decode(dl::test::gpt2_tokenizer().encode(all)) == all);
   for (int b = 0; b < 256; ++b) {
     std::string one(1, static_cast<char>(b));
-    auto ids = gpt2().encode(one);
+    auto ids = dl::test::gpt2_tokenizer().encode(one);
     REQUIRE(ids.size() == 1);
-    CHECK(gpt2().decode(ids) == one);
+    CHECK(dl::test::gpt2_tokenizer().decode(ids) == one);
   }
 }
 
 TEST_CASE("gpt2 tokenizer: invalid UTF-8 decodes to its bytes; shown as Python's errors=\"replace\"") {
   const std::string bad = "ok \xe2\x82 then \xff\xc0\xaf end\xf0\x9f\x98";
-  CHECK(gpt2().decode(gpt2().encode(bad)) == bad);
+  CHECK(dl::test::gpt2_tokenizer().decode(dl::test::gpt2_tokenizer().encode(bad)) == bad);
   // Expected strings from Python 3.11's bytes.decode("utf-8", errors="replace").
   const std::string R = "\xef\xbf\xbd";
   CHECK(utf8_for_display("a\xff" "b") == "a" + R + "b");
@@ -134,7 +129,7 @@ TEST_CASE("gpt2 tokenizer: invalid UTF-8 decodes to its bytes; shown as Python's
   CHECK(utf8_for_display("\xf4\x90\x80\x80") == R + R + R + R);
   CHECK(utf8_for_display("ok\xe2\x82\xac") == "ok\xe2\x82\xac");
   // Ids beyond the vocabulary (a padded model) show as U+FFFD.
-  CHECK(gpt2().decode({15496, 50300}) == "Hello" + R);
+  CHECK(dl::test::gpt2_tokenizer().decode({15496, 50300}) == "Hello" + R);
 }
 
 TEST_CASE("gpt2 tokenizer: tokenizer.json gives the same ids as vocab.json + merges.txt") {

@@ -15,11 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const Gpt2Tokenizer& gpt2() {
-  static const Gpt2Tokenizer t(dl::test::shared_path("data/gpt2").string());
-  return t;
-}
-
 // Text of every kind the reference cases hold (scripts, emoji, code, space runs, contractions),
 // shuffled into documents by a fixed generator, plus invalid UTF-8.
 std::vector<std::string> write_corpus(const fs::path& dir, int files, size_t bytes_each) {
@@ -48,7 +43,7 @@ std::vector<int32_t> whole_file_ids(const std::vector<std::string>& files) {
   std::vector<int32_t> ids;
   for (size_t f = 0; f < files.size(); ++f) {
     if (f) ids.push_back(50256);
-    auto one = gpt2().encode(dl::test::read_file(files[f]));
+    auto one = dl::test::gpt2_tokenizer().encode(dl::test::read_file(files[f]));
     ids.insert(ids.end(), one.begin(), one.end());
   }
   return ids;
@@ -95,28 +90,28 @@ TEST_CASE("tokenize: chunks on 1 and 4 threads give the ids of whole files, <|en
       TokenStreamOptions o;
       o.threads = threads;
       o.chunk_bytes = chunk;
-      tokenize_stream(gpt2(), files, o, [&](const std::vector<int32_t>& ids, int part) {
+      tokenize_stream(dl::test::gpt2_tokenizer(), files, o, [&](const std::vector<int32_t>& ids, int part) {
         CHECK(part == 0);
         got.insert(got.end(), ids.begin(), ids.end());
       });
       CHECK(got == expected);
     }
   }
-  CHECK(tokenize_files(gpt2(), files, 2) == expected);
+  CHECK(tokenize_files(dl::test::gpt2_tokenizer(), files, 2) == expected);
 }
 
 TEST_CASE("tokenize: split points cut nowhere a piece continues") {
   // Every position's split point, in text that is hard to cut: each part encoded alone gives the
   // whole's ids.
   const std::string text = "a'b 'tis IT'S x  y\n\n z12ab\xe4\xb8\xad\xe6\x96\x87\xef\xbc\x8c\xd9\xa3x \xff\xfe'll..s";
-  const auto whole = gpt2().encode(text);
+  const auto whole = dl::test::gpt2_tokenizer().encode(text);
   for (size_t from = 0; from <= text.size(); ++from) {
-    const size_t cut = gpt2().split_point(text, from);
+    const size_t cut = dl::test::gpt2_tokenizer().split_point(text, from);
     CAPTURE(from);
     REQUIRE(cut >= from);
     REQUIRE(cut <= text.size());
-    auto a = gpt2().encode(text.substr(0, cut));
-    const auto b = gpt2().encode(text.substr(cut));
+    auto a = dl::test::gpt2_tokenizer().encode(text.substr(0, cut));
+    const auto b = dl::test::gpt2_tokenizer().encode(text.substr(cut));
     a.insert(a.end(), b.begin(), b.end());
     CHECK(a == whole);
   }
@@ -136,7 +131,7 @@ TEST_CASE("tokenize: shards hold the in-process ids, the same bytes on 1 and 3 t
     o.val_fraction = 0.1;
     o.threads = threads;
     o.chunk_bytes = 2000;
-    const TokenizeSummary s = tokenize_to_shards(gpt2(), o);
+    const TokenizeSummary s = tokenize_to_shards(dl::test::gpt2_tokenizer(), o);
     CHECK(s.files == 2);
     CHECK(s.val_tokens > 0);
     CHECK(s.train_tokens + s.val_tokens == static_cast<int64_t>(expected.size()));
@@ -172,7 +167,7 @@ TEST_CASE("tokenize: shards hold the in-process ids, the same bytes on 1 and 3 t
   TokenizeOptions again;
   again.sources = {files[0]};
   again.out_dir = (tmp.path() / "out1").string();
-  CHECK_THROWS_WITH_AS(tokenize_to_shards(gpt2(), again), doctest::Contains("already holds token shards"), Error);
+  CHECK_THROWS_WITH_AS(tokenize_to_shards(dl::test::gpt2_tokenizer(), again), doctest::Contains("already holds token shards"), Error);
 }
 
 TEST_CASE("text: data with the gpt2 tokenizer: the files' ids, documents separated") {

@@ -42,9 +42,8 @@ void check_all_prefixed(const std::string& err, int n) {
   }
 }
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
-std::map<int64_t, double> losses_of(const std::vector<std::string>& jsonl) {
+std::map<int64_t, double> losses_of_lines(const std::vector<std::string>& jsonl) {
   std::map<int64_t, double> out;
   for (const auto& l : jsonl) {
     if (l.empty() || l[0] != '{') continue;
@@ -125,7 +124,7 @@ TEST_CASE("dl-train --nproc-per-node 2: SIGTERM stops both ranks with exit 130 a
   CHECK(fs::exists(ck / "shards" / "rank00000.safetensors"));
   CHECK(fs::exists(ck / "shards" / "rank00001.safetensors"));
   for (const auto& e : fs::recursive_directory_iterator(run_dir)) CHECK(!has(e.path().string(), ".tmp"));
-  auto before = losses_of(p.out_lines());
+  auto before = losses_of_lines(p.out_lines());
   REQUIRE(before.size() == static_cast<size_t>(stopped));
 
   // Resume to 4 steps past the stop, and an uninterrupted run of as many steps: the same losses.
@@ -138,8 +137,8 @@ TEST_CASE("dl-train --nproc-per-node 2: SIGTERM stops both ranks with exit 130 a
       run(tool("dl-train"), args({(d / "c.toml").string(), "--run-dir", (d / "whole").string(), "--json", "--steps", until}));
   INFO(whole.err);
   REQUIRE(whole.exit_code == 0);
-  auto after = losses_of(lines(rest.out));
-  auto ref = losses_of(lines(whole.out));
+  auto after = losses_of_lines(lines(rest.out));
+  auto ref = losses_of_lines(lines(whole.out));
   REQUIRE(ref.size() == static_cast<size_t>(stopped + 4));
   REQUIRE(after.size() == 4);
   for (int64_t s = 1; s <= stopped + 4; ++s) {

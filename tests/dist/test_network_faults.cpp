@@ -22,7 +22,6 @@ using namespace dl::test;
 namespace {
 
 // No compiler or dpkg probes for env.lock: they would only slow the runs down.
-const std::string kNoProbes = "PATH=/nonexistent";
 
 std::string ip_tool() {
   for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"})

@@ -24,7 +24,6 @@ using namespace dl::test;
 
 namespace {
 
-const std::string kNoProbes = "PATH=/nonexistent";  // env.lock's compiler and dpkg probes
 
 const std::vector<std::string> kDp2 = {"--set", "parallel.dp=2", "--set", "train.batch_size=4", "--json", "-q"};
 

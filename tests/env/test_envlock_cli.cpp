@@ -17,6 +17,8 @@
 #include "dl/env/process.hpp"
 #include "support/support.hpp"
 
+using dl::test::has;
+
 using namespace dl;
 namespace fs = std::filesystem;
 
@@ -53,7 +55,6 @@ std::string without_date(const std::string& text) {
   return out;
 }
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 // Replaces the version line of table [table] in a lock's text.
 std::string set_table_version(std::string text, const std::string& table, const std::string& version) {

@@ -10,6 +10,8 @@
 #include "dl/io/safetensors.hpp"
 #include "support/support.hpp"
 
+using dl::test::has;
+
 using namespace dl;
 using dl::test::TempDir;
 namespace fs = std::filesystem;
@@ -70,7 +72,6 @@ std::string open_error(const fs::path& p) {
   return "";
 }
 
-bool has(const std::string& msg, const std::string& part) { return msg.find(part) != std::string::npos; }
 
 struct Sample {
   std::vector<std::pair<std::string, Tensor>> tensors;

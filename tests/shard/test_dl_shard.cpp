@@ -8,6 +8,8 @@
 #include "dl/io/crc32c.hpp"
 #include "support/support.hpp"
 
+using dl::test::has;
+
 using nlohmann::json;
 using dl::test::run;
 using dl::test::tool;
@@ -16,7 +18,6 @@ namespace {
 
 const std::string kShard = tool("dl-shard");
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 // A 7.5B model with an architecture: 36 layers of 4096, 32 heads, 2048 tokens, GPT-2 vocabulary.
 std::vector<std::string> arch75() {

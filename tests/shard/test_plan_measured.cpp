@@ -19,13 +19,13 @@ namespace {
 
 // Every parameter group's size (embeddings, each block, the head) is even, so ZeRO's per-group
 // padding to a multiple of dp = 2 adds nothing and sharded bytes are exact halves.
-const std::string kGpt = layout_gpt({{"train.steps", "2"}});
+const std::string kMeasuredGpt = layout_gpt({{"train.steps", "2"}});
 
 }  // namespace
 
 TEST_CASE("dl-shard plan matches dl-train's measured memory per rank, layout by layout") {
   TempDir dir("plan-measured");
-  write_file(dir / "c.toml", kGpt);
+  write_file(dir / "c.toml", kMeasuredGpt);
   struct Layout {
     std::string name;
     int world;

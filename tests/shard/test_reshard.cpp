@@ -20,11 +20,9 @@ using nlohmann::json;
 namespace {
 
 // The GPT of the layout tests, 8 steps: every layout runs in a second on 2 cores.
-const std::string kGpt = layout_gpt({{"optim.lr", "3e-3"}, {"train.steps", "8"}});
+const std::string kReshardGpt = layout_gpt({{"optim.lr", "3e-3"}, {"train.steps", "8"}});
 
-const std::string kShard = tool("dl-shard");
 
-bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
 struct Trained {
   int code = -1;
@@ -90,7 +88,7 @@ const Runs& runs() {
   static bool done = false;
   if (!done) {
     r.cfg = r.dir / "c.toml";
-    write_file(r.cfg, kGpt);
+    write_file(r.cfg, kReshardGpt);
     r.single = r.dir / "single";
     r.zero3 = r.dir / "zero3";
     r.tppp = r.dir / "tppp";
@@ -111,7 +109,7 @@ const Runs& runs() {
   return r;
 }
 
-RunResult shard(const std::vector<std::string>& args) { return run(kShard, args, "", {}, 120); }
+RunResult shard(const std::vector<std::string>& args) { return run(tool("dl-shard"), args, "", {}, 120); }
 
 }  // namespace
 
@@ -228,7 +226,7 @@ TEST_CASE("an untied head over a vocabulary tp does not divide: tp=3 gives the s
           "inspect carry lm_head.weight and round-trip byte for byte") {
   TempDir dir("reshard-untied");
   // 3 heads so tp=3 splits them; 256 vocabulary rows split 85 + 85 + 86.
-  std::string toml = kGpt;
+  std::string toml = kReshardGpt;
   toml.replace(toml.find("n_head = 4"), 10, "n_head = 3");
   toml.replace(toml.find("n_embd = 32"), 11, "n_embd = 24\ntie_embeddings = false");
   write_file(dir / "c.toml", toml);
@@ -468,7 +466,7 @@ TEST_CASE("split: layouts the model does not allow, and bad arguments, exit 2 be
   CHECK(has(taken.err, "not empty"));
   CHECK(read_file(d / "taken" / "x") == "keep");
   // A config for another model is refused, naming the key.
-  write_file(d / "other.toml", std::string(kGpt).replace(std::string(kGpt).find("n_embd = 32"), 11, "n_embd = 64"));
+  write_file(d / "other.toml", std::string(kReshardGpt).replace(std::string(kReshardGpt).find("n_embd = 32"), 11, "n_embd = 64"));
   RunResult other = shard({"split", src, "--ranks", "2", "--config", (d / "other.toml").string(), "-o", out});
   CHECK(other.exit_code == 2);
   CHECK(has(other.err, "model.n_embd = 64"));

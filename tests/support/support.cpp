@@ -1,5 +1,7 @@
 #include "support/support.hpp"
 
+#include "dl/data/gpt2_tokenizer.hpp"
+
 #include <boost/process.hpp>
 #include <cerrno>
 #include <chrono>
@@ -234,6 +236,11 @@ std::string named_option_error(const std::function<void()>& call, const std::map
     return e.named(flags);
   }
   return "";
+}
+
+const Gpt2Tokenizer& gpt2_tokenizer() {
+  static const Gpt2Tokenizer t(shared_path("data/gpt2").string());
+  return t;
 }
 
 }  // namespace dl::test

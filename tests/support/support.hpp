@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+namespace dl {
+class Gpt2Tokenizer;
+}
+
 namespace dl::test {
 
 namespace fs = std::filesystem;
@@ -73,5 +77,12 @@ std::string read_file(const fs::path& p);
 std::string named_option_error(const std::function<void()>& call, const std::map<std::string, std::string>& flags);
 void write_file(const fs::path& p, const std::string& content);
 std::vector<std::string> lines(const std::string& text);
+// Whether `text` contains `part` (messages and outputs checked for a phrase).
+inline bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+// An environment entry that hides every program from the tools' probes (env.lock's compiler and
+// dpkg), for runs that must not depend on what this machine has installed.
+inline const std::string kNoProbes = "PATH=/nonexistent";
+// GPT-2's tokenizer from the shared reference folder (data/gpt2), loaded once.
+const Gpt2Tokenizer& gpt2_tokenizer();
 
 }  // namespace dl::test

@@ -32,7 +32,6 @@ constexpr int kSteps = 4;
 constexpr size_t kParallel = 4;  // runs at once: they mostly wait on fsync
 // No compiler or dpkg on PATH: env.lock's probes would cost most of a tiny run's time, and the
 // environment record is not what is tested here.
-const std::string kNoProbes = "PATH=/nonexistent";
 
 // One call of the traced run: its op, the path relative to the run folder ("" for the folder
 // itself), and which matching call it is.

@@ -2,6 +2,7 @@
 // same-named functions in anonymous namespaces collide when a unity build compiles their files
 // as one.
 #pragma once
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,6 +29,9 @@ std::string lower_alnum(std::string_view s);
 
 // The parts with `sep` between each two. A tail of a vector v: join(std::span(v).subspan(k), sep).
 std::string join(std::span<const std::string> parts, std::string_view sep);
+
+// v as 8 lowercase hex digits: "0000abcd" (CRC-32C values as files and tables show them).
+std::string hex32(uint32_t v);
 
 // The words of s between runs of kIsSpace, as `>>` reads them: " a b\tc\n" -> {"a", "b", "c"}.
 std::vector<std::string> split_words(std::string_view s);

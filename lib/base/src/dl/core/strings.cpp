@@ -1,5 +1,7 @@
 #include "dl/core/strings.hpp"
 
+#include <cstdio>
+
 namespace dl {
 
 namespace {
@@ -53,6 +55,12 @@ std::vector<std::string> split_words(std::string_view s) {
     b = e;
   }
   return out;
+}
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
 }
 
 }  // namespace dl

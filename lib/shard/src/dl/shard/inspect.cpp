@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/core/tensor.hpp"
 #include "dl/io/crc32c.hpp"
 #include "dl/io/jsonl.hpp"
@@ -23,12 +24,6 @@ namespace {
 
 constexpr const char* kManifest = "trainer_state.json";
 constexpr size_t kChunk = 4 << 20;
-
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%08x", v);
-  return buf;
-}
 
 // Streams [begin, begin + n) of an open file through CRC-32C, continuing `crc`; `part` gets its
 // own CRC when non-null. Returns the continued CRC; throws when the file ends early.

@@ -34,12 +34,6 @@ enum class LayoutKey { dp, tp, pp, zero };
 inline constexpr std::string_view kLayoutKeyNames[] = {"dp", "tp", "pp", "zero"};
 constexpr std::span<const std::string_view> choice_names(LayoutKey) { return kLayoutKeyNames; }
 
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%08x", v);
-  return buf;
-}
-
 std::string read_bytes(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   if (!f) throw_runtime("cannot read ", p.string());

@@ -205,7 +205,7 @@ void collect_params(const fs::path& file, const toml::table& t, const std::strin
   }
 }
 
-std::string read_text(const fs::path& file) {
+std::string read_sweep_file(const fs::path& file) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) throw_usage("sweep file not found: ", file.string());
   return read_input_file(file, "cannot read sweep file");
@@ -215,7 +215,7 @@ std::string read_text(const fs::path& file) {
 
 bool is_sweep_file(const fs::path& file) {
   try {
-    toml::table t = toml::parse(read_text(file), file.string());
+    toml::table t = toml::parse(read_sweep_file(file), file.string());
     return t.contains("parameters");
   } catch (const toml::parse_error&) {
     return false;
@@ -223,7 +223,7 @@ bool is_sweep_file(const fs::path& file) {
 }
 
 SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& given_text) {
-  const std::string text = given_text ? *given_text : read_text(file);
+  const std::string text = given_text ? *given_text : read_sweep_file(file);
   toml::table root;
   try {
     root = toml::parse(text, file.string());

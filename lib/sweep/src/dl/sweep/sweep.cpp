@@ -97,7 +97,7 @@ State load_state(const fs::path& dir) {
   return s;
 }
 
-std::string read_text(const fs::path& p) {
+std::string read_file_text(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream s;
   s << in.rdbuf();
@@ -106,7 +106,7 @@ std::string read_text(const fs::path& p) {
 
 // The last line of a trial's log that says what went wrong ("dl-train: error: ...").
 std::string failure_reason(const fs::path& log, int code) {
-  std::istringstream in(read_text(log));
+  std::istringstream in(read_file_text(log));
   std::string line, last_error, last;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
@@ -454,7 +454,7 @@ SweepResult run_sweep(const SweepOptions& o) {
   } else {
     st.sweep_file = fs::absolute(o.sweep_file);
     st.spec = load_sweep(o.sweep_file);
-    st.sweep_text = read_text(o.sweep_file);
+    st.sweep_text = read_file_text(o.sweep_file);
     std::error_code ec;
     if (fs::exists(o.dir, ec) && !fs::is_empty(o.dir, ec))
       throw_usage("sweep directory ", o.dir.string(), " already exists and is not empty: continue it with "
