@@ -46,3 +46,29 @@ TEST_CASE("--version of every tool names it, the project version and what the bu
       CHECK(r.out.find("\n" + what) != std::string::npos);
   }
 }
+
+// The tools that never open a GPU link no CUDA library, so they start on a machine without one:
+// dl-envlock is the tool that tells such a machine what it lacks (docs/ARCHITECTURE.md, Libraries).
+TEST_CASE("dl-shard, dl-cost and dl-envlock link no CUDA library; dl-train and dl-bench link the backend's") {
+  auto needed = [](const std::string& name) {
+    RunResult r = run("/usr/bin/readelf", {"-d", tool(name)});
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    std::string libs;
+    for (const std::string& line : lines(r.out))
+      if (line.find("(NEEDED)") != std::string::npos) libs += line.substr(line.find('[')) + " ";
+    return libs;
+  };
+  const std::regex cuda(R"(\[lib(cudart|cublas|cublasLt|cudnn|nccl|cuda)\.so)");
+  for (const char* name : {"dl-shard", "dl-cost", "dl-envlock"}) {
+    const std::string libs = needed(name);
+    CAPTURE(name);
+    INFO(libs);
+    CHECK(!std::regex_search(libs, cuda));
+  }
+#ifdef DL_HAVE_CUDA
+  for (const char* name : {"dl-train", "dl-bench"}) {
+    CAPTURE(name);
+    CHECK(needed(name).find("[libcudart.so") != std::string::npos);
+  }
+#endif
+}
