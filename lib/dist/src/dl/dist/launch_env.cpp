@@ -1,11 +1,11 @@
 #include "dl/dist/launch_env.hpp"
 
+#include <unistd.h>  // environ
+
 #include <cctype>
 #include <cstdlib>
 
 #include "dl/core/error.hpp"
-
-extern char** environ;
 
 namespace dl::dist {
 
