@@ -199,3 +199,22 @@ TEST_CASE("hostile paths: a FIFO or /dev/zero where a file belongs is refused at
     CHECK(!fs::exists(d / "run"));
   }
 }
+
+TEST_CASE("hostile text: escape bytes from a file reach the terminal as \\x1b, never raw") {
+  TempDir d("hostile-escapes");
+  // A key and a value carrying a terminal title change and a colour (TOML's \u escapes make the
+  // bytes): the errors quote both.
+  const std::string evil = "\\u001b]0;owned\\u0007\\u001b[31m";
+  write_file(d / "key.toml", "[model]\ntype = \"gpt\"\n\"n_layer" + evil + "\" = 2\n");
+  write_file(d / "value.toml", "[model]\ntype = \"gpt" + evil + "\"\n");
+  for (const char* config : {"key.toml", "value.toml"}) {
+    CAPTURE(config);
+    RunResult r = run(tool("dl-train"), {(d / config).string(), "--run-dir", (d / "run").string()});
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find('\x1b') == std::string::npos);
+    CHECK(r.err.find('\x07') == std::string::npos);
+    CHECK((has(r.err, "\\x1b]0;owned\\x07") || has(r.err, "\\u001b]0;owned\\u0007")));  // shown, escaped
+    CHECK(!fs::exists(d / "run"));
+  }
+}

@@ -76,3 +76,18 @@ TEST_CASE("human number formats") {
   CHECK(format_duration(0.00123) == "1.23 ms");
   CHECK(format_duration(3725) == "1h02m");
 }
+
+TEST_CASE("table and md show a cell's control bytes as \\xNN; json escapes them; csv keeps the bytes") {
+  Table t({{"name", "name", false}, {"n", "n", true}});
+  t.add_row({Cell::str("gpu\x1b[2Jx"), Cell::integer(1)});
+  t.add_note("from \x1b]0;t\x07 a file");
+  for (OutputFormat f : {OutputFormat::table, OutputFormat::md}) {
+    const std::string s = t.render(f);
+    CAPTURE(s);
+    CHECK(s.find('\x1b') == std::string::npos);
+    CHECK(s.find("gpu\\x1b[2Jx") != std::string::npos);
+    CHECK(s.find("from \\x1b]0;t\\x07 a file") != std::string::npos);
+  }
+  CHECK(nlohmann::json::parse(t.render(OutputFormat::json))[0]["name"] == "gpu\x1b[2Jx");
+  CHECK(t.render(OutputFormat::csv).find("gpu\x1b[2Jx") != std::string::npos);
+}

@@ -60,3 +60,10 @@ TEST_CASE("split_words: the words between runs of whitespace, as >> reads them")
   CHECK(split_words("  fpu vme\tde\n pse  ") == std::vector<std::string>{"fpu", "vme", "de", "pse"});
   CHECK(split_words("ccache g++") == std::vector<std::string>{"ccache", "g++"});
 }
+
+TEST_CASE("printable: control bytes but line feed and tab become \\xNN, other bytes stay") {
+  CHECK(printable("plain text, é and ✓") == "plain text, é and ✓");
+  CHECK(printable("two\nlines\tand a tab") == "two\nlines\tand a tab");
+  CHECK(printable("\x1b[31mred\x1b]0;title\x07") == "\\x1b[31mred\\x1b]0;title\\x07");
+  CHECK(printable(std::string("nul\0cr\rdel\x7f", 11)) == "nul\\x00cr\\x0ddel\\x7f");
+}

@@ -33,6 +33,11 @@ std::string join(std::span<const std::string> parts, std::string_view sep);
 // v as 8 lowercase hex digits: "0000abcd" (CRC-32C values as files and tables show them).
 std::string hex32(uint32_t v);
 
+// s with each control byte but line feed and tab (C0, DEL) written as \xNN: text from a file that
+// reaches a terminal (an error quoting a config value, a table cell, a log line) cannot move the
+// cursor, recolor or retitle it. Other bytes, UTF-8 included, as they are.
+std::string printable(std::string_view s);
+
 // The words of s between runs of kIsSpace, as `>>` reads them: " a b\tc\n" -> {"a", "b", "c"}.
 std::vector<std::string> split_words(std::string_view s);
 

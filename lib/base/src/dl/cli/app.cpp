@@ -11,6 +11,7 @@
 
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 
 namespace dl {
 
@@ -35,17 +36,17 @@ int run_tool(const std::string& tool, const std::function<int()>& body, const Op
     return body();
   } catch (const OptionError& e) {
     std::fflush(stdout);
-    std::cerr << tool << ": error: " << e.named(flags) << "\n";
+    std::cerr << tool << ": error: " << printable(e.named(flags)) << "\n";
     return exit_code(e.kind());
   } catch (const Error& e) {
     std::fflush(stdout);
-    std::cerr << tool << ": " << (e.kind() == ErrorKind::diverged ? "diverged: " : "error: ") << e.what() << "\n";
+    std::cerr << tool << ": " << (e.kind() == ErrorKind::diverged ? "diverged: " : "error: ") << printable(e.what()) << "\n";
     return exit_code(e.kind());
   } catch (const std::bad_alloc&) {
     std::cerr << tool << ": error: out of memory\n";
     return kExitFailure;
   } catch (const std::exception& e) {
-    std::cerr << tool << ": error: " << e.what() << "\n";
+    std::cerr << tool << ": error: " << printable(e.what()) << "\n";
     return kExitFailure;
   }
 }
@@ -55,12 +56,12 @@ void set_log_quiet(bool quiet) { g_quiet = quiet; }
 void log_info(const std::string& line) {
   if (g_quiet) return;
   std::lock_guard<std::mutex> lock(g_log_mutex);
-  std::cerr << "[" << g_tool << "] " << line << "\n";
+  std::cerr << "[" << g_tool << "] " << printable(line) << "\n";
 }
 
 void log_warn(const std::string& line) {
   std::lock_guard<std::mutex> lock(g_log_mutex);
-  std::cerr << "[" << g_tool << "] warning: " << line << "\n";
+  std::cerr << "[" << g_tool << "] warning: " << printable(line) << "\n";
 }
 
 void install_interrupt_handlers() {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dl/core/error.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/io/csv.hpp"
 
 namespace dl {
@@ -114,28 +115,32 @@ std::string Table::render(OutputFormat f) const {
       os << "\n";
       for (const auto& r : rows_) {
         os << "|";
-        for (const auto& cell : r) os << " " << cell.text << " |";
+        for (const auto& cell : r) os << " " << printable(cell.text) << " |";
         os << "\n";
       }
-      for (const auto& n : notes_) os << "\n" << n << "\n";
+      for (const auto& n : notes_) os << "\n" << printable(n) << "\n";
       break;
     }
     case OutputFormat::table: {
+      // What a terminal shows: cells from files are made printable before they are measured.
+      std::vector<std::vector<std::string>> text(rows_.size());
+      for (size_t k = 0; k < rows_.size(); ++k)
+        for (const auto& cell : rows_[k]) text[k].push_back(printable(cell.text));
       std::vector<size_t> width(columns_.size());
       for (size_t i = 0; i < columns_.size(); ++i) {
         width[i] = display_width(columns_[i].header);
-        for (const auto& r : rows_) width[i] = std::max(width[i], display_width(r[i].text));
+        for (const auto& r : text) width[i] = std::max(width[i], display_width(r[i]));
       }
       for (size_t i = 0; i < columns_.size(); ++i)
         os << (i ? "  " : "") << pad(columns_[i].header, width[i], columns_[i].right);
       os << "\n";
-      for (const auto& r : rows_) {
+      for (const auto& r : text) {
         std::string line;
-        for (size_t i = 0; i < columns_.size(); ++i) line += (i ? "  " : "") + pad(r[i].text, width[i], columns_[i].right);
+        for (size_t i = 0; i < columns_.size(); ++i) line += (i ? "  " : "") + pad(r[i], width[i], columns_[i].right);
         while (!line.empty() && line.back() == ' ') line.pop_back();
         os << line << "\n";
       }
-      for (const auto& n : notes_) os << n << "\n";
+      for (const auto& n : notes_) os << printable(n) << "\n";
       break;
     }
   }
