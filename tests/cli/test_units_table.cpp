@@ -12,7 +12,7 @@ TEST_CASE("sizes: decimal, binary, bare prefixes") {
   CHECK(parse_size("80GB", "x") == 80e9);
   CHECK(parse_size("80GiB", "x") == 80.0 * 1024 * 1024 * 1024);
   CHECK(parse_size("512 MiB", "x") == 512.0 * 1024 * 1024);
-  CHECK(parse_size("4096", "x") == 4096);
+  CHECK(parse_size("4096B", "x") == 4096);
   CHECK(parse_size("1.5TB", "x") == 1.5e12);
   CHECK(parse_size("128M", "x") == 128e6);
   CHECK(parse_size("128M", "x", true) == 128.0 * 1024 * 1024);
@@ -22,6 +22,14 @@ TEST_CASE("sizes: decimal, binary, bare prefixes") {
   CHECK_THROWS_AS(parse_size("80XB", "--gpu-mem"), Error);
   CHECK_THROWS_AS(parse_size("abc", "--gpu-mem"), Error);
   CHECK_THROWS_AS(parse_size("-5GB", "--gpu-mem"), Error);
+  // A memory size needs a unit; a message size (binary_bare) is nccl-tests' bare bytes.
+  try {
+    parse_size("80", "--gpu-mem");
+    FAIL("a bare 80 was read as a memory size");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+    CHECK(std::string(e.what()) == "--gpu-mem: '80' has no unit: write 80GB or 80GiB (80B if bytes are meant)");
+  }
   try {
     parse_size("80XB", "--gpu-mem");
   } catch (const Error& e) {

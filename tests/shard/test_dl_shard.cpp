@@ -94,6 +94,13 @@ TEST_CASE("plan: the ZeRO worked example, in every format") {
   }
   CHECK(rows[3]["comm_dp_bytes"].get<double>() == doctest::Approx(1.5 * rows[0]["comm_dp_bytes"].get<double>()));
 
+  // A bare number is refused before anything is planned: --gpu-mem 80 was read as 80 bytes
+  // ("fits: no" everywhere, exit 0).
+  auto bare = run(kShard, {"plan", "--params", "124M", "--gpus", "8", "--gpu-mem", "80"});
+  CHECK(bare.exit_code == 2);
+  CHECK(bare.out.empty());
+  CHECK(has(bare.err, "dl-shard: error: --gpu-mem: '80' has no unit: write 80GB or 80GiB"));
+
   // Binary units in, decimal out: 80 GiB = 85.9 GB.
   auto gib = run(kShard, {"plan", "--params", "1.5B", "--gpus", "8", "--gpu-mem", "80GiB", "--zero", "3", "--format", "json"});
   REQUIRE(gib.exit_code == 0);

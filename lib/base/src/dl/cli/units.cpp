@@ -50,6 +50,11 @@ double parse_size(const std::string& text, const std::string& what, bool binary_
   // Forms: "" or "B"; a prefix letter k/M/G/T alone (decimal, or binary when binary_bare), with
   // "B" (always decimal: "GB"), or with "i"/"iB" (always binary: "GiB").
   std::string l = to_lower(s.suffix);
+  // A memory size without a unit is a slip ("--gpu-mem 80" meant 80 GB, not 80 bytes). Message
+  // sizes keep nccl-tests' bare bytes ("-b 8").
+  if (l.empty() && !binary_bare)
+    throw_usage(what, ": '", text, "' has no unit: write ", text, "GB or ", text, "GiB (", text,
+                "B if bytes are meant)");
   if (l.empty() || l == "b") return s.value;
   const std::string prefixes = "kmgt";
   size_t p = prefixes.find(l[0]);
