@@ -2,6 +2,7 @@
 // the machine card, the output formats, and exit code 2 with a clear message on bad input.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -104,6 +105,25 @@ TEST_CASE("every collective on 2 ranks verifies its output: #wrong 0, the count 
   }
 }
 
+TEST_CASE("train --repeat runs the timed steps that many times; --steps below 1 is refused") {
+  dl::test::TempDir tmp("bench-train-repeat");
+  const std::string config = dl::test::source_path("configs/addition.toml").string();
+  auto r = run(kBench, {"train", config, "--repeat", "3", "--steps", "2", "--warmup", "1", "--set", "train.batch_size=4",
+                        "--format", "json"},
+               "", {"TMPDIR=" + tmp.path().string()});
+  json rows = rows_of(r);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0]["repeat"] == 3);  // was written as 2, the steps: --repeat was ignored
+  CHECK(rows[0]["steps"] == 2);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') >= 3);
+  CHECK(has(r.err, "run 3 of 3"));
+  for (const char* steps : {"0", "-5"}) {
+    auto bad = run(kBench, {"train", config, "--steps", steps}, "", {"TMPDIR=" + tmp.path().string()});
+    CHECK(bad.exit_code == 2);
+    CHECK(has(bad.err, "--steps"));
+  }
+}
+
 TEST_CASE("train drives dl-train's loop: tokens/s, MFU by the stated formula, the step split; no run directory left") {
   dl::test::TempDir tmp("bench-train");
   auto r = run(kBench,
@@ -116,7 +136,8 @@ TEST_CASE("train drives dl-train's loop: tokens/s, MFU by the stated formula, th
   CHECK(row["benchmark"] == "train");
   CHECK(row["precision"] == "fp32");
   CHECK(row["world"] == 1);
-  CHECK(row["repeat"] == 3);
+  CHECK(row["repeat"] == 1);  // one run of
+  CHECK(row["steps"] == 3);   // three timed steps
   CHECK(row["warmup"] == 1);
   CHECK(row["batch_tokens"] == 8 * 12);  // batch_size x block_size
   // configs/addition.toml: L = 2, D = 64, T = 12; PaLM: 6N + 12 L D T.

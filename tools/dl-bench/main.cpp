@@ -131,10 +131,11 @@ int main(int argc, char** argv) {
   int64_t t_steps = -1;
   train->add_option("config", t_config, "Training config (TOML), as for dl-train")->required();
   train->add_option("--set", t_sets, "Override a config key: --set model.n_layer=4 (repeatable)")->type_name("KEY=VALUE");
-  train->add_option("--steps", t_steps, "Timed steps after the warm-up (default 10)");
+  train->add_option("--steps", t_steps, "Timed steps per run, after --warmup steps (default 10); --repeat runs (default 1), the median run reported");
   train->add_option("--flop-formula", t_formula, "palm (6N+12LHQT) | llmc (6N+6LDT) for MFU");
   add_common(train, train_f);
-  train->footer("Example:\n  dl-bench train configs/addition.toml --steps 20 --set train.batch_size=32");
+  train->footer("Examples:\n  dl-bench train configs/addition.toml --steps 20 --set train.batch_size=32\n"
+                "  dl-bench train configs/addition.toml --repeat 3 --steps 5    # 3 runs, the median one");
 
   auto* all = app.add_subcommand("all", "The machine's card: every benchmark at short sizes");
   std::string a_config;

@@ -15,7 +15,7 @@ namespace dl::bench {
 struct TrainBenchOptions {
   std::string config_path;             // "" : dl-train's built-in defaults (a small GPT on synthetic addition)
   std::vector<std::string> overrides;  // --set KEY=VALUE
-  int64_t steps = -1;                  // timed steps; -1: --repeat, else 10
+  int64_t steps = -1;                  // timed steps per run (--repeat runs); -1: 10
   plan::FlopFormula formula = plan::FlopFormula::palm;
 };
 

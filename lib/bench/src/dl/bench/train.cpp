@@ -58,9 +58,11 @@ double model_flops_utilization(double tokens_per_sec, double flops_per_token, do
 
 Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) {
   const DeviceKind kind = select_device(common.device);
-  const int64_t steps = o.steps > 0 ? o.steps : repeat_or(common, 10);
+  // --repeat runs of warm-up + --steps steps each; the row reports the median run.
+  const int64_t steps = o.steps == -1 ? 10 : o.steps;
   const int64_t warmup = warmup_or(common, 2);
-  if (steps < 1) throw_option_error("{steps} ", steps, ": time at least one step");
+  const int runs = repeat_or(common, 1);
+  if (steps < 1 || steps > 1000000) throw_option_error("{steps} ", steps, ": time 1 to 1000000 steps");
 
   std::vector<std::string> sets = o.overrides;
   if (common.threads > 0) sets.push_back("train.threads=" + std::to_string(common.threads));
@@ -77,25 +79,34 @@ Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) 
   ScratchDir scratch;
   TrainOptions to;
   to.config = cfg;
-  to.run_dir = scratch.path() / "run";
   to.quiet = true;
   to.env_snapshot = false;
   to.checkpoints = false;
   to.evaluation = false;
-  std::vector<nlohmann::ordered_json> timed;
-  to.on_record = [&](const nlohmann::ordered_json& rec) {
-    if (rec.contains("step_s") && rec.value("step", int64_t{0}) > warmup) timed.push_back(rec);
-  };
-  log_info(str("train: ", o.config_path.empty() ? std::string("built-in config") : o.config_path, ", ", warmup,
-               " warm-up + ", steps, " timed steps (dl-train's training loop)"));
-  TrainSummary summary = run_training(to);
-  set_log_quiet(common.quiet);  // the trainer silenced logs for its run
-  if (summary.rank != 0) return {};
-  if (timed.empty()) throw_runtime("train benchmark: the trainer reported no timed steps");
+  std::vector<nlohmann::ordered_json> timed;  // every run's timed steps
+  std::vector<double> run_medians;            // each run's median step time
+  TrainSummary summary;
+  for (int run = 0; run < runs; ++run) {
+    std::vector<double> step_times;
+    to.run_dir = scratch.path() / ("run" + std::to_string(run));
+    to.on_record = [&](const nlohmann::ordered_json& rec) {
+      if (!rec.contains("step_s") || rec.value("step", int64_t{0}) <= warmup) return;
+      timed.push_back(rec);
+      step_times.push_back(rec.value("step_s", 0.0));
+    };
+    log_info(str("train: ", o.config_path.empty() ? std::string("built-in config") : o.config_path, ", run ", run + 1,
+                 " of ", runs, ": ", warmup, " warm-up + ", steps, " timed steps (dl-train's training loop)"));
+    summary = run_training(to);
+    set_log_quiet(common.quiet);  // the trainer silenced logs for its run
+    if (summary.rank != 0) return {};
+    if (step_times.empty()) throw_runtime("train benchmark: the trainer reported no timed steps");
+    run_medians.push_back(summarize(step_times).median);
+  }
 
   std::vector<double> step_times;
   for (const auto& r : timed) step_times.push_back(r.value("step_s", 0.0));
   Timing t = summarize(step_times);
+  t.median = summarize(run_medians).median;  // the median run's median step
   const double batch_tokens = std::round(timed.front().value("tokens_per_sec", 0.0) * timed.front().value("step_s", 0.0));
   const double tokens_per_sec = batch_tokens / t.median;
   const double units = cfg.model.type == ModelType::gpt ? static_cast<double>(cfg.model.block_size) : 1.0;
@@ -116,7 +127,8 @@ Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) 
   const Peak peak = compute_peak(dev, math_precision(cfg.train.precision));
 
   Report report;
-  Row r = common_row("train", dev, static_cast<int>(steps), static_cast<int>(warmup));
+  Row r = common_row("train", dev, runs, static_cast<int>(warmup));
+  r["steps"] = steps;
   r["config"] = o.config_path.empty() ? std::string("(built-in defaults)") : o.config_path;
   r["model"] = cfg.model.type;
   r["model_params"] = summary.params;
