@@ -3,7 +3,7 @@
 // step, the manifest's step and every file's dlkit.step agree, and a step folder lies in its own
 // run. A checkpoint that fails any of these is skipped with a warning naming the file and the
 // field, and the previous one is used, as for a flipped tensor byte. Rotation deletes only the
-// run's own step folders.
+// run's own step folders; resume refuses a [model] change the tensor shapes do not show.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -192,3 +192,45 @@ TEST_CASE("keep_checkpoints deletes only the run's own step folders") {
   CHECK(fs::exists(step_dir(run_dir, 8)));
 }
 
+TEST_CASE("resume refuses a [model] change, even one that keeps every tensor's shape") {
+  TempDir d("ckpt-model");
+  const fs::path run_dir = trained(d, "run", 2);
+  // n_head 2 -> 4 keeps every tensor's shape (n_embd 16).
+  Resumed x = resume(run_dir, {"--set", "model.n_head=4"});
+  INFO(x.r.err);
+  CHECK(x.r.exit_code == 2);
+  CHECK(has(x.r.err, "model.n_head"));
+  CHECK(has(x.r.err, "2"));
+  CHECK(has(x.r.err, "4"));
+  CHECK(has(x.r.err, "step_00000002"));
+  CHECK(x.r.out.empty());
+  for (const char* key : {"model.n_layer=2", "model.tie_embeddings=false", "model.block_size=8"}) {
+    CAPTURE(key);
+    x = resume(run_dir, {"--set", key});
+    CHECK(x.r.exit_code == 2);
+    CHECK(has(x.r.err, std::string(key).substr(0, std::string(key).find('='))));
+  }
+  // The same model resumes.
+  CHECK(resume(run_dir).r.exit_code == 0);
+}
+
+TEST_CASE("check_checkpoint_model compares an mlp checkpoint's hidden widths and activation") {
+  TempDir d("ckpt-mlp");
+  dl::ModelConfig m;
+  m.type = dl::ModelType::mlp;
+  m.hidden = {8, 8};
+  m.activation = dl::Activation::relu;
+  const fs::path ck = d / "step_00000001";
+  fs::create_directories(ck);
+  write_file(ck / "config.json", dl::mlp_config_json(m));
+  dl::check_checkpoint_model(ck, m);
+  dl::ModelConfig other = m;
+  other.activation = dl::Activation::gelu;
+  CHECK_THROWS_WITH_AS(dl::check_checkpoint_model(ck, other), doctest::Contains("model.activation"), dl::Error);
+  other = m;
+  other.hidden = {8, 4};
+  CHECK_THROWS_WITH_AS(dl::check_checkpoint_model(ck, other), doctest::Contains("model.hidden"), dl::Error);
+  other = m;
+  other.type = dl::ModelType::gpt;
+  CHECK_THROWS_WITH_AS(dl::check_checkpoint_model(ck, other), doctest::Contains("model.type"), dl::Error);
+}

@@ -138,6 +138,12 @@ std::string verify_checkpoint(const std::filesystem::path& dir);
 // its metadata cannot be verified). Throws a usage error when `root` holds no usable checkpoint.
 std::filesystem::path latest_good_checkpoint(const std::filesystem::path& root);
 
+// Resume and eval continue the checkpoint's model: every architecture key of `model` (type;
+// gpt: n_layer, n_head, n_embd, block_size, vocab_size, tie_embeddings; mlp: hidden, activation)
+// must equal what the checkpoint's config.json says. Throws dl::Error(usage) naming the key, the
+// checkpoint's value and the config's. (init_std and init_from only choose initial weights.)
+void check_checkpoint_model(const std::filesystem::path& dir, const ModelConfig& model);
+
 // Reads whole tensors back from their pieces (any layout), one tensor at a time.
 class CheckpointReader {
  public:

@@ -464,6 +464,38 @@ fs::path latest_good_checkpoint(const fs::path& root) {
   throw_usage("every checkpoint in ", root.string(), " failed verification (see the warnings above)");
 }
 
+void check_checkpoint_model(const fs::path& dir, const ModelConfig& want) {
+  const fs::path file = dir / "config.json";
+  const json j = read_json_file(file);
+  const std::string type = j.is_object() ? j.value("model_type", "") : "";
+  if (type != "gpt2" && type != "dlkit-mlp")
+    throw_usage(file.string(), ": model_type is ", j.is_object() ? j.value("model_type", json()).dump() : "missing",
+                ", expected \"gpt2\" or \"dlkit-mlp\" (a damaged checkpoint config)");
+  auto differ = [&](const char* key, const auto& had, const auto& asked) {
+    if (had == asked) return;
+    auto text = [](const auto& v) { return json(v).dump(); };
+    throw_usage("model.", key, ": ", text(had), " in the checkpoint ", dir.string(), ", ", text(asked),
+                " in the config: a resumed run continues the model it trained (set model.", key, " back to ", text(had),
+                ", or start a new run)");
+  };
+  differ("type", std::string(type == "gpt2" ? "gpt" : "mlp"), std::string(want.type.name()));
+  if (want.type == ModelType::gpt) {
+    const HfGpt2Shape s = read_hf_gpt2_config(file);
+    differ("n_layer", s.n_layer, want.n_layer);
+    differ("n_head", s.n_head, want.n_head);
+    differ("n_embd", s.n_embd, want.n_embd);
+    differ("block_size", s.n_positions, want.block_size);
+    differ("vocab_size", s.vocab_size, want.vocab_size);
+    differ("tie_embeddings", s.tie_word_embeddings, want.tie_embeddings);
+  } else {
+    const json hidden = j.value("hidden", json()), activation = j.value("activation", json());
+    if (!hidden.is_array() || !activation.is_string())
+      throw_usage(file.string(), ": hidden or activation missing (a damaged checkpoint config)");
+    differ("hidden", hidden, json(want.hidden));
+    differ("activation", activation.get<std::string>(), std::string(want.activation.name()));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reading whole tensors back from pieces.
 
