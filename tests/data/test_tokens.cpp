@@ -43,6 +43,22 @@ std::vector<int32_t> row(const Tensor& t, int64_t r) {
 std::vector<int32_t> slice(const std::vector<uint16_t>& t, size_t from, size_t n) {
   return {t.begin() + static_cast<long>(from), t.begin() + static_cast<long>(from + n)};
 }
+// Writes dir/name; opening it is a usage error naming the file and saying `why`.
+void expect_corrupt(const TempDir& dir, const std::string& name, const std::string& content, const std::string& why) {
+  write_file(dir / name, content);
+  std::string path = (dir / name).string();
+  CAPTURE(name);
+  try {
+    open_datasets(tokens_source(path, 0.0), 4, 1);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+    std::string msg = e.what();
+    CAPTURE(msg);
+    CHECK(msg.find(path) != std::string::npos);
+    CHECK(msg.find(why) != std::string::npos);
+  }
+}
 }  // namespace
 
 TEST_CASE("tokens: llm.c shards round trip; windows stay inside shards; last windows are val") {
@@ -101,31 +117,16 @@ TEST_CASE("tokens: headerless nanoGPT .bin files; val_source; val_fraction 0") {
 
 TEST_CASE("tokens: corrupt shards are usage errors naming the file and the problem") {
   TempDir dir("tok");
-  auto expect_usage = [&](const std::string& name, const std::string& content, const std::string& why) {
-    write_file(dir / name, content);
-    std::string path = (dir / name).string();
-    CAPTURE(name);
-    try {
-      open_datasets(tokens_source(path, 0.0), 4, 1);
-      FAIL("expected an error");
-    } catch (const Error& e) {
-      CHECK(e.kind() == ErrorKind::usage);
-      std::string msg = e.what();
-      CAPTURE(msg);
-      CHECK(msg.find(path) != std::string::npos);
-      CHECK(msg.find(why) != std::string::npos);
-    }
-  };
   auto t = seq(1000, 0);
   std::string trimmed = shard(t);
   trimmed.resize(trimmed.size() - 4);
-  expect_usage("short.bin", trimmed, "corrupt token shard '" + (dir / "short.bin").string() +
+  expect_corrupt(dir, "short.bin", trimmed, "corrupt token shard '" + (dir / "short.bin").string() +
                                          "': header says 1000 tokens but the file holds 998");
-  expect_usage("long.bin", shard(t) + "x", "header says 1000 tokens but the file holds 1000 tokens and a stray byte");
-  expect_usage("version.bin", shard(t, -1, 7), "header version is 7, expected 1");
-  expect_usage("odd.bin", u16s(t) + "x", "headerless uint16 token file must have an even size, but it has 2001 bytes");
-  expect_usage("header.bin", shard(t).substr(0, 100), "shorter than the 1024-byte header");
-  expect_usage("tiny.bin", u16s(seq(4, 0)), "none holds model.block_size + 1 = 5 tokens");
+  expect_corrupt(dir, "long.bin", shard(t) + "x", "header says 1000 tokens but the file holds 1000 tokens and a stray byte");
+  expect_corrupt(dir, "version.bin", shard(t, -1, 7), "header version is 7, expected 1");
+  expect_corrupt(dir, "odd.bin", u16s(t) + "x", "headerless uint16 token file must have an even size, but it has 2001 bytes");
+  expect_corrupt(dir, "header.bin", shard(t).substr(0, 100), "shorter than the 1024-byte header");
+  expect_corrupt(dir, "tiny.bin", u16s(seq(4, 0)), "none holds model.block_size + 1 = 5 tokens");
   // Missing files and empty globs.
   CHECK_THROWS_WITH_AS(open_datasets(tokens_source((dir / "none_*.bin").string()), 4, 1),
                        doctest::Contains("matches no files"), Error);
@@ -135,6 +136,36 @@ TEST_CASE("tokens: corrupt shards are usage errors naming the file and the probl
   write_file(dir / "one.bin", u16s(seq(5, 0)));
   CHECK_THROWS_WITH_AS(open_datasets(tokens_source((dir / "one.bin").string(), 0.1), 4, 1),
                        doctest::Contains("too few to hold out"), Error);
+}
+
+TEST_CASE("tokens: a damaged llm.c header is an error naming the file, never read as headerless tokens") {
+  TempDir dir("tok");
+  const auto t = seq(1000, 0);
+  auto with_first_int = [&](std::string s, uint32_t first) {
+    std::memcpy(s.data(), &first, sizeof first);
+    return s;
+  };
+  const uint32_t magic = 20240520;
+  // Any one bit of the magic flipped, the rest of the header intact.
+  for (int bit : {0, 7, 13, 20, 31})
+    expect_corrupt(dir, "bit" + std::to_string(bit) + ".bin", with_first_int(shard(t), magic ^ (1u << bit)), "magic");
+  // One byte of the magic overwritten, and the version damaged too: one byte off the magic is enough.
+  expect_corrupt(dir, "byte.bin", with_first_int(shard(t, -1, 9), (magic & 0xffff00ffu) | 0x4200u), "one byte");
+  // The magic zeroed; the version and the token count match an llm.c header for this file's size.
+  expect_corrupt(dir, "zeroed.bin", with_first_int(shard(t), 0), "version 1, 1000 tokens");
+
+  // A headerless file whose first two tokens are two bytes off the magic, or whose next two are
+  // (1, 0), is tokens: nothing else there looks like a header.
+  std::vector<uint16_t> h = seq(101, 5);
+  const uint32_t near = magic ^ 0x00400040u;
+  h[0] = static_cast<uint16_t>(near & 0xffff);
+  h[1] = static_cast<uint16_t>(near >> 16);
+  h[2] = 1;
+  h[3] = 0;
+  write_file(dir / "headerless.bin", u16s(h));
+  auto s = open_datasets(tokens_source((dir / "headerless.bin").string(), 0.0), 10, 1);
+  CHECK(s.train->size() == 10);
+  CHECK(row(s.train->make_batch({0}).inputs, 0) == slice(h, 0, 10));
 }
 
 TEST_CASE("tokens and text cannot be mixed across train and val") {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "dl/checkpoint/format.hpp"
 #include "dl/io/crc32c.hpp"
 #include "dl/io/safetensors.hpp"
 #include "support/support.hpp"
@@ -341,7 +342,11 @@ TEST_CASE("damaged, missing or mismatched shards exit 2 naming them; nothing is 
     return p;
   };
   auto manifest_of = [](const fs::path& ckpt) { return json::parse(read_file(ckpt / "trainer_state.json")); };
-  auto save_manifest = [](const fs::path& ckpt, const json& m) { write_file(ckpt / "trainer_state.json", m.dump(1)); };
+  // The edit sealed with a new checksum, to reach the checks behind it.
+  auto save_manifest = [](const fs::path& ckpt, json m) {
+    dl::seal_checkpoint_manifest(m);
+    write_file(ckpt / "trainer_state.json", m.dump(1));
+  };
   // Both commands on a damaged checkpoint: exit 2, the message names `what`, no output.
   auto both_fail = [&](const fs::path& ckpt, const std::vector<std::string>& names) {
     auto before = listing(d.path());
@@ -373,6 +378,13 @@ TEST_CASE("damaged, missing or mismatched shards exit 2 naming them; nothing is 
     std::string bytes = read_file(c / rank1);
     write_file(c / rank1, bytes.substr(0, bytes.size() / 2));
     both_fail(c, {"rank00001.safetensors", "truncated"});
+  }
+  SUBCASE("a manifest edited after it was written fails its checksum") {
+    fs::path c = fresh("edited");
+    json m = manifest_of(c);
+    m["data_position"] = m["data_position"].get<int64_t>() + 1;
+    write_file(c / "trainer_state.json", m.dump(1));
+    both_fail(c, {"trainer_state.json", "manifest_crc32c"});
   }
   SUBCASE("a rank missing from the manifest") {
     fs::path c = fresh("lost-rank");

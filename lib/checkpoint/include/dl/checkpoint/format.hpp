@@ -17,8 +17,11 @@
 //
 // The directory is written under a temporary name by every rank, the manifest is written last
 // by rank 0 with the CRC-32C of every file, and the directory is renamed into place: a crash at
-// any moment leaves the complete checkpoint or none. A checkpoint whose files fail their CRC is
-// reported and the previous one is used.
+// any moment leaves the complete checkpoint or none. The manifest carries the CRC-32C of its own
+// content (manifest_crc32c), and the folder's name, the manifest and every file name the same
+// step. A checkpoint that fails any check (a file's CRC, the manifest's, a step that disagrees, a
+// step folder outside its run) is reported and the previous one is used. docs/FORMATS.md
+// defines the format.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -84,17 +87,25 @@ std::string checkpoint_dir_name(int64_t step);
 // "shards/rank00003.<ext>": a rank's file in a sharded checkpoint.
 std::string checkpoint_rank_file(int rank, const char* ext);
 // The manifest (trainer_state.json), written last: `optimizer` is {name, steps, state}, `files`
-// maps each file to {crc32c, bytes}.
+// maps each file to {crc32c, bytes}. Sealed (below): write it as it is returned.
 nlohmann::json checkpoint_manifest(const std::string& model_type, const TrainerState& state,
                                    const nlohmann::json& optimizer, const CheckpointLayout& layout,
                                    const nlohmann::json& tensors, const nlohmann::json& pieces,
                                    const nlohmann::json& files);
 inline constexpr const char* kCheckpointManifest = "trainer_state.json";
+// The manifest's own checksum: the CRC-32C of its canonical text without this key (compact JSON,
+// object keys in ascending byte order at every level, as nlohmann::json's dump() writes it;
+// docs/FORMATS.md).
+inline constexpr const char* kManifestChecksum = "manifest_crc32c";
+uint32_t checkpoint_manifest_crc32c(const nlohmann::json& manifest);
+// Sets manifest["manifest_crc32c"]: the last change to a manifest before it is written.
+void seal_checkpoint_manifest(nlohmann::json& manifest);
 // A run's copy of its GPT-2 tokenizer files (vocab.json + merges.txt, or tokenizer.json), beside
 // RUN/checkpoints/: what dl-train sample and eval on the run read, and dl-shard merge copies.
 inline constexpr const char* kRunTokenizerDir = "tokenizer";
 
-// The manifest checked field by field before anything trusts it: format and version, numbers of
+// The manifest checked field by field before anything trusts it: format and version, its checksum
+// (format version 3; version 2, written before the checksum, has none), numbers of
 // the right type and range, every listed file inside the checkpoint folder (no absolute path, no
 // ".."), every tensor no larger than the files hold, every piece naming a listed file and tensor
 // and a slice inside that tensor. Throws dl::Error(usage) naming `manifest_path` and the field.
@@ -102,16 +113,36 @@ nlohmann::json parse_checkpoint_manifest(std::string_view text, const std::files
 // dir/trainer_state.json read (regular files only) and parsed as above.
 nlohmann::json read_checkpoint_manifest(const std::filesystem::path& dir);
 
-// Checkpoint directories under root, newest step first (complete ones only: the manifest exists).
+// The step a step folder's name stands for: exactly checkpoint_dir_name(step) ("step_00000040" ->
+// 40); nullopt for any other name ("step_00000040.bak", "step_40", "step_x").
+std::optional<int64_t> checkpoint_dir_step(const std::string& name);
+
+// Folders under root named exactly as a step folder, newest step first (complete ones only: the
+// manifest exists). Nothing else there is ever taken for a checkpoint.
 std::vector<std::filesystem::path> list_checkpoints(const std::filesystem::path& root);
 
-// Verifies the CRC-32C of every file a checkpoint's manifest lists; returns an empty string when
-// it is intact, otherwise what is wrong.
+// The run's own checkpoints, newest first: the step folders of list_checkpoints that are folders
+// (not symbolic links) directly in root whose manifest reads back (its checksum included) with the
+// step of the folder's name. Rotation (train.keep_checkpoints) deletes among these only.
+std::vector<std::filesystem::path> own_checkpoints(const std::filesystem::path& root);
+
+// Verifies a checkpoint: its manifest (checksum included), the step of the folder's name (when it
+// is a step folder's name) against the manifest's, and every file the manifest lists: inside the
+// folder after resolving links, its size, its CRC-32C, and a safetensors file's dlkit.step against
+// the manifest's step. Returns an empty string when it is intact, otherwise what is wrong, naming
+// the file and the field.
 std::string verify_checkpoint(const std::filesystem::path& dir);
 
-// The newest checkpoint that verifies; warns about (and skips) corrupt ones. Throws a usage error
-// when `root` holds no usable checkpoint.
+// The newest checkpoint of root that lies in root (after resolving links) and verifies; warns
+// about (and skips) the others, and warns when the one it takes is format version 2 (no checksum:
+// its metadata cannot be verified). Throws a usage error when `root` holds no usable checkpoint.
 std::filesystem::path latest_good_checkpoint(const std::filesystem::path& root);
+
+// Resume and eval continue the checkpoint's model: every architecture key of `model` (type;
+// gpt: n_layer, n_head, n_embd, block_size, vocab_size, tie_embeddings; mlp: hidden, activation)
+// must equal what the checkpoint's config.json says. Throws dl::Error(usage) naming the key, the
+// checkpoint's value and the config's. (init_std and init_from only choose initial weights.)
+void check_checkpoint_model(const std::filesystem::path& dir, const ModelConfig& model);
 
 // Reads whole tensors back from their pieces (any layout), one tensor at a time.
 class CheckpointReader {

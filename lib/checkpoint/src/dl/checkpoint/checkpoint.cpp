@@ -96,8 +96,12 @@ fs::path save_checkpoint(const fs::path& root, CheckpointSource& src, const Trai
     if (single) fs::remove(tmp / "shards", ec);
     if (fs::exists(final_dir)) fs::remove_all(final_dir);  // a re-save of the same step replaces it
     publish_dir_atomic(tmp, final_dir);
-    auto all = list_checkpoints(root);
-    for (size_t i = static_cast<size_t>(std::max<int64_t>(keep, 1)); i < all.size(); ++i) fs::remove_all(all[i], ec);
+    // Rotation: the newest `keep` of the run's own checkpoints up to this one stay. Newer ones (left
+    // when the run resumed from an older checkpoint) are replaced when the run reaches their step.
+    int64_t kept = 0;
+    for (const auto& dir : own_checkpoints(root))
+      if (*checkpoint_dir_step(dir.filename().string()) <= state.step && ++kept > std::max<int64_t>(keep, 1))
+        fs::remove_all(dir, ec);
   }
   world.barrier();  // nobody moves on before the checkpoint is complete
   return final_dir;
@@ -110,7 +114,7 @@ fs::path agree_on_checkpoint(const fs::path& root, dist::Comm& world) {
   if (world.rank() == 0) {
     try {
       fs::path dir = latest_good_checkpoint(root);
-      step.data<int64_t>()[0] = std::stoll(dir.filename().string().substr(5));
+      step.data<int64_t>()[0] = *checkpoint_dir_step(dir.filename().string());
     } catch (const Error& e) {
       error = e.what();
       step.data<int64_t>()[0] = -1;

@@ -21,7 +21,8 @@ namespace {
 
 constexpr const char* kManifest = kCheckpointManifest;
 constexpr const char* kFormat = "dlkit-checkpoint";
-constexpr int kFormatVersion = 2;
+constexpr int kFormatVersion = 3;        // manifest_crc32c and the steps' agreement
+constexpr int kUncheckedFormatVersion = 2;  // before them: still read, with a warning
 
 uint32_t file_crc32c(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -137,8 +138,18 @@ json checkpoint_manifest(const std::string& model_type, const TrainerState& stat
   const LossScaleState& ls = state.loss_scale;
   if (ls.scale > 0)  // fp16 runs: the dynamic loss scaler resumes where it was
     m["loss_scale"] = {{"scale", ls.scale}, {"good_steps", ls.good_steps}, {"skipped_steps", ls.skipped_steps}};
+  seal_checkpoint_manifest(m);
   return m;
 }
+
+uint32_t checkpoint_manifest_crc32c(const json& manifest) {
+  json content = manifest;
+  content.erase(kManifestChecksum);
+  const std::string text = content.dump();  // compact; json's objects keep their keys sorted
+  return crc32c(text.data(), text.size());
+}
+
+void seal_checkpoint_manifest(json& manifest) { manifest[kManifestChecksum] = checkpoint_manifest_crc32c(manifest); }
 
 // ---------------------------------------------------------------------------------------------
 // Finding and verifying.
@@ -202,9 +213,22 @@ json parse_checkpoint_manifest(std::string_view text, const fs::path& manifest_p
   }
   if (!m.is_object() || m.value("format", json()) != kFormat)
     throw_usage(c.file, ": not a dlkit checkpoint manifest (no \"format\": \"", kFormat, "\")");
-  if (m.value("version", json()) != kFormatVersion)
-    throw_usage(c.file, ": checkpoint format version ", m.value("version", json()).dump(), ", this dlkit reads version ",
-                kFormatVersion);
+  const json version = m.value("version", json());
+  if (version != kFormatVersion && version != kUncheckedFormatVersion)
+    throw_usage(c.file, ": checkpoint format version ", version.dump(), ", this dlkit reads versions ",
+                kUncheckedFormatVersion, " and ", kFormatVersion);
+  if (version == kFormatVersion) {
+    // First, so that an edited value is reported as an edit, whatever it was changed to.
+    if (!m.contains(kManifestChecksum))
+      c.fail(kManifestChecksum, "missing (a format version ", kFormatVersion, " manifest carries the CRC-32C of its content)");
+    const auto want = static_cast<uint32_t>(c.integer(m[kManifestChecksum], kManifestChecksum, 0, 0xffffffffLL));
+    const uint32_t got = checkpoint_manifest_crc32c(m);
+    if (got != want) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "the content's CRC-32C is %08x, the field says %08x", got, want);
+      c.fail(kManifestChecksum, buf, ": a field was changed after the checkpoint was written");
+    }
+  }
   if (m.contains("model_type")) c.string(m, "model_type", "model_type");
   for (const char* key : {"step", "data_position", "tokens_seen"}) c.optional_integer(m, key, key, 0, kMaxI64);
   if (m.contains("train_seconds") && !m["train_seconds"].is_number()) c.fail("train_seconds", "not a number");
@@ -299,18 +323,24 @@ json read_checkpoint_manifest(const fs::path& dir) {
   return parse_checkpoint_manifest(read_input_file(p, "cannot read checkpoint manifest"), p);
 }
 
+std::optional<int64_t> checkpoint_dir_step(const std::string& name) {
+  constexpr size_t kPrefix = 5;  // "step_"
+  if (name.size() <= kPrefix || name.size() > kPrefix + 18 || name.rfind("step_", 0) != 0) return std::nullopt;
+  for (size_t i = kPrefix; i < name.size(); ++i)
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+  const int64_t step = std::stoll(name.substr(kPrefix));
+  if (checkpoint_dir_name(step) != name) return std::nullopt;  // "step_40", "step_000000040"
+  return step;
+}
+
 std::vector<fs::path> list_checkpoints(const fs::path& root) {
   std::vector<std::pair<int64_t, fs::path>> found;
   std::error_code ec;
   if (!fs::is_directory(root, ec)) return {};
   for (const auto& e : fs::directory_iterator(root, ec)) {
-    const std::string n = e.path().filename().string();
-    if (!e.is_directory() || n.rfind("step_", 0) != 0) continue;
-    if (!fs::exists(e.path() / kManifest)) continue;
-    try {
-      found.emplace_back(std::stoll(n.substr(5)), e.path());
-    } catch (...) {
-    }
+    const auto step = checkpoint_dir_step(e.path().filename().string());
+    if (!step || !e.is_directory(ec) || !fs::exists(e.path() / kManifest, ec)) continue;
+    found.emplace_back(*step, e.path());
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<fs::path> out;
@@ -318,17 +348,54 @@ std::vector<fs::path> list_checkpoints(const fs::path& root) {
   return out;
 }
 
-std::string verify_checkpoint(const fs::path& dir) {
-  json m;
+namespace {
+
+// Empty when `path`, links resolved, lies inside `dir` (links resolved); otherwise where it leads.
+std::string outside(const fs::path& path, const fs::path& dir) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(path, ec), real_dir = fs::canonical(dir, ec);
+  if (real.empty() || real_dir.empty()) return path.string() + ": cannot be resolved";
+  const fs::path rel = real.lexically_relative(real_dir);
+  if (!rel.empty() && *rel.begin() != ".." && rel != ".") return "";
+  return path.string() + " resolves to " + real.string() + ", outside " + real_dir.string();
+}
+
+// A step folder of `root` lies directly in it, links resolved (a link to another run's
+// checkpoint is not this run's).
+std::string outside_run(const fs::path& dir, const fs::path& root) {
+  std::error_code ec;
+  const fs::path real = fs::canonical(dir, ec), real_root = fs::canonical(root, ec);
+  if (!real.empty() && real.parent_path() == real_root) return "";
+  return str(dir.string(), " resolves to ", real.string(), ", outside ", real_root.string(),
+             " (a link to another run's checkpoint? a run resumes only from its own)");
+}
+
+// The manifest's step against the folder's name; empty when they agree or the name is no step
+// folder's (a checkpoint copied to a folder of the user's naming).
+std::string folder_step_problem(const fs::path& dir, const json& m) {
+  const auto named = checkpoint_dir_step(dir.filename().string());
+  const int64_t step = m.value("step", int64_t{0});
+  if (!named || *named == step) return "";
+  return str((dir / kManifest).string(), ": step: ", step, ", but the folder is ", dir.filename().string(),
+             " (a checkpoint renamed, copied or linked from another step)");
+}
+
+// verify_checkpoint, the manifest it read back in `manifest`.
+std::string verify(const fs::path& dir, json& m) {
   try {
     m = read_checkpoint_manifest(dir);
   } catch (const Error& e) {
     return e.what();
   }
+  if (std::string problem = folder_step_problem(dir, m); !problem.empty()) return problem;
+  const bool checked = m["version"] == kFormatVersion;
+  const std::string step = std::to_string(m.value("step", int64_t{0}));
   for (const auto& [name, info] : m["files"].items()) {
     fs::path p = dir / name;
     std::error_code ec;
     if (!fs::exists(p, ec)) return p.string() + ": missing";
+    if (std::string problem = outside(p, dir); !problem.empty())
+      return problem + " (a checkpoint's files are its own, never links to another's)";
     uint64_t bytes = info["bytes"].get<uint64_t>();
     if (fs::file_size(p, ec) != bytes)
       return p.string() + ": " + std::to_string(fs::file_size(p, ec)) + " bytes, the manifest says " +
@@ -340,8 +407,39 @@ std::string verify_checkpoint(const fs::path& dir) {
       std::snprintf(buf, sizeof buf, ": CRC-32C %08x, the manifest says %08x (corrupt)", got, want);
       return p.string() + buf;
     }
+    if (p.extension() != ".safetensors") continue;
+    try {
+      const SafetensorsMetadata meta = SafetensorsReader(p).metadata();
+      auto it = meta.find("dlkit.step");
+      if (it == meta.end() && checked) return p.string() + ": dlkit.step: missing from the file's metadata";
+      if (it != meta.end() && it->second != step)
+        return str(p.string(), ": dlkit.step: ", it->second, ", but ", kManifest, " says step ", step,
+                   " (a file from another checkpoint)");
+    } catch (const Error& e) {
+      return e.what();
+    }
   }
   return "";
+}
+
+}  // namespace
+
+std::vector<fs::path> own_checkpoints(const fs::path& root) {
+  std::vector<fs::path> out;
+  for (const auto& dir : list_checkpoints(root)) {
+    std::error_code ec;
+    if (fs::is_symlink(dir, ec) || !outside_run(dir, root).empty()) continue;
+    try {
+      if (folder_step_problem(dir, read_checkpoint_manifest(dir)).empty()) out.push_back(dir);
+    } catch (const Error&) {  // not a manifest this run wrote (or one damaged since)
+    }
+  }
+  return out;
+}
+
+std::string verify_checkpoint(const fs::path& dir) {
+  json m;
+  return verify(dir, m);
 }
 
 fs::path latest_good_checkpoint(const fs::path& root) {
@@ -350,11 +448,52 @@ fs::path latest_good_checkpoint(const fs::path& root) {
     throw_usage("no checkpoint in ", root.string(),
                 " (was the run started? it writes one at the end, every train.checkpoint_every steps, and on Ctrl-C)");
   for (const auto& dir : all) {
-    std::string problem = verify_checkpoint(dir);
-    if (problem.empty()) return dir;
+    json m;
+    std::string problem = outside_run(dir, root);
+    if (problem.empty()) problem = verify(dir, m);
+    if (problem.empty()) {
+      if (m["version"] != kFormatVersion)
+        log_warn(str("checkpoint ", dir.filename().string(), " is format version ", m["version"].dump(),
+                     ", written before checkpoints carried a checksum of their metadata: its ", kManifest,
+                     " is not verified (the files' CRC-32C are); the next checkpoint this run writes is version ",
+                     kFormatVersion));
+      return dir;
+    }
     log_warn("skipping checkpoint " + dir.filename().string() + ": " + problem);
   }
   throw_usage("every checkpoint in ", root.string(), " failed verification (see the warnings above)");
+}
+
+void check_checkpoint_model(const fs::path& dir, const ModelConfig& want) {
+  const fs::path file = dir / "config.json";
+  const json j = read_json_file(file);
+  const std::string type = j.is_object() ? j.value("model_type", "") : "";
+  if (type != "gpt2" && type != "dlkit-mlp")
+    throw_usage(file.string(), ": model_type is ", j.is_object() ? j.value("model_type", json()).dump() : "missing",
+                ", expected \"gpt2\" or \"dlkit-mlp\" (a damaged checkpoint config)");
+  auto differ = [&](const char* key, const auto& had, const auto& asked) {
+    if (had == asked) return;
+    auto text = [](const auto& v) { return json(v).dump(); };
+    throw_usage("model.", key, ": ", text(had), " in the checkpoint ", dir.string(), ", ", text(asked),
+                " in the config: a resumed run continues the model it trained (set model.", key, " back to ", text(had),
+                ", or start a new run)");
+  };
+  differ("type", std::string(type == "gpt2" ? "gpt" : "mlp"), std::string(want.type.name()));
+  if (want.type == ModelType::gpt) {
+    const HfGpt2Shape s = read_hf_gpt2_config(file);
+    differ("n_layer", s.n_layer, want.n_layer);
+    differ("n_head", s.n_head, want.n_head);
+    differ("n_embd", s.n_embd, want.n_embd);
+    differ("block_size", s.n_positions, want.block_size);
+    differ("vocab_size", s.vocab_size, want.vocab_size);
+    differ("tie_embeddings", s.tie_word_embeddings, want.tie_embeddings);
+  } else {
+    const json hidden = j.value("hidden", json()), activation = j.value("activation", json());
+    if (!hidden.is_array() || !activation.is_string())
+      throw_usage(file.string(), ": hidden or activation missing (a damaged checkpoint config)");
+    differ("hidden", hidden, json(want.hidden));
+    differ("activation", activation.get<std::string>(), std::string(want.activation.name()));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

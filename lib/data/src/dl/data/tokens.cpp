@@ -2,8 +2,11 @@
 //
 // Two formats (REFERENCE.md): llm.c shards start with a 256 x int32 header (magic 20240520,
 // version 1, token count) followed by the uint16 tokens; nanoGPT's train.bin / val.bin are bare
-// uint16 tokens. A file whose first int32 is the magic must carry a valid header; any other file
-// is read as headerless. Files matched by the glob are taken in sorted order. Example k of the
+// uint16 tokens. A file is an llm.c shard, whose header must then be valid, when its first int32
+// is the magic, differs from it in exactly one of its four bytes (a damaged magic: any one bit
+// flipped, any one byte overwritten), or when the rest of its header is an llm.c header for this
+// file (version 1 and a token count that fills the file exactly). Any other file is headerless
+// (docs/FORMATS.md). Files matched by the glob are taken in sorted order. Example k of the
 // concatenated stream of windows is a window of block_size + 1 tokens at stride block_size inside
 // one shard (windows never cross shards); the last round(windows * val_fraction) windows form
 // the validation split when the source is split.
@@ -102,6 +105,19 @@ TokenShardView parse_token_shard(const unsigned char* p, size_t size, const std:
   int32_t first = 0;
   if (size >= sizeof(int32_t)) std::memcpy(&first, p, sizeof first);
   auto corrupt = [&](auto&&... why) { throw_usage(what, ": corrupt token shard '", path, "': ", why...); };
+  if (size >= sizeof(int32_t) && first != kShardMagic) {
+    const uint32_t diff = static_cast<uint32_t>(first) ^ static_cast<uint32_t>(kShardMagic);
+    int bytes_off = 0;
+    for (int b = 0; b < 4; ++b) bytes_off += (diff >> (8 * b)) & 0xff ? 1 : 0;
+    if (bytes_off == 1)
+      corrupt("it starts with ", first, ", one byte off the llm.c magic ", kShardMagic,
+              ": a damaged header (a headerless token file differs from the magic in two or more of its first 4 bytes)");
+    int32_t rest[2] = {0, -1};
+    if (size >= kHeaderBytes) std::memcpy(rest, p + sizeof(int32_t), sizeof rest);
+    if (rest[0] == kShardVersion && rest[1] >= 0 && size - kHeaderBytes == 2 * static_cast<size_t>(rest[1]))
+      corrupt("its header says version 1, ", rest[1], " tokens, as an llm.c header for a file of ", size,
+              " bytes does, but its magic is ", first, " instead of ", kShardMagic, ": a damaged header");
+  }
   TokenShardView view;
   if (first == kShardMagic) {
     if (size < kHeaderBytes)

@@ -203,6 +203,7 @@ LoadedRun load_run(const fs::path& run_dir, const std::vector<std::string>& over
   check_tokenizer_covers_model(r.config, r.data.tokenizer.get());
   r.model = build_model(r.config, *r.data.train, be, nullptr);
   r.checkpoint = latest_good_checkpoint(run_dir / "checkpoints");
+  check_checkpoint_model(r.checkpoint, r.config.model);
   r.state = load_checkpoint(r.checkpoint, *r.model, nullptr);
   return r;
 }

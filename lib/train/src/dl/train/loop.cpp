@@ -67,6 +67,7 @@ TrainerState start_or_resume(const TrainOptions& opt, const InitFrom* init, Mode
     return state;
   }
   *last_ckpt = agree_on_checkpoint(ckpt_root, mesh.world());
+  check_checkpoint_model(*last_ckpt, opt.config.model);  // a change the shapes would not show (n_head)
   state = load_checkpoint(*last_ckpt, model, &engine);
   log_info("resumed from " + last_ckpt->string() + " at step " + std::to_string(state.step));
   const int64_t at = state.step;
