@@ -99,3 +99,13 @@ TEST_CASE("table and md show a cell's control bytes as \\xNN; json escapes them;
   CHECK(nlohmann::json::parse(t.render(OutputFormat::json))[0]["name"] == "gpu\x1b[2Jx");
   CHECK(t.render(OutputFormat::csv).find("gpu\x1b[2Jx") != std::string::npos);
 }
+
+TEST_CASE("a table without headers (key and value) starts with its first row; a headed one has no trailing spaces") {
+  Table kv({{"key", "", false}, {"value", "", false}});
+  kv.add_row({Cell::str("steps"), Cell::integer(3)});
+  kv.add_row({Cell::str("train_loss"), Cell::str("5.3978")});
+  CHECK(kv.render(OutputFormat::table) == "steps       3\ntrain_loss  5.3978\n");  // was a line of 18 spaces first
+  Table t({{"name", "name", false}, {"note", "note", false}});
+  t.add_row({Cell::str("a-long-name"), Cell::str("x")});
+  CHECK(t.render(OutputFormat::table) == "name         note\na-long-name  x\n");
+}

@@ -131,9 +131,15 @@ std::string Table::render(OutputFormat f) const {
         width[i] = display_width(columns_[i].header);
         for (const auto& r : text) width[i] = std::max(width[i], display_width(r[i]));
       }
-      for (size_t i = 0; i < columns_.size(); ++i)
-        os << (i ? "  " : "") << pad(columns_[i].header, width[i], columns_[i].right);
-      os << "\n";
+      // A key-value table (no headers, dl-train's summary) starts with its first row, not a
+      // line of spaces.
+      const bool headed = std::any_of(columns_.begin(), columns_.end(), [](const auto& c) { return !c.header.empty(); });
+      if (headed) {
+        std::string line;
+        for (size_t i = 0; i < columns_.size(); ++i) line += (i ? "  " : "") + pad(columns_[i].header, width[i], columns_[i].right);
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        os << line << "\n";
+      }
       for (const auto& r : text) {
         std::string line;
         for (size_t i = 0; i < columns_.size(); ++i) line += (i ? "  " : "") + pad(r[i], width[i], columns_[i].right);
