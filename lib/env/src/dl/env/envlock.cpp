@@ -119,6 +119,7 @@ int envlock_check(const CheckArgs& a, std::ostream& out) {
   EnvCheckOptions o;
   o.probe_timeout_s = a.probe_timeout_s;
   o.ignore = a.ignore;
+  o.pythons = a.pythons;
   o.strict_hash = a.strict_hash;
   EnvCheckResult r = check_env_lock(a.lock, level, o);
   out << render_drift(r.report, fmt);
