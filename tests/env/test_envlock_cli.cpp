@@ -442,3 +442,20 @@ TEST_CASE("a lock naming a program and a library: check, --strict, diff and dl-t
   CHECK(has(named.out, "no drift"));
   CHECK(has(test::read_file(h.marker), "ran: " + interp + " --version"));
 }
+
+TEST_CASE("resolve: the interpreter a constraints file names runs only when --python names it too") {
+  test::TempDir dir("hostile-resolve");
+  const test::HostileLock h = test::write_hostile_lock(dir.path());
+  const std::string interp = h.interpreter.string();
+  test::write_file(dir / "env.toml", "python-interpreter = \"" + interp + "\"\npython.numpy = \"*\"\n");
+  auto r = envlock({"resolve", (dir / "env.toml").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(has(r.err, (dir / "env.toml").string() + ":1: python-interpreter \"" + interp + "\" is not run"));
+  CHECK(has(r.err, "--python " + interp));
+  CHECK_MESSAGE(!fs::exists(h.marker), test::read_file(h.marker));
+
+  auto named = envlock({"resolve", (dir / "env.toml").string(), "--python", interp, "--format", "json"});
+  CHECK_MESSAGE(named.exit_code == 0, named.err);
+  CHECK(has(named.out, "\"component\": \"python.\\\"" + interp + "\\\".packages.numpy\",\n      \"version\": \"1.24.2\""));
+  CHECK(has(test::read_file(h.marker), "ran: " + interp + " -m pip list"));
+}

@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   dl::ResolveArgs ra;
   res->add_option("constraints", ra.constraints, "Constraints file (TOML)")->required();
   res->add_option("-o,--output", ra.output, "Write the lock to FILE instead of stdout");
-  res->add_option("--python", ra.python, "Interpreter for python.* constraints (overrides python-interpreter)")->type_name("PATH");
+  res->add_option("--python", ra.python, "Interpreter for python.* constraints (overrides python-interpreter, which runs only when it is python3 on PATH)")->type_name("PATH");
   res->add_flag("--prefer-installed", ra.prefer_installed, "Take an installed version that satisfies over a newer one");
   res->add_option("--format", ra.format, "table | json | toml (default toml)");
   res->add_option("--probe-timeout", ra.probe_timeout_s, "Seconds each probe or apt-cache query may take (default 10)")
