@@ -15,7 +15,9 @@
 
 #include "dl/env/lock.hpp"
 #include "dl/env/process.hpp"
+#include "hostile_lock.hpp"
 #include "support/support.hpp"
+#include "support/tiny_gpt.hpp"
 
 using dl::test::has;
 
@@ -175,10 +177,16 @@ TEST_CASE("snapshot twice gives identical files apart from the date; the lock ho
     skipped("the python component", "no /usr/bin/python3");
   }
 
-  auto check = envlock({"check", (dir / "a.lock").string()});
+  // The lock's interpreter runs when named again (python3 on PATH may be another one).
+  std::vector<std::string> python(extra.begin() + 2, extra.end());
+  auto check_args = [&](std::vector<std::string> a) {
+    a.insert(a.end(), python.begin(), python.end());
+    return a;
+  };
+  auto check = envlock(check_args({"check", (dir / "a.lock").string()}));
   CHECK_MESSAGE(check.exit_code == 0, (check.out + check.err));
   CHECK(has(check.out, "at level patch: no drift"));
-  auto exact = envlock({"check", (dir / "a.lock").string(), "--level", "exact", "--format", "json"});
+  auto exact = envlock(check_args({"check", (dir / "a.lock").string(), "--level", "exact", "--format", "json"}));
   CHECK_MESSAGE(exact.exit_code == 0, exact.out);
   CHECK(has(exact.out, "\"drift\": false"));
 }
@@ -379,4 +387,75 @@ TEST_CASE("--help teaches every subcommand with examples") {
     CHECK(has(h.out, "Examples:"));
     CHECK(has(h.out, std::string("dl-envlock ") + sub));
   }
+}
+
+TEST_CASE("a lock naming a program and a library: check, --strict, diff and dl-train --env-lock run and load neither") {
+  test::TempDir dir("hostile");
+  const test::HostileLock h = test::write_hostile_lock(dir.path());
+  if (!h.library_built) skipped("a lock naming a shared library", "no C compiler (cc, gcc) to build one");
+  const std::string lock = h.lock.string(), interp = h.interpreter.string();
+  const std::vector<std::string> env = {h.lib_env()};
+  // Each step is judged by its own run: the marker goes after each look.
+  auto ran_nothing = [&](const std::string& what) {
+    INFO(what);
+    CHECK_MESSAGE(!fs::exists(h.marker), test::read_file(h.marker));
+    fs::remove(h.marker);
+  };
+
+  auto check = envlock({"check", lock}, env);
+  ran_nothing("check");
+  // The interpreter was compared as text, not run: one row says so and how to compare it.
+  CHECK(check.exit_code == 1);
+  CHECK(has(check.out, "python.\"" + interp + "\"  3.11.7  unknown"));
+  CHECK(has(check.out, "not run: " + interp + " is named only by the lock"));
+  CHECK(has(check.out, "--python " + interp));
+  CHECK_FALSE(has(check.out, "numpy"));  // its packages are not compared without it
+  // The libraries were found as files (the path, and the name on LD_LIBRARY_PATH): their
+  // versions, from the file name, match; nothing was loaded.
+  CHECK_FALSE(has(check.out, "lib."));
+
+  auto strict = envlock({"check", lock, "--strict", "--level", "exact"}, env);
+  ran_nothing("check --strict --level exact");
+  CHECK(strict.exit_code == 1);
+  CHECK(has(strict.out, "not run: " + interp));
+
+  auto diff = envlock({"diff", lock, lock}, env);
+  ran_nothing("diff");
+  CHECK(diff.exit_code == 0);
+
+  const std::string train = test::tool("dl-train");
+  if (fs::exists(train)) {
+    test::write_file(dir / "c.toml", test::kTinyGpt);
+    auto t = test::run(train, {(dir / "c.toml").string(), "--run-dir", (dir / "run").string(), "--steps", "1",
+                               "--env-lock", lock},
+                       "", env, 300);
+    ran_nothing("dl-train --env-lock");
+    CHECK_MESSAGE(t.exit_code == 0, t.err);  // not breaking: a warning with the table
+    CHECK(has(t.err, "not run: " + interp));
+  } else {
+    skipped("dl-train --env-lock", "no " + train + " in this build");
+  }
+
+  // Named on the command line, the interpreter runs: its packages compare, and the lock matches.
+  auto named = envlock({"check", lock, "--python", interp}, env);
+  CHECK_MESSAGE(named.exit_code == 0, (named.out + named.err));
+  CHECK(has(named.out, "no drift"));
+  CHECK(has(test::read_file(h.marker), "ran: " + interp + " --version"));
+}
+
+TEST_CASE("resolve: the interpreter a constraints file names runs only when --python names it too") {
+  test::TempDir dir("hostile-resolve");
+  const test::HostileLock h = test::write_hostile_lock(dir.path());
+  const std::string interp = h.interpreter.string();
+  test::write_file(dir / "env.toml", "python-interpreter = \"" + interp + "\"\npython.numpy = \"*\"\n");
+  auto r = envlock({"resolve", (dir / "env.toml").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(has(r.err, (dir / "env.toml").string() + ":1: python-interpreter \"" + interp + "\" is not run"));
+  CHECK(has(r.err, "--python " + interp));
+  CHECK_MESSAGE(!fs::exists(h.marker), test::read_file(h.marker));
+
+  auto named = envlock({"resolve", (dir / "env.toml").string(), "--python", interp, "--format", "json"});
+  CHECK_MESSAGE(named.exit_code == 0, named.err);
+  CHECK(has(named.out, "\"component\": \"python.\\\"" + interp + "\\\".packages.numpy\",\n      \"version\": \"1.24.2\""));
+  CHECK(has(test::read_file(h.marker), "ran: " + interp + " -m pip list"));
 }

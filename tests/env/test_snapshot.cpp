@@ -6,6 +6,7 @@
 
 #include "dl/core/error.hpp"
 #include "dl/env/native.hpp"
+#include "dl/env/process.hpp"
 #include "dl/env/snapshot.hpp"
 #include "support/support.hpp"
 
@@ -113,9 +114,23 @@ TEST_CASE("snapshot: a Python interpreter's packages through pip's JSON (a fake 
   CHECK(l.find("cuda.runtime") == nullptr);  // probe_stack = false
   CHECK(compute_content_hash(l) == l.header.content_hash);
 
-  SnapshotOptions again = snapshot_options_for(l);
+  // Which of the lock's interpreters run is the caller's choice, by name: none of those it was
+  // not given, each it was.
+  CHECK(snapshot_options_for(l, {"python3"}).pythons.empty());
+  SnapshotOptions again = snapshot_options_for(l, o.pythons);
   CHECK(again.pythons == o.pythons);
+  CHECK(again.python_runs.empty());
   CHECK_FALSE(again.hash_libraries);
+}
+
+TEST_CASE("same_interpreter: by name, or the same file once PATH is searched; nothing runs") {
+  const std::string sh = find_program("sh");
+  REQUIRE_FALSE(sh.empty());
+  CHECK(same_interpreter("/opt/venv/bin/python", "/opt/venv/bin/python"));
+  CHECK(same_interpreter(sh, "sh"));  // the lock's path is where PATH finds the program
+  CHECK(same_interpreter("sh", sh));
+  CHECK_FALSE(same_interpreter("/opt/venv/bin/python", "sh"));
+  CHECK_FALSE(same_interpreter("/tmp/dlkit-no-such/python", "python3"));
 }
 
 TEST_CASE("loaded libraries are real files of this process") {

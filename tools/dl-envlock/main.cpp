@@ -55,6 +55,9 @@ int main(int argc, char** argv) {
   auto* check = app.add_subcommand("check", "Compare this machine with a lock: exit 0 if it matches, 1 on drift");
   dl::CheckArgs ca;
   check->add_option("lock", ca.lock, "Lock file")->required();
+  check->add_option("--python", ca.pythons,
+                    "Run this interpreter for the lock's python.* entries that name it (default: python3 on PATH); repeatable")
+      ->type_name("PATH");
   check->add_option("--ignore", ca.ignore, "Skip components matching KEY (a glob; a table name skips all inside); repeatable")
       ->type_name("KEY");
   check->add_option("--level", ca.level, "major | minor | patch | exact: smallest difference that counts (default patch)");
@@ -67,7 +70,10 @@ int main(int argc, char** argv) {
       "  dl-envlock check env.lock --level major            # only major changes (and failed probes)\n"
       "  dl-envlock check env.lock --ignore system.kernel --ignore 'python.*.packages.pip'\n"
       "  dl-envlock check env.lock --format json | jq '.rows[] | select(.breaking)'\n"
+      "  dl-envlock check env.lock --python .venv/bin/python  # compare the packages of the lock's .venv/bin/python\n"
       "\n"
+      "Nothing the lock names is run or loaded: its [lib] entries are looked up as files, and an\n"
+      "interpreter it names runs only when --python (or, without it, python3 on PATH) is that program.\n"
       "A CUDA (cuda.*) or driver major change, or a driver below the minimum for the CUDA runtime, is\n"
       "\"breaking\". A lock whose content no longer matches its content-hash is compared as it is, with a\n"
       "warning (--strict makes that exit 2).");
@@ -90,7 +96,7 @@ int main(int argc, char** argv) {
   dl::ResolveArgs ra;
   res->add_option("constraints", ra.constraints, "Constraints file (TOML)")->required();
   res->add_option("-o,--output", ra.output, "Write the lock to FILE instead of stdout");
-  res->add_option("--python", ra.python, "Interpreter for python.* constraints (overrides python-interpreter)")->type_name("PATH");
+  res->add_option("--python", ra.python, "Interpreter for python.* constraints (overrides python-interpreter, which runs only when it is python3 on PATH)")->type_name("PATH");
   res->add_flag("--prefer-installed", ra.prefer_installed, "Take an installed version that satisfies over a newer one");
   res->add_option("--format", ra.format, "table | json | toml (default toml)");
   res->add_option("--probe-timeout", ra.probe_timeout_s, "Seconds each probe or apt-cache query may take (default 10)")

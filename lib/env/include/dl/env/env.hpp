@@ -27,6 +27,10 @@ void write_env_snapshot(const std::filesystem::path& file, const EnvSnapshotOpti
 
 struct EnvCheckOptions {
   double probe_timeout_s = 3;
+  // Interpreters that may run for the lock's python.* entries (dl-envlock check --python); empty:
+  // python3 as PATH finds it. An interpreter the lock names that none of them is, is never run
+  // (a lock is shared like a requirements file): its row says "not run" and how to compare it.
+  std::vector<std::string> pythons;
   std::vector<std::string> ignore;  // --ignore patterns (see key_ignored)
   bool strict_hash = false;         // a lock whose content-hash does not match is dl::Error(usage)
 };
@@ -40,7 +44,9 @@ struct EnvCheckResult {
 };
 
 // Reads `lock` (dl::Error(usage) naming file:line when it is missing or invalid), probes what it
-// recorded on this machine, and compares. Library hashes are only probed at Level::exact.
+// recorded on this machine, and compares. Library hashes are only probed at Level::exact. Runs
+// and loads nothing the lock names: its [lib] entries are looked up as files, its interpreters
+// compared with options.pythons by name (snapshot_options_for).
 EnvCheckResult check_env_lock(const std::filesystem::path& lock, Level level = Level::major,
                               const EnvCheckOptions& options = {});
 

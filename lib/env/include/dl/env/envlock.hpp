@@ -19,6 +19,7 @@ int envlock_snapshot(const SnapshotArgs& args, std::ostream& out);
 
 struct CheckArgs {
   std::string lock;
+  std::vector<std::string> pythons;  // --python: the interpreters that may run (default python3 on PATH)
   std::vector<std::string> ignore;
   std::string level = "patch";
   std::string format = "table";

@@ -5,6 +5,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dl {
@@ -74,6 +76,21 @@ struct OpenblasProbe {
   std::string error;
 };
 OpenblasProbe probe_openblas();
+
+// ---- a library found as a file, never loaded: how check looks up the [lib] entries of a lock ----
+// (loading runs the library's constructors, and a lock is shared like a requirements file)
+
+// `ldconfig -p` -> (name, path) per cache entry, in the cache's order:
+// "\tlibz.so.1 (libc6,x86-64) => /lib/x86_64-linux-gnu/libz.so.1" -> ("libz.so.1", "/lib/...").
+using LibraryCache = std::vector<std::pair<std::string, std::string>>;
+LibraryCache parse_ldconfig_cache(std::string_view text);
+
+// The file the loader would map for `name`, found by looking, not loading: a name with a '/' is
+// that file; another is looked up in LD_LIBRARY_PATH's folders, then `cache`, then /lib64,
+// /usr/lib64, /lib, /usr/lib. Only an ELF object of this program's class and machine counts
+// (a 32-bit libz or a linker script is skipped, as the loader skips it). Symlinks resolved; ""
+// when there is none.
+std::string find_library_file(const std::string& name, const LibraryCache& cache);
 
 // Real paths of every shared object mapped into this process (dl_iterate_phdr), sorted, without
 // the executable itself and the vDSO.

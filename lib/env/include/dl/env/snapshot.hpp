@@ -12,7 +12,8 @@
 //            "none" when none of them exists; with it each GPU's name, memory, compute capability
 //   openblas openblas_get_config;  gloo  libgloo.so (version from the file name)
 //   packages dpkg-query -S / -W: the Debian package owning each library above
-//   lib:NAME each --lib, dlopen'ed;  deb  dpkg-query -W for each --deb
+//   lib:NAME each --lib, dlopen'ed; each of lib_files found as a file (native.hpp), never loaded
+//   deb      dpkg-query -W for each --deb
 //   python:PATH  PATH --version and PATH -m pip list --format json
 //   loaded   sha256 of every shared library mapped into this process (dl_iterate_phdr)
 #pragma once
@@ -27,10 +28,16 @@
 
 namespace dl {
 
+// What a snapshot runs and loads is what these options name, and the options come from the
+// command line or from the tool itself, never from a lock (snapshot_options_for says how).
 struct SnapshotOptions {
-  std::vector<std::string> pythons;  // interpreters whose packages to record
-  std::vector<std::string> debs;     // Debian packages to record
-  std::vector<std::string> libs;     // extra shared libraries to load and record ("libz.so.1")
+  std::vector<std::string> pythons;  // interpreters to run for their packages, recorded under their name
+  // An interpreter of `pythons` recorded under one name and run as another: a lock's key ->
+  // the same interpreter as the user (--python) or PATH names it.
+  std::map<std::string, std::string> python_runs;
+  std::vector<std::string> debs;       // Debian packages to record
+  std::vector<std::string> libs;       // extra shared libraries to load and record ("libz.so.1")
+  std::vector<std::string> lib_files;  // libraries to find as files and record, never loaded
   double probe_timeout_s = 10;
   bool probe_stack = true;           // system, compilers, CUDA, driver, GPUs, BLAS, Gloo (false: only
                                      // the debs, pythons, libs and hashes asked for)
@@ -41,9 +48,17 @@ struct SnapshotOptions {
 // Never throws for a failed probe (it is recorded); the lock comes back sealed.
 Lock take_snapshot(const SnapshotOptions& options);
 
-// The options that probe what `lock` recorded: its deb packages, interpreters, --lib libraries,
-// and library hashes when it has [loaded].
-SnapshotOptions snapshot_options_for(const Lock& lock);
+// The options that probe what `lock` recorded without running or loading anything it names (a
+// lock is shared like a requirements file): its deb packages (names for dpkg-query), its [lib]
+// entries as lib_files, library hashes when it has [loaded], and each interpreter it names that
+// one of `interpreters` is (same_interpreter): those the user named (--python), else python3 on
+// PATH. An interpreter of the lock that none of them is stays out of `pythons`.
+SnapshotOptions snapshot_options_for(const Lock& lock, const std::vector<std::string>& interpreters);
+
+// Whether running `program` (named by the user, or found by the tool) runs the interpreter a lock
+// recorded as `locked`, decided on the names: the same text, or the same file once PATH has been
+// searched for either (which stats files; it runs nothing).
+bool same_interpreter(const std::string& locked, const std::string& program);
 
 // ---- parsers for probe output (exposed for tests) ----
 struct OsRelease {

@@ -144,7 +144,8 @@ DriftReport compare_locks(const Lock& locked, const Lock& found, const CompareOp
       const Lock& side = fv == kVersionUnknown ? found : locked;
       std::string status = side.probe(probe_for(any.path));
       if (status.rfind("failed: ", 0) == 0) status = status.substr(8);
-      row.note = "probe failed" + (status.empty() ? std::string() : ": " + status);
+      if (status.rfind("not run: ", 0) == 0) row.note = status;  // check runs nothing a lock names
+      else row.note = "probe failed" + (status.empty() ? std::string() : ": " + status);
     } else if (scheme == Scheme::set) {
       row.note = set_note(lv, fv);
     } else if (scheme == Scheme::hash) {

@@ -119,6 +119,7 @@ int envlock_check(const CheckArgs& a, std::ostream& out) {
   EnvCheckOptions o;
   o.probe_timeout_s = a.probe_timeout_s;
   o.ignore = a.ignore;
+  o.pythons = a.pythons;
   o.strict_hash = a.strict_hash;
   EnvCheckResult r = check_env_lock(a.lock, level, o);
   out << render_drift(r.report, fmt);
@@ -148,6 +149,12 @@ int envlock_resolve(const ResolveArgs& a, std::ostream& out, std::ostream& err) 
   if (a.probe_timeout_s <= 0) throw_option_error("{probe_timeout_s} must be more than 0 seconds");
   Constraints c = read_constraints(a.constraints);
   if (!a.python.empty()) c.python = a.python;
+  else if (c.python_line && !same_interpreter(c.python, "python3") &&
+           std::any_of(c.entries.begin(), c.entries.end(), [](const ConstraintEntry& e) { return e.key.rfind("python.", 0) == 0; }))
+    // A constraints file is shared like a lock: the interpreter it names runs only when named again.
+    throw_usage(a.constraints, ":", c.python_line, ": python-interpreter \"", c.python,
+                "\" is not run: it is named only by this file and is not python3 on PATH (pass --python ", c.python,
+                " to resolve against it)");
   SystemCandidateOptions so;
   so.probe_timeout_s = a.probe_timeout_s;
   so.python = c.python;

@@ -232,6 +232,7 @@ Constraints parse_constraints(std::string_view text, std::string_view source) {
       if (!n.is_string() || n.value<std::string>()->empty())
         throw_usage(at(source, n.source()), ": python-interpreter must be a path such as \"/usr/bin/python3\"");
       c.python = *n.value<std::string>();
+      c.python_line = static_cast<int>(n.source().begin.line);
     } else if (stack_keys().count(key)) {
       add(key, Scheme::numeric, n);
     } else if (key == "deb" || key == "python") {

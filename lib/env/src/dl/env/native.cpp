@@ -6,8 +6,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
+
+#include "dl/core/strings.hpp"
 
 namespace dl {
 
@@ -264,6 +267,64 @@ OpenblasProbe probe_openblas() {
   else p.version = version_from_library_name(p.lib.path);
   if (p.version.empty()) p.error = "no version in openblas_get_config(): " + p.config;
   return p;
+}
+
+namespace {
+
+// e_ident's class and byte order and e_machine: what makes an ELF object loadable by this
+// program; "" for a file that is not ELF.
+std::string elf_kind(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char h[20] = {};
+  if (!f.read(h, sizeof h) || std::string_view(h, 4) != "\x7f" "ELF") return "";
+  return {h[4], h[5], h[18], h[19]};
+}
+
+bool loadable_here(const std::string& path) {
+  static const std::string self = elf_kind("/proc/self/exe");
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  const std::string kind = elf_kind(path);
+  return !kind.empty() && (self.empty() || kind == self);
+}
+
+}  // namespace
+
+LibraryCache parse_ldconfig_cache(std::string_view text) {
+  LibraryCache out;
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    std::string_view line = text.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    at = end == std::string_view::npos ? text.size() : end + 1;
+    const size_t arrow = line.find(" => ");
+    if (arrow == std::string_view::npos) continue;
+    std::string name = trim(line.substr(0, std::min(arrow, line.find(" ("))));
+    std::string path = trim(line.substr(arrow + 4));
+    if (!name.empty() && !path.empty()) out.emplace_back(std::move(name), std::move(path));
+  }
+  return out;
+}
+
+std::string find_library_file(const std::string& name, const LibraryCache& cache) {
+  std::vector<std::string> tries;
+  if (name.find('/') != std::string::npos) {
+    tries.push_back(name);
+  } else if (!name.empty()) {
+    if (const char* paths = std::getenv("LD_LIBRARY_PATH"))
+      for (std::string_view rest = paths; !rest.empty();) {
+        const size_t sep = rest.find_first_of(":;");
+        const std::string_view dir = rest.substr(0, sep);
+        if (!dir.empty()) tries.push_back(std::string(dir) + "/" + name);
+        rest = sep == std::string_view::npos ? std::string_view() : rest.substr(sep + 1);
+      }
+    for (const auto& [soname, path] : cache)
+      if (soname == name) tries.push_back(path);
+    for (const char* dir : {"/lib64", "/usr/lib64", "/lib", "/usr/lib"}) tries.push_back(std::string(dir) + "/" + name);
+  }
+  for (const auto& t : tries)
+    if (loadable_here(t)) return real_path(t);
+  return "";
 }
 
 std::vector<std::string> loaded_library_paths() {

@@ -36,6 +36,7 @@ struct ConstraintEntry {
 struct Constraints {
   std::string source = "env.toml";  // file name used in messages
   std::string python = "python3";   // interpreter whose packages python.* constrains
+  int python_line = 0;              // the line of python-interpreter; 0: the file sets none
   std::vector<ConstraintEntry> entries;
   const ConstraintEntry* find(std::string_view key) const;
   // "env.toml line 3"

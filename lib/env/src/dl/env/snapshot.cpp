@@ -449,17 +449,32 @@ struct Snap {
     extra_libs();
   }
 
+  // lib.NAME: the file `path` ("" when absent: `missing` says why), its version from its name.
+  void lib(const std::string& name, const std::string& path, const std::string& missing) {
+    std::string v = path.empty() ? kVersionNone : version_from_library_name(path);
+    Component& lc = lock.add({"lib", name}, v.empty() ? kVersionUnknown : v);
+    if (!path.empty()) {
+      lc.set("library", path);
+      lib_paths.push_back({lc.key(), path});
+    }
+    probe("lib:" + name, path.empty() ? missing : "ok");
+  }
+
   void extra_libs() {
     for (const auto& name : o.libs) {
       LoadedLibrary l = load_library({name});
-      std::string v = l.found ? version_from_library_name(l.path) : kVersionNone;
-      Component& lc = lock.add({"lib", name}, v.empty() ? kVersionUnknown : v);
-      if (l.found) {
-        lc.set("library", l.path);
-        lib_paths.push_back({lc.key(), l.path});
-      }
-      probe("lib:" + name, l.found ? "ok" : l.error);
+      lib(name, l.found ? l.path : "", l.error);
     }
+    if (o.lib_files.empty()) return;
+    LibraryCache cache;
+    std::string ldconfig = find_program("ldconfig");
+    for (const char* p : {"/sbin/ldconfig", "/usr/sbin/ldconfig"})
+      if (ldconfig.empty()) ldconfig = find_program(p);
+    if (!ldconfig.empty())
+      if (ProcessResult r = run({ldconfig, "-p"}, {"LC_ALL=C"}); r.ok()) cache = parse_ldconfig_cache(r.out);
+    for (const auto& name : o.lib_files)
+      lib(name, find_library_file(name, cache),
+          "not found: " + name + " (looked up as a file in LD_LIBRARY_PATH, the ldconfig cache, /lib and /usr/lib; not loaded)");
   }
 
   // The Debian package owning each library: dpkg-query -S, then its version with -W.
@@ -554,26 +569,28 @@ struct Snap {
       if (std::find(seen.begin(), seen.end(), py) != seen.end()) continue;
       seen.push_back(py);
       std::string pname = "python:" + py;
+      auto runs = o.python_runs.find(py);
+      const std::string& prog = runs == o.python_runs.end() ? py : runs->second;
       Component c{{"python", py}, kVersionNone, {}, {}, 0};
-      std::string exe = find_program(py);
+      std::string exe = find_program(prog);
       c.set("executable", exe.empty() ? kVersionNone : exe);
       if (exe.empty()) {
         lock.components.push_back(c);
-        probe(pname, "not found: " + py + (py.find('/') == std::string::npos ? " is not on PATH" : " is not executable"));
+        probe(pname, "not found: " + prog + (prog.find('/') == std::string::npos ? " is not on PATH" : " is not executable"));
         continue;
       }
-      ProcessResult v = run({py, "--version"});
+      ProcessResult v = run({prog, "--version"});
       std::string ver = v.ok() ? parse_tool_version(v.out.empty() ? v.err : v.out) : "";
       c.version = ver.empty() ? kVersionUnknown : ver;
       lock.components.push_back(c);
       if (ver.empty()) {
-        probe(pname, failed(v, py + " --version"));
+        probe(pname, failed(v, prog + " --version"));
         continue;
       }
-      ProcessResult r = run({py, "-m", "pip", "list", "--format", "json", "--disable-pip-version-check"},
+      ProcessResult r = run({prog, "-m", "pip", "list", "--format", "json", "--disable-pip-version-check"},
                             {"PIP_NO_PYTHON_VERSION_WARNING=1", "PIP_NO_INPUT=1"});
       if (!r.ok()) {
-        probe(pname, failed(r, py + " -m pip list"));
+        probe(pname, failed(r, prog + " -m pip list"));
         continue;
       }
       try {
@@ -628,16 +645,29 @@ Lock take_snapshot(const SnapshotOptions& options) {
   return s.lock;
 }
 
-SnapshotOptions snapshot_options_for(const Lock& lock) {
+bool same_interpreter(const std::string& locked, const std::string& program) {
+  if (locked == program) return true;
+  const std::string found = find_program(program);
+  return !found.empty() && (found == locked || found == find_program(locked));
+}
+
+SnapshotOptions snapshot_options_for(const Lock& lock, const std::vector<std::string>& interpreters) {
   SnapshotOptions o;
   o.hash_libraries = false;
   for (const auto& c : lock.components) {
     if (c.path.empty()) continue;
     if (c.path[0] == "deb" && c.path.size() == 2) o.debs.push_back(c.path[1]);
     if (c.path[0] == "python" && c.path.size() >= 2 &&
-        std::find(o.pythons.begin(), o.pythons.end(), c.path[1]) == o.pythons.end())
-      o.pythons.push_back(c.path[1]);
-    if (c.path[0] == "lib" && c.path.size() == 2) o.libs.push_back(c.path[1]);
+        std::find(o.pythons.begin(), o.pythons.end(), c.path[1]) == o.pythons.end()) {
+      const std::string& locked = c.path[1];
+      for (const auto& program : interpreters)
+        if (same_interpreter(locked, program)) {
+          o.pythons.push_back(locked);
+          if (program != locked) o.python_runs[locked] = program;
+          break;
+        }
+    }
+    if (c.path[0] == "lib" && c.path.size() == 2) o.lib_files.push_back(c.path[1]);
     if (c.path[0] == "loaded") o.hash_libraries = true;
   }
   return o;
