@@ -1,5 +1,6 @@
 // dl-train: train a model from a TOML config; evaluate or sample a run's checkpoint.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -38,6 +39,9 @@ std::string keys_help() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past `ulimit -f` a write fails with EFBIG and is reported, naming the file, like a full disk
+  // (the default action of SIGXFSZ ends the process without a word).
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"dl-train: train a GPT or MLP from a TOML config, on the CPU (this build)."};
   app.set_version_flag("--version", "dl-train " + dl::version_string() + "\n" + dl::device_build_info());
   app.footer(
@@ -55,8 +59,12 @@ int main(int argc, char** argv) {
       "  dl-train runs runs/a runs/b --plot val_loss -o val.svg\n"
       "  dl-train tokenize book.txt --tokenizer gpt2 -o data/book   # text to token shards\n"
       "\n"
+      "One process writes a run (or sweep) directory at a time: it holds DIR/.lock while it runs, and a\n"
+      "second run, --resume or sweep --resume of that directory exits 2 naming its PID.\n"
+      "\n"
       "Exit codes: 0 ok, 1 failure, 2 bad usage or input, 3 diverged (NaN/Inf), 130 interrupted\n"
-      "after a checkpoint. Run `dl-train --help-keys` for every config key.");
+      "after a checkpoint (a second Ctrl-C stops at once, without one). Run `dl-train --help-keys`\n"
+      "for every config key.");
 
   std::string config_path, run_dir, resume_dir, device, env_lock, rdzv;
   int nproc_per_node = 1, nnodes = 1, node_rank = 0;
@@ -65,9 +73,13 @@ int main(int argc, char** argv) {
   bool json = false, print_config = false, quiet = false, help_keys = false;
   app.add_option("config", config_path, "Training config (TOML); optional with --resume");
   app.add_option("--set", sets, "Override a config key: --set model.n_layer=4 (repeatable)")->type_name("KEY=VALUE");
-  app.add_option("--run-dir", run_dir, "Run directory to create (default runs/<config>-<time>; under Slurm runs/<config>-slurm-<job>.<step>)");
-  app.add_option("--resume", resume_dir, "Continue the run in DIR from its newest good checkpoint");
-  app.add_option("--steps", steps, "Train until this many steps in total (overrides train.steps)");
+  app.add_option("--run-dir", run_dir, "Run directory to create (default runs/<config>-<time>; under Slurm runs/<config>-slurm-<job>.<step>); "
+                                      "new or empty, and one run at a time writes it");
+  app.add_option("--resume", resume_dir, "Continue the run in DIR from its newest good checkpoint (with none yet: train it "
+                                         "again from step 0 with its config); not while another process writes DIR");
+  app.add_option("--steps", steps, "Train until this many steps in total (overrides train.steps)")
+      ->check(CLI::Validator([](std::string& v) { return v.rfind('-', 0) == 0 ? "must be 0 or more, not " + v : ""; },
+                             "N >= 0"));
   app.add_option("--device", device, "cpu | cuda | auto (overrides train.device)");
   app.add_option("--env-lock", env_lock,
                  "Refuse to start when this machine has drifted from a dl-envlock lock (CUDA/driver major)");
@@ -129,7 +141,7 @@ int main(int argc, char** argv) {
   bool w_quiet = false;
   sweep->add_option("sweep_file", w_file, "Sweep file (TOML); not with --resume");
   sweep->add_option("--dir", w_dir, "Sweep directory to create (default sweeps/<sweep>-<time>)");
-  sweep->add_option("--resume", w_resume, "Continue the sweep in DIR");
+  sweep->add_option("--resume", w_resume, "Continue the sweep in DIR (not while another process runs it)");
   sweep->add_option("--jobs", w_jobs, "Trials at once (default: the sweep file's jobs, else 1); they share the cores")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
   sweep->add_option("--format", w_format, "table | json | jsonl | csv | md");

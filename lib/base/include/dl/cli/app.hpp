@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "dl/core/option_error.hpp"
 
@@ -21,8 +22,10 @@ void log_info(const std::string& line);
 void log_warn(const std::string& line);
 
 // SIGINT/SIGTERM set a flag instead of killing the process, so a training loop can finish its
-// step, write a checkpoint and exit 130. A second signal exits at once.
-void install_interrupt_handlers();
+// step, write a checkpoint and exit 130. A second signal exits at once (128 + the signal) with one
+// line on stderr, "<tool>: interrupted again: stopping immediately<lost>", `lost` saying what
+// is left undone (", without a checkpoint ...").
+void install_interrupt_handlers(std::string_view lost = "");
 bool interrupt_requested();
 int interrupt_signal();  // the signal that arrived, 0 when none
 void reset_interrupt_for_tests();

@@ -1,5 +1,6 @@
 #include "dl/cli/app.hpp"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <exception>
@@ -21,9 +22,15 @@ std::atomic<int> g_signal{0};
 std::mutex g_log_mutex;
 std::string g_tool = "dlkit";
 
+// What a second signal prints, composed when the handlers are installed (a handler may only
+// write(2) it).
+char g_second_line[1024];
+size_t g_second_length = 0;
+
 void on_signal(int sig) {
   if (g_signal.load() != 0) {
-    // Second signal: the user insists. Exit without cleanup (async-signal-safe).
+    // Second signal: the user insists. Exit without cleanup (async-signal-safe), saying so.
+    (void)!::write(STDERR_FILENO, g_second_line, g_second_length);
     _exit(128 + sig);
   }
   g_signal.store(sig);
@@ -64,7 +71,13 @@ void log_warn(const std::string& line) {
   std::cerr << "[" << g_tool << "] warning: " << printable(line) << "\n";
 }
 
-void install_interrupt_handlers() {
+void install_interrupt_handlers(std::string_view lost) {
+  // On a terminal the line replaces a progress bar's.
+  std::string line = str(stderr_is_terminal() ? "\r\033[2K" : "", g_tool, ": interrupted again: stopping immediately", lost);
+  line.resize(std::min(line.size(), sizeof g_second_line - 1));
+  line += '\n';
+  std::copy(line.begin(), line.end(), g_second_line);
+  g_second_length = line.size();
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);

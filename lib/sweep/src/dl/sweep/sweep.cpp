@@ -24,6 +24,7 @@
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
 #include "dl/io/atomic_file.hpp"
+#include "dl/io/dir_lock.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/sweep/asha.hpp"
 #include "dl/sweep/sampler.hpp"
@@ -80,9 +81,13 @@ struct State {
   }
 };
 
+void require_sweep_dir(const fs::path& dir) {
+  if (!fs::exists(dir / kStateFile)) throw_usage(dir.string(), " is not a sweep directory (no ", kStateFile, ")");
+}
+
 State load_state(const fs::path& dir) {
   const fs::path f = dir / kStateFile;
-  if (!fs::exists(f)) throw_usage(dir.string(), " is not a sweep directory (no ", kStateFile, ")");
+  require_sweep_dir(dir);
   json j = read_json_file(f);
   State s;
   s.dir = dir;
@@ -157,7 +162,8 @@ class Runner {
   }
 
   bool run() {
-    install_interrupt_handlers();
+    install_interrupt_handlers("; its trials are killed without a checkpoint (continue with dl-train sweep --resume " +
+                               s_.dir.string() + ")");
     ProgressBar bar(s_.spec.trials, o_.progress);
     bar_ = &bar;
     bool forwarded = false;
@@ -444,9 +450,16 @@ SweepResult read_sweep(const fs::path& dir) {
 }
 
 SweepResult run_sweep(const SweepOptions& o) {
+  // One writer per sweep directory, for as long as the sweep runs (its trials, child processes,
+  // each hold their own run directory's lock, never the sweep's: it is close-on-exec).
+  constexpr const char* what = "sweep directory";
+  DirLock lock;
+  if (o.trainer.empty() || !fs::exists(o.trainer)) throw_usage("the trainer ", o.trainer.string(), " does not exist");
   State st;
   st.dir = o.dir;
   if (o.resume) {
+    require_sweep_dir(o.dir);
+    lock = lock_dir(o.dir, what);
     st = load_state(o.dir);
     st.dir = o.dir;
     for (auto& t : st.trials)
@@ -455,14 +468,9 @@ SweepResult run_sweep(const SweepOptions& o) {
     st.sweep_file = fs::absolute(o.sweep_file);
     st.spec = load_sweep(o.sweep_file);
     st.sweep_text = read_file_text(o.sweep_file);
-    std::error_code ec;
-    if (fs::exists(o.dir, ec) && !fs::is_empty(o.dir, ec))
-      throw_usage("sweep directory ", o.dir.string(), " already exists and is not empty: continue it with "
-                  "dl-train sweep --resume ", o.dir.string(), ", or choose another --dir");
-    fs::create_directories(o.dir);
+    lock = create_locked_dir(o.dir, what, str("continue it with dl-train sweep --resume ", o.dir.string(), ", or choose another --dir"));
     st.save();
   }
-  if (o.trainer.empty() || !fs::exists(o.trainer)) throw_usage("the trainer ", o.trainer.string(), " does not exist");
   Runner runner(st, o);
   const bool finished = runner.run();
   SweepResult r{st.spec, st.dir, st.trials, !finished};

@@ -20,7 +20,12 @@ namespace dl {
 
 struct TrainOptions {
   Config config;
-  std::filesystem::path run_dir;  // created for a new run; must hold a previous run when resuming
+  // Created for a new run (missing or empty); a previous run's when resuming. One process writes
+  // it at a time: rank 0 holds RUN/.lock (io/dir_lock.hpp) from before the first file is written
+  // to the end, and a second writer is refused (usage error naming the holder's PID).
+  std::filesystem::path run_dir;
+  // Continue run_dir from its newest good checkpoint; a run that has none (it failed before its
+  // first) is trained again from step 0 with its config, its old metrics dropped.
   bool resume = false;
   bool json = false;   // metrics records also go to stdout (JSON lines)
   bool quiet = false;  // no progress bar, no info logs

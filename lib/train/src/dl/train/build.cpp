@@ -2,15 +2,18 @@
 #include <algorithm>
 #include <cstdlib>
 #include <ctime>
+#include <exception>
 #include <thread>
 
 #include "dl/cli/app.hpp"
 #include "dl/core/parallel.hpp"
+#include "dl/checkpoint/format.hpp"
 #include "dl/core/version.hpp"
 #include "dl/dist/device_comm.hpp"
 #include "dl/dist/gloo_comm.hpp"
 #include "dl/env/env.hpp"
 #include "dl/io/atomic_file.hpp"
+#include "dl/io/dir_lock.hpp"
 #include "dl/nn/gpt.hpp"
 #include "dl/nn/gpt_from_config.hpp"
 #include "dl/nn/mlp.hpp"
@@ -118,10 +121,48 @@ int64_t count_params(Model& model, Mesh& mesh) {
   return n.data<int64_t>()[0];
 }
 
-bool dir_is_empty_or_missing(const fs::path& p) {
+namespace {
+
+constexpr const char* kRunDirWhat = "run directory";
+
+std::string continue_it_hint(const fs::path& run_dir) {
+  return str("continue it with --resume ", run_dir.string(), ", or choose another --run-dir");
+}
+
+}  // namespace
+
+void check_run_dir(const TrainOptions& opt) {
+  const fs::path& dir = opt.run_dir;
   std::error_code ec;
-  if (!fs::exists(p, ec)) return true;
-  return fs::is_directory(p, ec) && fs::directory_iterator(p, ec) == fs::directory_iterator();
+  if (!opt.resume) {
+    check_dir_unused(dir, kRunDirWhat, continue_it_hint(dir));
+    return;
+  }
+  if (!fs::is_directory(dir, ec)) throw_usage("--resume ", dir.string(), ": no such run directory");
+  if (!fs::exists(dir / "config.toml", ec) && !fs::is_directory(dir / "checkpoints", ec))
+    throw_usage(dir.string(), " is not a dl-train run directory (no config.toml, no checkpoints/)");
+}
+
+RunDir take_run_dir(const TrainOptions& opt, dist::Comm& world) {
+  RunDir r;
+  Tensor taken = Tensor::zeros({2}, DType::i64);  // rank 0 holds the lock; the run has a checkpoint
+  std::exception_ptr refused;
+  if (world.rank() == 0) {
+    try {
+      r.lock = opt.resume ? lock_dir(opt.run_dir, kRunDirWhat)
+                          : create_locked_dir(opt.run_dir, kRunDirWhat, continue_it_hint(opt.run_dir));
+      taken.data<int64_t>()[0] = 1;
+      taken.data<int64_t>()[1] = opt.resume && !list_checkpoints(opt.run_dir / "checkpoints").empty();
+    } catch (...) {
+      refused = std::current_exception();
+    }
+  }
+  world.broadcast(taken, 0);
+  if (refused) std::rethrow_exception(refused);
+  if (taken.data<int64_t>()[0] == 0)
+    throw_usage("rank 0 could not take the run directory ", opt.run_dir.string(), " (its message says why)");
+  r.checkpoint = taken.data<int64_t>()[1] != 0;
+  return r;
 }
 
 void check_tokenizer_covers_model(const Config& c, const Tokenizer* tokenizer) {

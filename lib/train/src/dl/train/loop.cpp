@@ -11,6 +11,7 @@
 #include "dl/core/parallel.hpp"
 #include "dl/core/rng.hpp"
 #include "dl/io/atomic_file.hpp"
+#include "dl/io/dir_lock.hpp"
 #include "dl/device/select.hpp"
 #include "dl/train/run.hpp"
 
@@ -39,13 +40,16 @@ int64_t profile_step_from_env() {
 // RUN/init_from.json records which), or a resumed run's state from the newest checkpoint every
 // rank has (`last_ckpt`); metrics past that checkpoint were produced by the lost part of the run
 // and are dropped.
-TrainerState start_or_resume(const TrainOptions& opt, const InitFrom* init, Model& model, parallel::ZeroEngine& engine,
-                             Mesh& mesh, fs::path* last_ckpt) {
+TrainerState start_or_resume(const TrainOptions& opt, bool fresh, const InitFrom* init, Model& model,
+                             parallel::ZeroEngine& engine, Mesh& mesh, fs::path* last_ckpt) {
   const uint64_t seed = static_cast<uint64_t>(opt.config.train.seed);
   const fs::path ckpt_root = opt.run_dir / "checkpoints", metrics = opt.run_dir / "metrics.jsonl";
   TrainerState state;
   state.rng_key = stream_key(seed, "trainer/samples");
-  if (!opt.resume) {
+  if (fresh) {
+    // A run resumed before its first checkpoint starts again: what it logged is dropped.
+    if (opt.resume && mesh.rank() == 0 && fs::exists(metrics))
+      rewrite_jsonl_keep(metrics, [](const nlohmann::json&) { return false; });
     nlohmann::json source;
     if (init) {
       const double t0 = monotonic_seconds();
@@ -80,12 +84,12 @@ TrainerState start_or_resume(const TrainOptions& opt, const InitFrom* init, Mode
 // schedule (collectives), what rank 0 records.
 struct Session {
   Session(const TrainOptions& o, const DataSplits& d, Model& m, Mesh& me, parallel::ZeroEngine& e, const LossScaler& sc,
-          TrainerState& st, TrainSummary& su, fs::path last)
+          TrainerState& st, TrainSummary& su, fs::path last, bool fresh)
       : opt(o), data(d), model(m), mesh(me), engine(e), scaler(sc), state(st), summary(su),
         rng(st.rng_key, st.rng_index),
         bar(o.config.train.steps, me.rank() == 0 && !o.quiet &&
                                       (o.config.log.progress == Progress::bar || o.config.log.progress == Progress::automatic)),
-        last_ckpt(std::move(last)), last_saved(o.resume ? st.step : -1), seconds_before(st.train_seconds) {
+        last_ckpt(std::move(last)), last_saved(fresh ? -1 : st.step), seconds_before(st.train_seconds) {
     if (me.rank() != 0) return;
     metrics = std::make_unique<Metrics>(o.run_dir, o.config.log.tensorboard, o.json);
     metrics->on_record = o.on_record;
@@ -177,10 +181,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   // A new run's pretrained weights, checked (headers only) before anything is written.
   std::unique_ptr<InitFrom> init =
       opt.resume || cfg.model.init_from.empty() ? nullptr : std::make_unique<InitFrom>(cfg.model.init_from, cfg.model);
-  if (!opt.resume && !dir_is_empty_or_missing(opt.run_dir))
-    throw_usage("run directory ", opt.run_dir.string(),
-                " already exists and is not empty: continue it with --resume ", opt.run_dir.string(),
-                ", or choose another --run-dir");
+  check_run_dir(opt);  // early and unlocked: take_run_dir decides
 
   Mesh mesh(shape, open_world(env, cfg, be, shape));
   std::unique_ptr<Model> model = build_model(cfg, *data.train, be, &mesh);
@@ -188,13 +189,21 @@ TrainSummary run_training(const TrainOptions& opt) {
                               cfg.dist.bucket_mb, mesh.tp_rank() == 0);
   model->set_hooks(&engine);
   parallel::PipelineRunner runner(*model, mesh.pp(), cfg.parallel.schedule);
-  mesh.world().barrier();  // every rank checked the run directory before rank 0 creates it
+  // One writer per run directory: rank 0 holds it from here to the end (a new run's is created
+  // and locked at once), and every rank learns whether there is a checkpoint to resume from.
+  const RunDir dir = take_run_dir(opt, mesh.world());
+  const bool fresh = !dir.checkpoint;
+  if (opt.resume && fresh) {
+    log_info(str(opt.run_dir.string(), " has no checkpoint (the run stopped before its first): training it again from "
+                 "step 0 with its config"));
+    if (!cfg.model.init_from.empty()) init = std::make_unique<InitFrom>(cfg.model.init_from, cfg.model);
+  }
 
   fs::path last_ckpt;
-  TrainerState state = start_or_resume(opt, init.get(), *model, engine, mesh, &last_ckpt);
+  TrainerState state = start_or_resume(opt, fresh, init.get(), *model, engine, mesh, &last_ckpt);
   LossScaler scaler = cfg.train.precision == Precision::fp16 ? LossScaler(cfg.train.loss_scale, cfg.train.loss_scale_window)
                                                     : LossScaler();
-  if (opt.resume) scaler.restore(state.loss_scale);
+  if (!fresh) scaler.restore(state.loss_scale);
   if (cfg.train.precision != Precision::fp32 && root)
     log_info(str("mixed precision: ", cfg.train.precision, " compute, fp32 master weights",
                  scaler.enabled() ? str(", dynamic loss scale from ", format_si(scaler.scale(), "", 3)) : std::string()));
@@ -218,8 +227,8 @@ TrainSummary run_training(const TrainOptions& opt) {
                " accumulation x ", shape.dp, " data-parallel), ", num_threads(), " CPU threads per rank, run directory ",
                opt.run_dir.string()));
 
-  install_interrupt_handlers();
-  Session run(opt, data, *model, mesh, engine, scaler, state, summary, last_ckpt);
+  install_interrupt_handlers(str(", without a checkpoint (dl-train --resume ", opt.run_dir.string(), " continues from the last one)"));
+  Session run(opt, data, *model, mesh, engine, scaler, state, summary, last_ckpt, fresh);
   const bool lines = root && !opt.quiet && !run.bar.enabled() && cfg.log.progress != Progress::none;
   Sampler sampler(data.train->size(), seed, "data/train");
   StepParts parts{cfg, *model, mesh, engine, runner, scaler, *data.train, sampler};

@@ -16,6 +16,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "dl/dist/launch_env.hpp"
+#include "dl/io/dir_lock.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/io/tensorboard.hpp"
 #include "dl/parallel/mesh.hpp"
@@ -45,7 +46,18 @@ std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backen
 int64_t units_per_example(const Model& m, const Config& c);
 // Parameters of the whole model, each counted once over every rank (a collective).
 int64_t count_params(Model& model, parallel::Mesh& mesh);
-bool dir_is_empty_or_missing(const std::filesystem::path& p);
+// The run directory, early and without the lock (every rank, before the model is built): a new
+// run's must be missing or unused, a resumed one must be a run directory. Usage errors.
+void check_run_dir(const TrainOptions& opt);
+// One writer per run directory (io/dir_lock.hpp): rank 0 takes it, a new run's created and locked
+// at once, a resumed one's locked, and holds it for the life of the run; a second writer (a
+// fresh run, a --resume) is refused with a usage error naming the holder's PID, on every rank
+// (a collective). `checkpoint`: resuming, and the run has one; otherwise it trains from step 0.
+struct RunDir {
+  DirLock lock;  // rank 0
+  bool checkpoint = false;
+};
+RunDir take_run_dir(const TrainOptions& opt, dist::Comm& world);
 // Rank 0 of a new or resumed run: RUN/config.toml and, for a GPT-2 tokenizer, its files in
 // RUN/tokenizer/ (published atomically once) now; RUN/env.lock in the background (the
 // environment snapshot probes the machine for about half a second while training starts).
