@@ -215,7 +215,7 @@ int main(int argc, char** argv) {
       if (!oversubscribed.empty()) r.notes.push_back(oversubscribed);
       if (rank != 0) return r.failures.empty() ? dl::kExitOk : dl::kExitFailure;
       if (!c_rows_file.empty()) {
-        dl::write_file_atomic(c_rows_file, dl::bench::render_report(r, dl::OutputFormat::jsonl));
+        dl::write_output(dl::output_target(c_rows_file), dl::bench::render_report(r, dl::OutputFormat::jsonl));
         return r.failures.empty() ? dl::kExitOk : dl::kExitFailure;
       }
       return emit(r, coll_f.format);

@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
   auto* snap = app.add_subcommand("snapshot", "Probe this machine and write its lock (TOML)");
   dl::SnapshotArgs sa;
   bool no_hashes = false;
-  snap->add_option("-o,--output", sa.output, "Write the lock to FILE (atomically) instead of stdout");
+  snap->add_option("-o,--output", sa.output,
+                   "Write the lock to FILE (atomically; a device, FIFO or - written through) instead of stdout");
   snap->add_option("--python", sa.pythons, "Also record this interpreter's packages (pip list); repeatable")->type_name("PATH");
   snap->add_option("--deb", sa.debs, "Also record this Debian package's version (dpkg-query); repeatable")->type_name("PKG");
   snap->add_option("--lib", sa.libs, "Also load and record this shared library (libz.so.1); repeatable")->type_name("NAME");
@@ -95,7 +96,7 @@ int main(int argc, char** argv) {
   auto* res = app.add_subcommand("resolve", "Pin constraints (env.toml) to versions this machine has or apt offers");
   dl::ResolveArgs ra;
   res->add_option("constraints", ra.constraints, "Constraints file (TOML)")->required();
-  res->add_option("-o,--output", ra.output, "Write the lock to FILE instead of stdout");
+  res->add_option("-o,--output", ra.output, "Write the lock to FILE (atomically; not the constraints file) instead of stdout");
   res->add_option("--python", ra.python, "Interpreter for python.* constraints (overrides python-interpreter, which runs only when it is python3 on PATH)")->type_name("PATH");
   res->add_flag("--prefer-installed", ra.prefer_installed, "Take an installed version that satisfies over a newer one");
   res->add_option("--format", ra.format, "table | json | toml (default toml)");

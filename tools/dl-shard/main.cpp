@@ -68,7 +68,8 @@ const dl::OptionNames kFlags = {
     {"gpu_mem", "--gpu-mem"}, {"gpu", "--gpu"},               {"bench", "--bench"},
     {"mfu", "--mfu"},         {"micro_batch", "--micro-batch"}, {"global_batch", "--global-batch"},
     {"schedule", "--schedule"}, {"recompute", "--recompute"}, {"attention", "--attention"},
-    {"top", "--top"},         {"layout", "--layout"},         {"ranks", "--ranks"}};
+    {"top", "--top"},         {"layout", "--layout"},         {"ranks", "--ranks"},
+    {"with_optimizer", "--with-optimizer"}};
 
 dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   dl::plan::PlanInputs in;
@@ -162,7 +163,9 @@ int main(int argc, char** argv) {
   auto* merge = app.add_subcommand("merge", "Merge a dl-train checkpoint of any layout into one safetensors file");
   merge->add_option("checkpoint", mo.source, "a checkpoint directory (step_*), a run directory or its checkpoints/")
       ->required();
-  merge->add_option("-o,--output", mo.output, "the file to write: model.safetensors")->required();
+  merge->add_option("-o,--output", mo.output,
+                    "the file to write: model.safetensors (a device, FIFO or - for stdout is written through)")
+      ->required();
   merge->add_flag("--with-optimizer", mo.with_optimizer,
                   "also write the optimizer state beside it (optimizer.safetensors, keys exp_avg.<name>, ...)");
   merge->add_option("--format", merge_format, "table | json | jsonl | csv | md (the files written)");
@@ -230,7 +233,8 @@ int main(int argc, char** argv) {
     if (*merge) {
       auto fmt = dl::parse_output_format(merge_format);
       auto result = dl::shard::merge_checkpoint(mo);
-      std::cout << dl::shard::render_merge(result, fmt);
+      // With -o - the model is stdout's data; the summary then goes with the logs.
+      (mo.output == "-" ? std::cerr : std::cout) << dl::shard::render_merge(result, fmt);
       return dl::kExitOk;
     }
     if (*split) {

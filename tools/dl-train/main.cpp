@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
   runs->add_option("dirs", r_dirs, "Run directories or sweep directories")->required();
   runs->add_option("--format", r_format, "table | json | jsonl | csv | md");
   runs->add_option("--plot", r_plot, "Draw this metric against step for every run as an SVG (-o FILE)");
-  runs->add_option("-o,--output", r_out, "The SVG file to write (with --plot)");
+  runs->add_option("-o,--output", r_out, "The SVG file to write (with --plot); - for stdout");
   runs->add_flag("--log-y", r_log, "Logarithmic y axis (with --plot)");
   auto* tokenize = app.add_subcommand("tokenize", "Tokenize text files into llm.c token shards (for tokens: data)");
   tokenize->footer(
@@ -231,7 +231,8 @@ int main(int argc, char** argv) {
       const auto data = dl::sweep::read_runs(dirs);
       if (!r_plot.empty()) {
         if (r_out.empty()) dl::throw_usage("--plot ", r_plot, " needs -o FILE.svg");
-        dl::write_file_atomic(r_out, dl::sweep::runs_svg(data, r_plot, r_log));
+        const auto out = dl::output_target(r_out, dl::sweep::runs_input_files(dirs, data));
+        dl::write_output(out, dl::sweep::runs_svg(data, r_plot, r_log));
         return dl::kExitOk;
       }
       if (!r_out.empty() || r_log) dl::throw_usage("-o and --log-y go with --plot METRIC");
@@ -240,6 +241,9 @@ int main(int argc, char** argv) {
       return dl::kExitOk;
     }
     if (*tokenize) {
+      const std::vector<fs::path> inputs(t_opt.sources.begin(), t_opt.sources.end());
+      // Not a device or a file, not inside a source; a symlink leads to its folder (README "Outputs").
+      t_opt.out_dir = dl::output_folder(t_opt.out_dir, inputs).string();
       dl::Gpt2Tokenizer tok(t_tokenizer);
       const dl::TokenizeSummary s = dl::tokenize_to_shards(tok, t_opt);
       std::cerr << dl::describe_tokenize_summary(s);

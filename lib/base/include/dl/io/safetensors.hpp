@@ -69,6 +69,10 @@ class SafetensorsWriter {
 class SafetensorsStreamWriter {
  public:
   SafetensorsStreamWriter(const std::filesystem::path& path, std::vector<SafetensorsEntry> entries,
+                          const SafetensorsMetadata& metadata = {})
+      : SafetensorsStreamWriter(OutputTarget::file(path), std::move(entries), metadata) {}
+  // A user-named output (output_target()): a device, FIFO or stdout is written through.
+  SafetensorsStreamWriter(const OutputTarget& target, std::vector<SafetensorsEntry> entries,
                           const SafetensorsMetadata& metadata = {});
   // Bytes of the current tensor (the first declared one not yet complete); a call may span
   // tensors. More bytes than declared is an error.

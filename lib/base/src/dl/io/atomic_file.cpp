@@ -74,7 +74,107 @@ void rename_no_replace(const fs::path& from, const fs::path& to) {
   throw_runtime("cannot rename ", from.string(), " to ", to.string(), ": ", errno_text(err));
 }
 
+// ---- output targets
+
+// The end of a chain of symlinks that leads nowhere yet (each relative link read from its own
+// folder): the new file or folder an output through a dangling link creates.
+fs::path follow_dangling_links(const fs::path& given) {
+  fs::path p = given;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+    std::error_code ec;
+    const fs::path link = fs::read_symlink(p, ec);
+    if (ec) throw_usage("cannot read the symlink ", p.string(), ": ", ec.message());
+    p = link.is_absolute() ? link : p.parent_path() / link;
+  }
+  throw_usage(given.string(), ": too many levels of symbolic links; name a file");
+}
+
+// What `path` is when followed through its symlinks; false when nothing is there (yet).
+bool stat_followed(const fs::path& given, const fs::path& path, struct stat& st) {
+  if (::stat(path.c_str(), &st) == 0) return true;
+  if (errno == ELOOP) throw_usage(given.string(), ": too many levels of symbolic links; name a file");
+  if (errno != ENOENT && errno != ENOTDIR) throw_usage("cannot look at ", given.string(), ": ", errno_text(errno));
+  return false;
+}
+
+bool same_file(const struct stat& a, const struct stat& b) { return a.st_dev == b.st_dev && a.st_ino == b.st_ino; }
+
+// Refuses an output `relation` ("is", "lies inside") one of the inputs (device and inode);
+// `shown` is what the output resolved to.
+void refuse_input(const fs::path& given, const fs::path& shown, const struct stat& out, std::span<const fs::path> inputs,
+                  const char* relation, const char* what) {
+  for (const auto& in : inputs) {
+    struct stat st {};
+    if (::stat(in.c_str(), &st) != 0 || !same_file(st, out)) continue;
+    throw_usage(given.string(), shown == given ? std::string() : " (" + shown.string() + ")", " ", relation,
+                " the input ", in.string(), ": the command reads it, so writing there would destroy it; ", what);
+  }
+}
+
+bool lstat_is_link(const fs::path& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
 }  // namespace
+
+OutputTarget output_target(const fs::path& given, std::span<const fs::path> inputs) {
+  if (given.empty()) throw_usage("an empty output path; name a file, or - for standard output");
+  if (given == "-") return {given, given, OutputKind::standard_output};
+  OutputTarget t{given, given, OutputKind::file};
+  struct stat st {};
+  if (!stat_followed(given, given, st)) {
+    // A new file (through a dangling symlink: where it leads). Its folder must exist.
+    t.path = follow_dangling_links(given);
+    const fs::path folder = parent_or_dot(t.path);
+    std::error_code ec;
+    if (!fs::is_directory(folder, ec))
+      throw_usage(given.string(), ": the folder ", folder.string(), " does not exist; create it first");
+    if (t.path.filename().empty()) throw_usage(given.string(), ": names a folder; name a file");
+    return t;
+  }
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    t.kind = OutputKind::stream;  // opened through its links (also /dev/stdout's /proc magic link)
+  } else if (S_ISREG(st.st_mode)) {
+    if (lstat_is_link(given)) t.path = fs::canonical(given);  // replace the target, keep the link
+  } else {
+    throw_usage(given.string(), " is ", fileio::file_type_name(st.st_mode),
+                S_ISDIR(st.st_mode) ? "; name a file inside it"
+                                    : "; name a file, a character device, a FIFO, or - for standard output");
+  }
+  refuse_input(given, t.path, st, inputs, "is", "write the output to another file");
+  return t;
+}
+
+fs::path output_folder(const fs::path& given, std::span<const fs::path> inputs) {
+  if (given.empty()) throw_usage("an empty output folder; name one");
+  fs::path folder = given;
+  struct stat st {};
+  if (stat_followed(given, given, st)) {
+    if (!S_ISDIR(st.st_mode)) throw_usage(given.string(), " is ", fileio::file_type_name(st.st_mode), ", not a directory; name a folder");
+    if (lstat_is_link(given)) folder = fs::canonical(given);  // write into the folder it leads to
+  } else {
+    folder = follow_dangling_links(given);
+  }
+  // The folder (or, for a new one, where it would be) must not be an input or inside one.
+  std::error_code ec;
+  const char* relation = "is";
+  for (fs::path p = fs::weakly_canonical(fs::absolute(folder), ec); !ec; relation = "lies inside") {
+    struct stat at {};
+    if (::stat(p.c_str(), &at) == 0) refuse_input(given, folder, at, inputs, relation, "write the output to another folder");
+    if (!p.has_relative_path()) break;
+    p = p.parent_path();
+  }
+  return folder;
+}
+
+void write_output(const OutputTarget& target, std::string_view data) {
+  AtomicFileWriter w(target);
+  w.write(data);
+  w.commit();
+}
 
 void fsync_dir(const fs::path& dir) { fsync_path(dir.empty() ? fs::path(".") : dir, O_RDONLY | O_DIRECTORY); }
 
@@ -116,6 +216,7 @@ AtomicFileWriter& AtomicFileWriter::operator=(AtomicFileWriter&& other) noexcept
     path_ = std::move(other.path_);
     tmp_ = std::move(other.tmp_);
     fd_ = std::exchange(other.fd_, -1);
+    kind_ = other.kind_;
     buf_ = std::move(other.buf_);
     bytes_ = other.bytes_;
     crc_ = other.crc_;
@@ -123,14 +224,28 @@ AtomicFileWriter& AtomicFileWriter::operator=(AtomicFileWriter&& other) noexcept
   return *this;
 }
 
-void AtomicFileWriter::open(const fs::path& path) {
+void AtomicFileWriter::open(const OutputTarget& target) {
   abandon();
+  const fs::path& path = target.path;
   if (path.filename().empty()) throw_runtime("cannot write '", path.string(), "': the path names a folder");
   path_ = path;
-  tmp_ = temp_name_for(path);
+  kind_ = target.kind;
   bytes_ = 0;
   crc_ = 0;
   buf_.clear();
+  if (kind_ != OutputKind::file) {
+    // Written through: no temp file, nothing to rename, never O_TRUNC or O_CREAT.
+    if (kind_ == OutputKind::standard_output) {
+      std::fflush(stdout);  // what the program printed before comes first
+      fd_ = STDOUT_FILENO;
+    } else {
+      fd_ = fileio::open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC, 0, path);
+      if (fd_ < 0) throw_runtime("cannot open ", path.string(), " to write it: ", errno_text(errno));
+    }
+    buf_.reserve(kBufferBytes);
+    return;
+  }
+  tmp_ = temp_name_for(path);
   // Keep the permissions of a file being replaced (a user may have made metrics world-readable).
   mode_t mode = 0644;
   struct stat st {};
@@ -188,6 +303,13 @@ void AtomicFileWriter::write(const void* data, size_t n) {
 void AtomicFileWriter::commit() {
   if (fd_ < 0) throw_runtime("AtomicFileWriter::commit on a writer that is not open (", path_.string(), ")");
   flush_buffer();
+  if (kind_ != OutputKind::file) {
+    const int rc = kind_ == OutputKind::stream ? ::close(fd_) : 0;
+    const int err = errno;
+    fd_ = -1;
+    if (rc != 0) throw_runtime("cannot close ", path_.string(), ": ", errno_text(err));
+    return;
+  }
   if (fileio::fsync(fd_, path_) != 0) {
     std::string msg = str("cannot sync ", path_.string(), ": ", errno_text(errno));
     abandon();
@@ -211,7 +333,7 @@ void AtomicFileWriter::commit() {
 
 void AtomicFileWriter::abandon() noexcept {
   if (fd_ >= 0) {
-    ::close(fd_);
+    if (kind_ != OutputKind::standard_output) ::close(fd_);
     fd_ = -1;
   }
   if (!tmp_.empty()) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -178,5 +179,15 @@ int hooked_rename(const std::filesystem::path& from, const std::filesystem::path
 }
 
 }  // namespace detail
+
+const char* file_type_name(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISREG(mode)) return "a regular file";
+  return "not a plain file";
+}
 
 }  // namespace dl::fileio

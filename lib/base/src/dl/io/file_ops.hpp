@@ -21,6 +21,10 @@
 
 namespace dl::fileio {
 
+// What a stat() mode names, for messages: "a FIFO", "a character device", "a block device",
+// "a directory", "a socket", "a regular file".
+const char* file_type_name(mode_t mode);
+
 namespace detail {
 extern bool g_hooked;  // DL_FAULT or DL_FAULT_TRACE was set at start-up
 int hooked_open(const char* real, int flags, mode_t mode, const std::filesystem::path& path);

@@ -7,21 +7,9 @@
 #include <unistd.h>
 
 #include "dl/core/error.hpp"
+#include "dl/io/file_ops.hpp"
 
 namespace dl {
-
-namespace {
-
-const char* file_kind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a plain file";
-}
-
-}  // namespace
 
 int open_input_file(const std::filesystem::path& path, std::string_view what, uint64_t* size) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
@@ -41,7 +29,7 @@ int open_input_file(const std::filesystem::path& path, std::string_view what, ui
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw_usage(what, " ", path.string(), ": not a regular file (it is ", file_kind(st.st_mode),
+    throw_usage(what, " ", path.string(), ": not a regular file (it is ", fileio::file_type_name(st.st_mode),
                 "); name a file");
   }
   // Reads of a regular file never block; clear the flag so later reads behave as usual.

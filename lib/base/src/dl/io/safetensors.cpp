@@ -200,7 +200,7 @@ uint32_t SafetensorsWriter::write(const fs::path& path) const {
 // ---------------------------------------------------------------------------------------------
 // Streaming writer
 
-SafetensorsStreamWriter::SafetensorsStreamWriter(const fs::path& path, std::vector<SafetensorsEntry> entries,
+SafetensorsStreamWriter::SafetensorsStreamWriter(const OutputTarget& target, std::vector<SafetensorsEntry> entries,
                                                  const SafetensorsMetadata& metadata)
     : entries_(std::move(entries)) {
   for (const auto& e : entries_) {
@@ -209,7 +209,7 @@ SafetensorsStreamWriter::SafetensorsStreamWriter(const fs::path& path, std::vect
     data_total_ += e.nbytes();
   }
   const std::string header = safetensors_header(entries_, metadata);
-  out_.open(path);
+  out_.open(target);
   std::array<unsigned char, 8> len{};
   put_u64_le(len, header.size());
   out_.write(len.data(), len.size());

@@ -17,6 +17,7 @@
 #include "dl/env/resolve.hpp"
 #include "dl/env/snapshot.hpp"
 #include "dl/env/sync.hpp"
+#include "dl/io/atomic_file.hpp"
 
 namespace dl {
 
@@ -98,9 +99,12 @@ int envlock_snapshot(const SnapshotArgs& a, std::ostream& out) {
   so.libs = a.libs;
   so.probe_timeout_s = a.probe_timeout_s;
   so.hash_libraries = a.hash_libraries;
+  // Refused before probing: a device, a folder, an interpreter it runs (README "Outputs").
+  const std::vector<std::filesystem::path> inputs(a.pythons.begin(), a.pythons.end());
+  const OutputTarget target = a.output.empty() ? OutputTarget{} : output_target(a.output, inputs);
   Lock lock = take_snapshot(so);
   if (!a.output.empty()) {
-    write_lock(a.output, lock);
+    write_output(target, lock_to_toml(lock));
     size_t bad = 0;
     for (const auto& p : lock.probes) bad += p.status.rfind("failed", 0) == 0;
     log_info(str("wrote ", a.output, ": ", lock.components.size(), " components",
@@ -147,6 +151,8 @@ int envlock_diff(const DiffArgs& a, std::ostream& out) {
 int envlock_resolve(const ResolveArgs& a, std::ostream& out, std::ostream& err) {
   EnvFormat fmt = parse_env_format(a.format.empty() ? "toml" : a.format);
   if (a.probe_timeout_s <= 0) throw_option_error("{probe_timeout_s} must be more than 0 seconds");
+  const std::vector<std::filesystem::path> inputs{a.constraints, a.python};
+  const OutputTarget target = a.output.empty() ? OutputTarget{} : output_target(a.output, inputs);
   Constraints c = read_constraints(a.constraints);
   if (!a.python.empty()) c.python = a.python;
   else if (c.python_line && !same_interpreter(c.python, "python3") &&
@@ -169,7 +175,7 @@ int envlock_resolve(const ResolveArgs& a, std::ostream& out, std::ostream& err) 
     return kExitFailure;
   }
   if (!a.output.empty()) {
-    write_lock(a.output, r.lock);
+    write_output(target, lock_to_toml(r.lock));
     log_info(str("wrote ", a.output, ": ", r.lock.components.size(), " pinned components"));
     if (!a.format.empty()) out << render_lock(r.lock, fmt);
   } else {

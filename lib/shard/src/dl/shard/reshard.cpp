@@ -100,13 +100,6 @@ fs::path optimizer_path_for(const fs::path& model_file) {
 
 MergeResult merge_checkpoint(const MergeOptions& o) {
   if (o.output.empty()) throw_usage("merge: give the output file with -o model.safetensors");
-  std::error_code ec;
-  if (fs::is_directory(o.output, ec))
-    throw_usage("-o ", o.output.string(), " is a directory; name the file (", (o.output / "model.safetensors").string(), ")");
-  const fs::path parent = o.output.has_parent_path() ? o.output.parent_path() : fs::path(".");
-  if (!fs::is_directory(parent, ec)) throw_usage("-o ", o.output.string(), ": the folder ", parent.string(), " does not exist");
-  const fs::path opt_path = optimizer_path_for(o.output);
-
   MergeResult r;
   r.checkpoint = resolve_checkpoint(o.source, &r.note);
   CheckedCheckpoint ck = open_checkpoint(r.checkpoint);
@@ -114,6 +107,31 @@ MergeResult merge_checkpoint(const MergeOptions& o) {
   r.model_type = reader.model_type();
   r.layout = reader.layout();
   r.step = reader.state().step;
+
+  // What merge reads (the checkpoint's files, the run's tokenizer files) no output may be; every
+  // output is checked before the first byte is written. A device, FIFO or stdout gets the model
+  // alone: there is no folder beside it for the other files.
+  std::vector<fs::path> inputs{r.checkpoint / kCheckpointManifest}, tokenizer_files;
+  for (const auto& [file, info] : reader.manifest()["files"].items()) inputs.push_back(r.checkpoint / file);
+  std::error_code ec;
+  const fs::path tok_dir = r.checkpoint.parent_path().parent_path() / kRunTokenizerDir;
+  if (fs::is_directory(tok_dir, ec))
+    for (const auto& e : fs::directory_iterator(tok_dir))
+      if (e.is_regular_file()) tokenizer_files.push_back(e.path());
+  inputs.insert(inputs.end(), tokenizer_files.begin(), tokenizer_files.end());
+  const OutputTarget model_out = output_target(o.output, inputs);
+  if (!model_out.is_file() && o.with_optimizer)
+    throw_option_error("{with_optimizer} writes optimizer.safetensors beside the model, but ", o.output.string(),
+                       " is not a file; name a file");
+  const fs::path parent = o.output.has_parent_path() ? o.output.parent_path() : fs::path(".");
+  std::optional<OutputTarget> opt_out;
+  if (o.with_optimizer) opt_out = output_target(optimizer_path_for(o.output), inputs);
+  std::vector<OutputTarget> tokenizer_outs;
+  if (model_out.is_file())
+    for (const auto& f : tokenizer_files) tokenizer_outs.push_back(output_target(parent / f.filename(), inputs));
+  else if (!tokenizer_files.empty())
+    log_info(str("the run's tokenizer files are not copied: ", o.output.string(), " is not a file"));
+
   const auto order = ck.model.tensor_order();
   if (o.with_optimizer && ck.model.state_names.empty())
     throw_usage(r.checkpoint.string(), ": --with-optimizer, but the optimizer (", reader.optimizer_name(),
@@ -126,9 +144,9 @@ MergeResult merge_checkpoint(const MergeOptions& o) {
       for (const auto& name : order) opt_entries.push_back({kind + "." + name, ck.model.dtype, reader.shape(name)});
   const auto metadata = checkpoint_file_metadata(r.step);
   // Both files stay temporary until every tensor is in: an error leaves neither.
-  SafetensorsStreamWriter model_w(o.output, model_entries, metadata);
+  SafetensorsStreamWriter model_w(model_out, model_entries, metadata);
   std::unique_ptr<SafetensorsStreamWriter> opt_w;
-  if (o.with_optimizer) opt_w = std::make_unique<SafetensorsStreamWriter>(opt_path, opt_entries, metadata);
+  if (opt_out) opt_w = std::make_unique<SafetensorsStreamWriter>(*opt_out, opt_entries, metadata);
   log_info(str("merging ", r.model_type, " checkpoint step ", r.step, " (", layout_string(r.layout), ", ",
                reader.manifest()["files"].size(), " files) into ", o.output.string()));
   for (const auto& name : order) {
@@ -142,22 +160,19 @@ MergeResult merge_checkpoint(const MergeOptions& o) {
         append_range(*opt_w, t, 0, t.numel());
       }
   r.files.push_back(committed(model_w, o.output.filename().string(), model_entries.size()));
-  if (opt_w) r.files.push_back(committed(*opt_w, opt_path.filename().string(), opt_entries.size()));
+  if (opt_w) r.files.push_back(committed(*opt_w, opt_out->given.filename().string(), opt_entries.size()));
   // The run's tokenizer files (RUN/tokenizer/, beside RUN/checkpoints/) go beside the model, so
   // that the folder is a whole Hugging Face GPT-2 folder.
-  const fs::path tok_dir = r.checkpoint.parent_path().parent_path() / kRunTokenizerDir;
-  if (fs::is_directory(tok_dir, ec))
-    for (const auto& e : fs::directory_iterator(tok_dir)) {
-      if (!e.is_regular_file()) continue;
-      const std::string bytes = read_file_bytes(e.path());
-      WrittenFile f;
-      f.path = parent / e.path().filename();
-      f.file = e.path().filename().string();
-      f.file_bytes = bytes.size();
-      f.crc32c = crc32c(bytes.data(), bytes.size());
-      write_file_atomic(f.path, bytes);
-      r.files.push_back(f);
-    }
+  for (const OutputTarget& out : tokenizer_outs) {
+    const std::string bytes = read_file_bytes(tok_dir / out.given.filename());
+    WrittenFile f;
+    f.path = out.given;
+    f.file = out.given.filename().string();
+    f.file_bytes = bytes.size();
+    f.crc32c = crc32c(bytes.data(), bytes.size());
+    write_output(out, bytes);
+    r.files.push_back(f);
+  }
   return r;
 }
 
@@ -259,14 +274,17 @@ std::string resume_command(const SplitResult& r) {
 SplitResult split_checkpoint(const SplitOptions& o) {
   if (o.output.empty()) throw_usage("split: give the output run directory with -o DIR");
   std::error_code ec;
-  const fs::path out = clean_path(o.output);
+  SplitResult r;
+  r.checkpoint = resolve_checkpoint(o.source, &r.note);
+  // A device or file is refused, a symlink leads to the folder written, and OUT must not be the
+  // checkpoint read or lie inside it (README "Outputs").
+  const std::vector<fs::path> inputs{r.checkpoint, o.config};
+  const fs::path out = clean_path(output_folder(o.output, inputs));
   if (fs::exists(out, ec) && !(fs::is_directory(out, ec) && fs::is_empty(out, ec)))
     throw_usage("-o ", o.output.string(), " already exists and is not empty; split writes a new run directory");
   if (!fs::is_directory(out.parent_path(), ec))
     throw_usage("-o ", o.output.string(), ": the folder ", out.parent_path().string(), " does not exist");
 
-  SplitResult r;
-  r.checkpoint = resolve_checkpoint(o.source, &r.note);
   CheckedCheckpoint ck = open_checkpoint(r.checkpoint);
   const CheckpointReader& reader = *ck.reader;
   r.model_type = reader.model_type();

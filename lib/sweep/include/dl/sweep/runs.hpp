@@ -29,6 +29,10 @@ struct RunData {
 
 // Reads each directory: a run, or a sweep whose started trials are read in trial order.
 std::vector<RunData> read_runs(const std::vector<std::filesystem::path>& dirs);
+// The files read_runs reads for them: each sweep's state file, each run's config.toml and
+// metrics.jsonl (what `runs --plot -o FILE` must not overwrite).
+std::vector<std::filesystem::path> runs_input_files(const std::vector<std::filesystem::path>& dirs,
+                                                    const std::vector<RunData>& runs);
 
 // One row per run: run, the config keys whose values differ, steps, the final value of loss and
 // of every val_* metric; with `sparkline`, a column drawing loss against step.

@@ -59,6 +59,7 @@ SweepResult run_sweep(const SweepOptions& options);
 // A sweep directory's state as last written (for `dl-train runs` and tests).
 SweepResult read_sweep(const std::filesystem::path& dir);
 bool is_sweep_dir(const std::filesystem::path& dir);
+std::filesystem::path sweep_state_file(const std::filesystem::path& dir);  // dir/sweep.json
 std::filesystem::path trial_dir(const std::filesystem::path& sweep_dir, int64_t id);
 
 // Ranked trials (best first): trial, parameters, metric, steps, time, status, reason.

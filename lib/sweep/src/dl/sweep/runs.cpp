@@ -112,6 +112,14 @@ std::vector<RunData> read_runs(const std::vector<fs::path>& dirs) {
   return runs;
 }
 
+std::vector<fs::path> runs_input_files(const std::vector<fs::path>& dirs, const std::vector<RunData>& runs) {
+  std::vector<fs::path> files;
+  for (const auto& d : dirs)
+    if (is_sweep_dir(d)) files.push_back(sweep_state_file(d));
+  for (const auto& r : runs) files.insert(files.end(), {r.dir / "config.toml", r.dir / "metrics.jsonl"});
+  return files;
+}
+
 std::string sparkline(const std::vector<double>& v, size_t width) {
   static const char* levels[] = {"\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
   std::vector<double> pts;

@@ -442,7 +442,9 @@ fs::path trial_dir(const fs::path& sweep_dir, int64_t id) {
   return sweep_dir / name;
 }
 
-bool is_sweep_dir(const fs::path& dir) { return fs::exists(dir / kStateFile); }
+fs::path sweep_state_file(const fs::path& dir) { return dir / kStateFile; }
+
+bool is_sweep_dir(const fs::path& dir) { return fs::exists(sweep_state_file(dir)); }
 
 SweepResult read_sweep(const fs::path& dir) {
   State s = load_state(dir);
