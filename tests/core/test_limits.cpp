@@ -35,7 +35,7 @@ TEST_CASE("available memory is the smallest limit less what the process already 
   CHECK(has(available_memory(m).source, "cgroup"));
   m.cgroup_current = 9e9;  // over its limit already: nothing left, never negative
   CHECK(available_memory(m).bytes == 0);
-  CHECK(has(available_memory(m).describe(), "0 GB (the cgroup's memory limit)"));
+  CHECK(has(available_memory(m).describe(), "0 B (the cgroup's memory limit)"));
 }
 
 TEST_CASE("this machine's probe reads MemAvailable and the process's own limits") {
@@ -52,7 +52,7 @@ TEST_CASE("this machine's probe reads MemAvailable and the process's own limits"
 TEST_CASE("a size beyond available memory is a usage error saying what, how much and what to do") {
   CHECK(usage_error_of([] { check_memory_fits(1e6, "a megabyte", "never"); }).empty());
   const std::string e = usage_error_of([] { check_memory_fits(1e30, "{max_bytes} 1e30", "lower {max_bytes}"); });
-  CHECK(has(e, "max_bytes 1e30 needs about 1e+21 GB, but this process can use at most "));
+  CHECK(has(e, "max_bytes 1e30 needs about 1e+12 EB, but this process can use at most "));
   CHECK(has(e, "; lower max_bytes"));
   try {
     check_memory_fits(1e30, "{max_bytes} 1e30", "lower {max_bytes}");
