@@ -282,3 +282,22 @@ TEST_CASE("a real pipe: dl-bench ... --format json | dl-cost estimate CONFIG --b
   CHECK(broken.exit_code == 2);
   CHECK(has(broken.err, "stdin"));
 }
+
+TEST_CASE("collective sizes beyond this machine's memory exit 2 naming -e, before any rank or buffer exists") {
+  // 4 GiB floats: send, receive, staging and the check's copies are about 5 x 4 GiB per rank; the
+  // old dl-bench allocated them (and with two ranks twice) until ulimit -v stopped it with exit 1.
+  for (const std::string nproc : {"1", "2"}) {
+    CAPTURE(nproc);
+    const auto r = dl::test::run_limited(kBench, {"collective", "allreduce", "--nproc", nproc, "-b", "4G", "-e", "4G"},
+                                         {}, 60);
+    CHECK(r.exit_code == 2);
+    CHECK(has(r.err, "-e 4294967296 (" + nproc + (nproc == "1" ? " rank" : " ranks") + " on this node"));
+    CHECK(has(r.err, "but this process can use at most"));
+    CHECK(has(r.err, "lower -e"));
+    CHECK(r.out.empty());
+  }
+  // --threads past the cap is refused by the same rule as train.threads.
+  const auto t = run(kBench, {"gemm", "--threads", "100000"});
+  CHECK(t.exit_code == 2);
+  CHECK(has(t.err, "the thread cap"));
+}

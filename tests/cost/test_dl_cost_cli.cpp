@@ -368,3 +368,28 @@ TEST_CASE("--throughput reads Lambda CSVs at run time") {
   CHECK(none.exit_code == 2);
   CHECK(has(none.err, "L4 is not in the fp16 relative-throughput table"));
 }
+
+TEST_CASE("dl-cost estimate of a sweep beyond the limits exits 2 naming the key (trials, asha max_steps)") {
+  dl::test::TempDir dir("cost-cli-limits");
+  dl::test::write_file(dir / "base.toml", "[train]\nsteps = 10\n");
+  const std::string lr = "[parameters]\n\"optim.lr\" = [1e-3, 2e-3]\n";
+  struct Case {
+    std::string body, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           // The old step budget simulated asha over a vector of every trial: out of memory (exit 1).
+           {"base = \"base.toml\"\n[method]\nname = \"random\"\ntrials = 1000000000\n" + lr +
+                "[early_stopping]\ntype = \"asha\"\nmin_steps = 1\nmax_steps = 9\n",
+            "method.trials = 1000000000 is beyond the limit of 100000"},
+           {"base = \"base.toml\"\n[method]\nname = \"grid\"\n" + lr +
+                "[early_stopping]\ntype = \"asha\"\nmin_steps = 1\nmax_steps = 9223372036854775807\n",
+            "early_stopping.max_steps = 9223372036854775807 is beyond the limit of 1000000000"},
+       }) {
+    CAPTURE(c.body);
+    dl::test::write_file(dir / "s.sweep.toml", c.body);
+    const auto r = dl::test::run_limited(kCost, {"estimate", (dir / "s.sweep.toml").string()}, {}, 60);
+    CHECK(r.exit_code == 2);
+    CHECK(has(r.err, c.says));
+    CHECK(r.out.empty());
+  }
+}

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -176,6 +177,26 @@ std::string Process::err() const {
   return impl_->err_text;
 }
 
+RunResult run_limited(const std::string& program, const std::vector<std::string>& args,
+                      const std::vector<std::string>& env, double timeout_s) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr bool sanitized = true;
+#elif defined(__has_feature)
+  constexpr bool sanitized = __has_feature(address_sanitizer) || __has_feature(thread_sanitizer);
+#else
+  constexpr bool sanitized = false;
+#endif
+  if (sanitized) {
+    static bool said = false;
+    if (!said) std::cerr << "run_limited: no `ulimit -v` under ASan/TSan (they reserve terabytes of address space)\n";
+    said = true;
+    return run(program, args, "", env, timeout_s);
+  }
+  std::vector<std::string> shell = {"-c", "ulimit -v 4000000 && exec \"$0\" \"$@\"", program};
+  shell.insert(shell.end(), args.begin(), args.end());
+  return run("/bin/bash", shell, "", env, timeout_s);
+}
+
 std::string tool(const std::string& name) {
   // The emulated-device tests (ctest label `emulated`) take the programs linked to the emulated
   // device from bin-emu/ (DL_TEST_BIN_DIR), and the rest (dl-shard, dl-cost) from bin/.
@@ -234,6 +255,15 @@ std::string named_option_error(const std::function<void()>& call, const std::map
     call();
   } catch (const OptionError& e) {
     return e.named(flags);
+  }
+  return "";
+}
+
+std::string usage_error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return (e.kind() == ErrorKind::usage ? "" : "(not a usage error) ") + std::string(e.what());
   }
   return "";
 }

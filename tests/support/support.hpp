@@ -40,6 +40,13 @@ struct RunResult {
 RunResult run(const std::string& program, const std::vector<std::string>& args, const std::string& input = "",
               const std::vector<std::string>& env = {}, double timeout_s = 600);
 
+// run() under `ulimit -v 4000000` (about 4 GB of address space: a shell sets the limit and execs
+// the program), for tests that a size beyond the machine fails with exit 2 before it is
+// allocated. ASan and TSan builds reserve terabytes of address space, so there the limit is left
+// out (the reason is printed once) and the program runs plainly.
+RunResult run_limited(const std::string& program, const std::vector<std::string>& args,
+                      const std::vector<std::string>& env = {}, double timeout_s = 120);
+
 // A child process running in the background: its stdout lines are collected as they arrive
 // (for tests that act on progress, e.g. send SIGINT after step 5).
 class Process {
@@ -75,6 +82,9 @@ std::string read_file(const fs::path& p);
 // What the dl::OptionError that call() throws says once a tool names its options ({backend} ->
 // --backend by `flags`); "" when call() throws none.
 std::string named_option_error(const std::function<void()>& call, const std::map<std::string, std::string>& flags);
+// What the dl::Error that call() throws says, prefixed "(not a usage error) " unless its kind is
+// usage; "" when call() throws none.
+std::string usage_error_of(const std::function<void()>& call);
 void write_file(const fs::path& p, const std::string& content);
 std::vector<std::string> lines(const std::string& text);
 // Whether `text` contains `part` (messages and outputs checked for a phrase).

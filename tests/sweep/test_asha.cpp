@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -15,6 +16,16 @@ TEST_CASE("rungs at min_steps x eta^k, ending at max_steps") {
   CHECK(Asha{10, 3, 90}.rungs() == std::vector<int64_t>{10, 30, 90});
   CHECK(Asha{10, 3, 100}.rungs() == std::vector<int64_t>{10, 30, 90, 100});
   CHECK(Asha{10, 2, 10}.rungs() == std::vector<int64_t>{10});
+}
+
+TEST_CASE("rungs up to the largest max_steps stop before eta^k overflows") {
+  const int64_t top = std::numeric_limits<int64_t>::max();
+  const std::vector<int64_t> r = Asha{1, 3, top}.rungs();
+  CHECK(r.size() == 41);  // 3^0 .. 3^39, then max_steps
+  CHECK(r[39] == 4052555153018976267);
+  CHECK(r.back() == top);
+  CHECK(std::is_sorted(r.begin(), r.end()));
+  CHECK(Asha{2, top, top}.rungs() == std::vector<int64_t>{2, top});
 }
 
 TEST_CASE("the top 1/eta continue from each rung, the rest stop once the rung is complete") {

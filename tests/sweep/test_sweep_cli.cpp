@@ -205,6 +205,7 @@ TEST_CASE("bad sweep files exit 2 naming the file, line and key before any trial
     std::string body, line, key, says;
   };
   const std::string head = "base = \"tiny.toml\"\n";  // line 1
+  const std::string lr2 = "[parameters]\n\"optim.lr\" = [1e-3, 2e-3]\n";
   const std::vector<Case> cases = {
       {head + "metric = \"val_loss\"\nfoo = 1\n[parameters]\n\"optim.lr\" = [1e-3]\n", ":3", "foo", "unknown key"},
       {head + "[method]\nname = \"grid\"\nseeds = 1\n[parameters]\n\"optim.lr\" = [1e-3]\n", ":4", "method.seeds", "unknown key"},
@@ -216,6 +217,13 @@ TEST_CASE("bad sweep files exit 2 naming the file, line and key before any trial
       {head + "[parameters]\n\"optim.lr\" = []\n", ":3", "optim.lr", "empty"},
       {head + "metric = \"val_acc\"\n[parameters]\n\"optim.lr\" = [1e-3]\n", ":2", "val_acc", "not a metric"},
       {head + "[parameters]\n\"optim.lr\" = [-1.0]\n", ":3", "optim.lr", "not a valid value"},
+      // Sizes beyond the limits (docs/RELIABILITY.md, "Bounded resources"): the old sweep
+      // allocated a record per trial, and asha's rungs min_steps x eta^k overflowed and grew.
+      {head + "[method]\nname = \"random\"\ntrials = 1000000000\n" + lr2, ":4", "method.trials = 1000000000",
+       "is beyond the limit of 100000"},
+      {head + "[method]\nname = \"grid\"\n" + lr2 + "[early_stopping]\ntype = \"asha\"\nmin_steps = 1\nmax_steps = 9223372036854775807\n",
+       ":9", "early_stopping.max_steps = 9223372036854775807", "is beyond the limit of 1000000000"},
+      {head + "jobs = 1000000000\n[method]\nname = \"grid\"\n" + lr2, ":2", "jobs = 1000000000", "is beyond the limit of 1024"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
@@ -223,7 +231,8 @@ TEST_CASE("bad sweep files exit 2 naming the file, line and key before any trial
     const fs::path file = fixture().dir / ("bad" + std::to_string(i) + ".toml");
     write_file(file, c.body);
     const fs::path dir = fixture().dir / ("bad" + std::to_string(i));
-    auto r = train({"sweep", file.string(), "--dir", dir.string()});
+    // Under `ulimit -v 4000000`: every case is refused before anything is allocated or created.
+    auto r = run_limited(tool("dl-train"), {"sweep", file.string(), "--dir", dir.string()}, {}, 60);
     CHECK(r.exit_code == 2);
     CHECK(r.err.find(file.string() + c.line + ":") != std::string::npos);
     CHECK(r.err.find(c.key) != std::string::npos);

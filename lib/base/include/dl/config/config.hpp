@@ -76,6 +76,10 @@ struct ScheduleConfig {
   bool operator==(const ScheduleConfig&) const = default;
 };
 
+// The most optimizer steps a run (train.steps) or a sweep's trial (early_stopping.max_steps) may
+// ask for: the loop keeps a number per step, and a billion steps outlast any machine's lease.
+inline constexpr int64_t kMaxTrainSteps = 1000000000;
+
 struct TrainConfig {
   int64_t steps = 1000;
   int64_t batch_size = 16;  // sequences (gpt) or examples (mlp) per micro-batch per data-parallel rank

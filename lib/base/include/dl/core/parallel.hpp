@@ -7,7 +7,8 @@
 
 namespace dl {
 
-// Threads used by parallel loops and by BLAS. n <= 0 means all hardware threads.
+// Threads used by parallel loops and by BLAS. n <= 0 means DL_NUM_THREADS, else all hardware
+// threads; more than max_threads() (core/limits.hpp), from n or DL_NUM_THREADS, is a usage error.
 void set_num_threads(int n);
 int num_threads();
 

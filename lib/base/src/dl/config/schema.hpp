@@ -95,15 +95,15 @@ void visit_config(C& c, V&& v) {
   v("schedule", "decay_steps", c.schedule.decay_steps, help("steps over which lr decays to min_lr_ratio * lr; 0: train.steps").min(0));
   v("schedule", "min_lr_ratio", c.schedule.min_lr_ratio, help("final learning rate as a fraction of optim.lr").min(0).max(1));
   // [train]
-  v("train", "steps", c.train.steps, help("optimizer steps to train").min(0));
-  v("train", "batch_size", c.train.batch_size, help("sequences (gpt) or examples (mlp) per micro-batch per data-parallel rank").min(1));
-  v("train", "grad_accum", c.train.grad_accum, help("micro-batches accumulated per optimizer step").min(1));
+  v("train", "steps", c.train.steps, help("optimizer steps to train (at most 1e9)").min(0).max(static_cast<double>(kMaxTrainSteps)));
+  v("train", "batch_size", c.train.batch_size, help("sequences (gpt) or examples (mlp) per micro-batch per data-parallel rank; with the model it must fit in memory (the planner's estimate, checked before a run starts)").min(1));
+  v("train", "grad_accum", c.train.grad_accum, help("micro-batches accumulated per optimizer step; the step's micro-batches are built before it runs, so grad_accum x batch_size rows must fit in memory (checked before a run starts)").min(1));
   v("train", "seed", c.train.seed, help("seed of the initial weights and the data order"));
   v("train", "device", c.train.device, help("where to train; auto: cuda when a GPU is present"));
   v("train", "precision", c.train.precision, help("compute precision (master weights stay fp32)"));
   v("train", "loss_scale", c.train.loss_scale, help("fp16: initial dynamic loss scale (halved on overflow, the step skipped)").above(0));
   v("train", "loss_scale_window", c.train.loss_scale_window, help("fp16: steps without overflow before the loss scale doubles").min(1));
-  v("train", "threads", c.train.threads, help("CPU threads; 0: all cores").min(0));
+  v("train", "threads", c.train.threads, help("CPU threads; 0: all cores (or DL_NUM_THREADS); at most 4 x the cores, and at least 256 are always allowed").min(0));
   v("train", "eval_every", c.train.eval_every, help("steps between validation passes; 0: only at the end").min(0));
   v("train", "eval_batches", c.train.eval_batches, help("micro-batches per validation pass").min(1));
   v("train", "checkpoint_every", c.train.checkpoint_every, help("steps between checkpoints; 0: only at the end").min(0));

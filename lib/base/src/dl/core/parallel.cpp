@@ -6,9 +6,13 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include <cblas.h>
+
+#include "dl/core/error.hpp"
+#include "dl/core/limits.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -26,13 +30,16 @@ namespace {
 class Pool {
  public:
   explicit Pool(int threads) {
-    for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+    try {
+      for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
+    } catch (const std::system_error& e) {  // the process's thread limit (ulimit -u, pids.max)
+      const int started = size();
+      stop_workers();
+      throw_runtime("could not start CPU thread ", started + 1, " of ", threads, " (", e.what(),
+                    "): lower train.threads or DL_NUM_THREADS to what this machine allows");
+    }
   }
-  ~Pool() {
-    stop_.store(true);
-    publish();
-    for (auto& t : workers_) t.join();
-  }
+  ~Pool() { stop_workers(); }
   int size() const { return static_cast<int>(workers_.size()) + 1; }
 
   void run(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
@@ -48,6 +55,12 @@ class Pool {
   }
 
  private:
+  void stop_workers() {
+    stop_.store(true);
+    publish();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
   void publish() {
     {
       std::lock_guard<std::mutex> lock(sleep_mutex_);
@@ -99,10 +112,7 @@ class Pool {
 };
 
 int default_threads() {
-  if (const char* env = std::getenv("DL_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
-  }
+  if (const int n = env_thread_count(); n > 0) return n;
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -124,7 +134,7 @@ Pool& pool() {
 
 void set_num_threads(int n) {
   std::lock_guard<std::mutex> lock(g_pool_mutex);
-  g_threads = n > 0 ? n : default_threads();
+  g_threads = n > 0 ? check_thread_count(n, "the thread count") : default_threads();
   g_pool.reset();
   g_pool = std::make_unique<Pool>(g_threads);
   openblas_set_num_threads(g_threads);

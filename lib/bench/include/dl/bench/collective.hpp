@@ -70,7 +70,8 @@ struct CollectiveOptions {
 };
 
 // Checks the options (usage errors) before any rank starts: backend, sizes, type, op, root
-// against nranks; for nccl, a usable GPU per rank of this node.
+// against nranks; the host memory the ranks of this node would allocate for the largest size
+// against available_memory() (core/limits.hpp); for nccl, a usable GPU per rank of this node.
 void validate_collective(const CollectiveOptions& options, int nranks);
 
 // How many local Gloo ranks (processes of this machine) may start: 1 to `cores`, one per core,

@@ -11,6 +11,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/limits.hpp"
 #include "dl/core/option_error.hpp"
 #include "dl/core/tensor.hpp"
 #include "dl/dist/comm.hpp"
@@ -437,6 +438,40 @@ CollectiveBackend parse_collective_backend(const std::string& text) {
   throw_option_error("{backend} ", text, ": unknown (use gloo, or nccl in a CUDA build)");
 }
 
+namespace {
+
+// The largest send and receive counts over the sweep's sizes: what Bench allocates for.
+CollectiveSize largest_counts(const CollectiveOptions& o, int64_t type_size, int nranks) {
+  CollectiveSize most;
+  for (int64_t b : collective_sweep(o.min_bytes, o.max_bytes, o.factor, o.step_bytes)) {
+    const CollectiveSize s = collective_size(o.op, b, type_size, nranks);
+    most.send_count = std::max(most.send_count, s.send_count);
+    most.recv_count = std::max(most.recv_count, s.recv_count);
+  }
+  return most;
+}
+
+// Host memory the ranks of this node allocate for the largest size, checked before any buffer
+// (and, in the launcher, any rank) exists. Per rank, Gloo: the send and receive buffers of the
+// largest count, the in-place staging buffer, and the check's zeros and downloaded output; NCCL:
+// the host copies of the test data, the zeros and the output (its buffers are on the GPU).
+void check_collective_memory(const CollectiveOptions& o, int nranks) {
+  const DType type = parse_collective_type(o.type);
+  const double ts = static_cast<double>(dtype_size(type));
+  const CollectiveSize most = largest_counts(o, static_cast<int64_t>(ts), nranks);
+  const double capacity = static_cast<double>(std::max<int64_t>({most.send_count, most.recv_count, 1}));
+  const double recv = static_cast<double>(most.recv_count);
+  const double per_rank = ts * (o.backend == CollectiveBackend::gloo ? 2 * capacity + 3 * recv : capacity + 2 * recv);
+  const dist::LaunchEnv env = dist::detect_launch_env(dist::process_environment());
+  const int local = env.distributed() ? env.local_world : nranks;  // ranks of this node
+  check_memory_fits(per_rank * local,
+                    str("{max_bytes} ", o.max_bytes, " (", local, local == 1 ? " rank" : " ranks",
+                        " on this node, each with its buffers for the largest size)"),
+                    "lower {max_bytes} (and {min_bytes}), or run fewer ranks with {nproc}");
+}
+
+}  // namespace
+
 void validate_collective(const CollectiveOptions& o, int nranks) {
   parse_collective_type(o.type);
   const ReduceOp redop = parse_redop(o.redop);
@@ -447,6 +482,7 @@ void validate_collective(const CollectiveOptions& o, int nranks) {
     throw_option_error("{root} ", o.root, ": the broadcast root must be a rank in [0, ", nranks, ")");
   if (o.timeout_s <= 0) throw_option_error("{timeout_s} must be positive");
   collective_sweep(o.min_bytes, o.max_bytes, o.factor, o.step_bytes);
+  check_collective_memory(o, nranks);
   if (o.backend == CollectiveBackend::nccl) {
 #ifdef DL_HAVE_CUDA
     const CudaBenchDevice gpu = cuda_bench_device();
@@ -498,11 +534,8 @@ Report run_collective(const CollectiveOptions& o, const CommonOptions& common, C
   const DType type = parse_collective_type(o.type);
   const int64_t ts = static_cast<int64_t>(dtype_size(type));
   const std::vector<int64_t> sweep = collective_sweep(o.min_bytes, o.max_bytes, o.factor, o.step_bytes);
-  int64_t capacity = 1;
-  for (int64_t b : sweep) {
-    CollectiveSize s = collective_size(o.op, b, ts, n);
-    capacity = std::max({capacity, s.send_count, s.recv_count});
-  }
+  const CollectiveSize most = largest_counts(o, ts, n);
+  const int64_t capacity = std::max<int64_t>({most.send_count, most.recv_count, 1});
   const int repeat = repeat_or(common, 20), warmup = warmup_or(common, 5);  // nccl-tests: -n 20 -w 5
   std::unique_ptr<Transport> transport;
   DeviceInfo dev;

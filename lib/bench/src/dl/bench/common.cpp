@@ -14,6 +14,7 @@
 #include "dl/cli/table.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
+#include "dl/core/limits.hpp"
 #include "dl/core/parallel.hpp"
 #include "dl/core/rng.hpp"
 #include "dl/core/version.hpp"
@@ -84,7 +85,9 @@ void apply_common(const CommonOptions& c) {
   if (c.repeat != -1 && (c.repeat < 1 || c.repeat > 1000000))
     throw_option_error("{repeat} ", c.repeat, ": need at least 1 timed run");
   if (c.warmup != -1 && (c.warmup < 0 || c.warmup > 1000000)) throw_option_error("{warmup} ", c.warmup, ": need 0 or more");
-  if (c.threads < 0 || c.threads > 4096) throw_option_error("{threads} ", c.threads, ": need 0 (all cores) or more");
+  if (c.threads < 0 || c.threads > max_threads())
+    throw_option_error("{threads} ", c.threads, ": need 0 (all cores) to ", max_threads(), " (the thread cap: 4 x the cores, at least ",
+                       kMinThreadCap, ")");
   set_num_threads(c.threads);
   set_log_quiet(c.quiet);
 }

@@ -51,6 +51,13 @@ struct Asha {
   std::vector<int64_t> rungs() const;
 };
 
+// The most trials a sweep may run (a grid's points or method.trials): each is a dl-train process
+// with its own run directory, and the sweep's state keeps a record per trial.
+inline constexpr int64_t kMaxTrials = 100000;
+// The most trials at once (jobs, --jobs) and ranks per trial (nproc_per_node): dl-train's limits.
+inline constexpr int64_t kMaxJobs = 1024;
+inline constexpr int64_t kMaxRanksPerTrial = 4096;
+
 struct SweepSpec {
   std::filesystem::path file;         // the sweep file as given (errors name it)
   std::filesystem::path base_config;  // absolute

@@ -3,6 +3,7 @@
 #include <toml++/toml.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -32,7 +33,10 @@ std::string distribution_name(Distribution d) {
 
 std::vector<int64_t> Asha::rungs() const {
   std::vector<int64_t> r;
-  for (int64_t s = min_steps; s < max_steps; s *= eta) r.push_back(s);
+  for (int64_t s = min_steps; s < max_steps; s *= eta) {
+    r.push_back(s);
+    if (s > max_steps / eta) break;  // the next rung would pass max_steps (or overflow)
+  }
   r.push_back(max_steps);
   return r;
 }
@@ -92,12 +96,15 @@ struct Reader {
     if (!n->is_string()) throw_usage(where(key), ": ", name(key), " must be a string");
     return n->value<std::string>();
   }
-  std::optional<int64_t> integer(const std::string& key, int64_t lo) const {
+  // lo <= value <= hi; hi bounds what the sweep allocates or starts per unit of the value.
+  std::optional<int64_t> integer(const std::string& key, int64_t lo,
+                                 int64_t hi = std::numeric_limits<int64_t>::max()) const {
     const toml::node* n = table.get(key);
     if (!n) return std::nullopt;
     if (!n->is_integer()) throw_usage(where(key), ": ", name(key), " must be an integer");
     int64_t v = *n->value<int64_t>();
     if (v < lo) throw_usage(where(key), ": ", name(key), " must be >= ", lo, ", got ", v);
+    if (v > hi) throw_usage(where(key), ": ", name(key), " = ", v, " is beyond the limit of ", hi);
     return v;
   }
 };
@@ -258,8 +265,8 @@ SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& giv
     if (!goal) throw_usage(top.where("goal"), ": goal = \"", *g, "\": use minimize or maximize");
     s.goal = *goal;
   }
-  s.jobs = top.integer("jobs", 1).value_or(1);
-  s.nproc_per_node = top.integer("nproc_per_node", 1).value_or(1);
+  s.jobs = top.integer("jobs", 1, kMaxJobs).value_or(1);
+  s.nproc_per_node = top.integer("nproc_per_node", 1, kMaxRanksPerTrial).value_or(1);
 
   const toml::table empty;
   const toml::node* mnode = root.get("method");
@@ -274,7 +281,7 @@ SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& giv
   s.seed = static_cast<uint64_t>(m.integer("seed", 0).value_or(0));
   s.startup = m.integer("startup", 1).value_or(10);
   s.batch = m.integer("batch", 1).value_or(4);
-  auto trials = m.integer("trials", 1);
+  auto trials = m.integer("trials", 1, kMaxTrials);
 
   const toml::node* pnode = root.get("parameters");
   if (!pnode || !pnode->is_table() || pnode->as_table()->empty())
@@ -295,7 +302,7 @@ SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& giv
         throw_usage(p.where, ": parameters.", p.key, ": a grid needs a list of values, not a ",
                     distribution_name(p.distribution), " distribution (use method.name = \"random\" or \"tpe\")");
       n *= static_cast<int64_t>(p.values.size());
-      if (n > 100000) throw_usage(p.where, ": the grid has more than 100000 points");
+      if (n > kMaxTrials) throw_usage(p.where, ": the grid has more than ", kMaxTrials, " points (the limit of a sweep's trials)");
     }
     s.trials = n;
   } else {
@@ -312,11 +319,11 @@ SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& giv
     const std::optional<EarlyStopping> stopping = parse_choice<EarlyStopping>(type);
     if (stopping == EarlyStopping::asha) {
       Asha a;
-      auto min = r.integer("min_steps", 1);
+      auto min = r.integer("min_steps", 1, kMaxTrainSteps);
       if (!min) throw_usage(at(file, e->source()), ": early_stopping.min_steps is missing: the first rung's steps");
       a.min_steps = *min;
-      a.eta = r.integer("eta", 2).value_or(3);
-      a.max_steps = r.integer("max_steps", 1).value_or(s.base_steps);
+      a.eta = r.integer("eta", 2, kMaxTrainSteps).value_or(3);
+      a.max_steps = r.integer("max_steps", 1, kMaxTrainSteps).value_or(s.base_steps);
       if (a.max_steps < a.min_steps)
         throw_usage(r.where(r.table.get("max_steps") ? "max_steps" : "min_steps"), ": early_stopping: max_steps (",
                     a.max_steps, ") must be >= min_steps (", a.min_steps, ")");

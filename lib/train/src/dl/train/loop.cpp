@@ -13,6 +13,7 @@
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/dir_lock.hpp"
 #include "dl/device/select.hpp"
+#include "dl/train/limits.hpp"
 #include "dl/train/run.hpp"
 
 #ifdef DL_HAVE_CUDA
@@ -169,6 +170,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   const Config& cfg = opt.config;
   const dist::LaunchEnv env = dist::detect_launch_env(dist::process_environment());
   const bool root = env.rank == 0;
+  check_run_limits(cfg, env);  // threads and memory against this machine, before anything is made
   set_log_quiet(opt.quiet || !root);
   set_num_threads(threads_for(cfg.train, env.local_world));
   Backend& be = select_backend(cfg, root);  // device selection: device_select.cpp
