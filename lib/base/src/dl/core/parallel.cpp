@@ -115,7 +115,7 @@ Pool& pool() {
   if (!g_pool) {
     if (g_threads <= 0) g_threads = default_threads();
     g_pool = std::make_unique<Pool>(g_threads);
-    openblas_set_num_threads(g_threads);
+    openblas_set_num_threads(1);
   }
   return *g_pool;
 }
@@ -127,7 +127,7 @@ void set_num_threads(int n) {
   g_threads = n > 0 ? n : default_threads();
   g_pool.reset();
   g_pool = std::make_unique<Pool>(g_threads);
-  openblas_set_num_threads(g_threads);
+  openblas_set_num_threads(1);
 }
 
 int num_threads() { return pool().size(); }
