@@ -70,7 +70,7 @@ Tensor tokens_tensor(Shape s, int32_t vocab, uint64_t key) {
 // Shapes of the matmuls in a training step (rows = batch x sequence; weights C x 3C, 4C x C, the
 // LM head), and odd sizes that leave partial tiles and a long reduction dimension. Which of them
 // OpenBLAS's own threads summed differently depends on its kernels (OPENBLAS_CORETYPE=Haswell
-// makes more of them differ than the SkylakeX kernels do).
+// makes more of them differ than the Cooper Lake kernels of the development VM).
 struct MatmulShape {
   int64_t N, IC, OC;
 };
