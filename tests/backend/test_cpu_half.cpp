@@ -24,9 +24,6 @@ Tensor converted(const Tensor& t, DType dt) {
   convert_host(out, t);
   return out;
 }
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
 bool is_float(DType dt) { return dt == DType::f64 || dt == DType::f32 || is_16bit_float(dt); }
 
 // Element i of a float tensor, 16-bit ones decoded from the IEEE-style bit fields directly.

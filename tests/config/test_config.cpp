@@ -253,7 +253,7 @@ TEST_CASE("range and choice errors") {
   CHECK(parse_error("[model]\nvocab_size = 1\n") == "x.toml:2: model.vocab_size must be >= 2, got 1");
   CHECK(parse_error("[model]\nblock_size = 0\n") == "x.toml:2: model.block_size must be >= 1, got 0");
   CHECK(parse_error("[train]\nbatch_size = 0\n") == "x.toml:2: train.batch_size must be >= 1, got 0");
-  CHECK(parse_error("[train]\nsteps = -1\n") == "x.toml:2: train.steps must be >= 0, got -1");
+  CHECK(parse_error("[train]\nsteps = -1\n") == "x.toml:2: train.steps must be in [0, 1000000000], got -1");
   CHECK(parse_error("[train]\ngrad_accum = 0\n") == "x.toml:2: train.grad_accum must be >= 1, got 0");
   CHECK(parse_error("[train]\nkeep_checkpoints = 0\n") == "x.toml:2: train.keep_checkpoints must be >= 1, got 0");
   CHECK(parse_error("[train]\nthreads = -1\n") == "x.toml:2: train.threads must be >= 0, got -1");

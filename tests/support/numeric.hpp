@@ -2,6 +2,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 
 #include "dl/core/rng.hpp"
@@ -43,6 +44,11 @@ inline double rel_error(const Tensor& a, const Tensor& b) {
     den += get(b, i) * get(b, i);
   }
   return std::sqrt(num) / std::max(std::sqrt(den), 1e-300);
+}
+
+// Equal dtypes, sizes and bytes: the same bits.
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.nbytes() == b.nbytes() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 inline double max_abs_diff(const Tensor& a, const Tensor& b) {

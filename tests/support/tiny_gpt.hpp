@@ -84,4 +84,13 @@ inline std::string layout_gpt(std::vector<TomlKey> keys) {
   return tiny_gpt(keys);
 }
 
+// tiny_gpt for the thread-count tests: matmuls of 1000 rows by 48, 144, 192 and 256 columns, large
+// enough that the pool (and, before GEMMs were split on it, OpenBLAS's threads) cut them; 4 steps
+// and the final evaluation; train.threads = 0, so DL_NUM_THREADS (or a sweep's share) decides.
+inline std::string threads_gpt(std::vector<TomlKey> keys = {}) {
+  keys.insert(keys.begin(), {{"model.n_embd", "48"}, {"model.n_head", "4"}, {"model.block_size", "25"},
+                             {"train.batch_size", "40"}, {"train.steps", "4"}, {"train.threads", "0"}});
+  return tiny_gpt(keys);
+}
+
 }  // namespace dl::test

@@ -140,6 +140,26 @@ TEST_CASE("--jobs 2 gives the same table as --jobs 1") {
   CHECK(two == one);
 }
 
+TEST_CASE("trials on any share of the cores: --jobs 1, --jobs 2 and DL_NUM_THREADS=3 give the same table bit for bit") {
+  // train.threads = 0: each trial gets cores / jobs threads (2 and 1 on two cores), or DL_NUM_THREADS.
+  TempDir d("sweep-threads");
+  write_file(d / "base.toml", threads_gpt());
+  write_file(d / "lr.toml", "base = \"base.toml\"\nmetric = \"val_loss\"\n[method]\nname = \"grid\"\n"
+                            "[parameters]\n\"optim.lr\" = [1e-3, 3e-3]\n");
+  auto table = [&](const std::string& name, const std::string& jobs, const std::vector<std::string>& env) {
+    RunResult r = run(tool("dl-train"), {"sweep", (d / "lr.toml").string(), "--dir", (d / name).string(), "--jobs", jobs,
+                                         "--format", "json", "-q"},
+                      "", env);
+    INFO(name, ": ", r.err);
+    REQUIRE(r.exit_code == 0);
+    return table_of(r.out);
+  };
+  const json one = table("jobs1", "1", {}), two = table("jobs2", "2", {}), three = table("threads3", "2", {"DL_NUM_THREADS=3"});
+  REQUIRE(one.size() == 2);
+  CHECK(two == one);
+  CHECK(three == one);
+}
+
 TEST_CASE("Ctrl-C stops every trial with a checkpoint (exit 130); kill -9 at random moments, then --resume: the same table") {
   const json& reference = sweep_rows("asha.toml", "asha");
   // SIGINT once two trials run: those running stop at a checkpoint, the sweep exits 130. Whether a

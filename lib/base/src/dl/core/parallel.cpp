@@ -125,7 +125,7 @@ Pool& pool() {
   if (!g_pool) {
     if (g_threads <= 0) g_threads = default_threads();
     g_pool = std::make_unique<Pool>(g_threads);
-    openblas_set_num_threads(g_threads);
+    openblas_set_num_threads(1);
   }
   return *g_pool;
 }
@@ -137,7 +137,7 @@ void set_num_threads(int n) {
   g_threads = n > 0 ? check_thread_count(n, "the thread count") : default_threads();
   g_pool.reset();
   g_pool = std::make_unique<Pool>(g_threads);
-  openblas_set_num_threads(g_threads);
+  openblas_set_num_threads(1);
 }
 
 int num_threads() { return pool().size(); }

@@ -1,13 +1,12 @@
 #include "dl/bench/gemm.hpp"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <memory>
 
+#include "dl/backend/backend.hpp"
 #include "dl/bench/cuda_bench.hpp"
 #include "dl/bench/gemm_runner.hpp"
 #include "dl/bench/peaks.hpp"
@@ -34,16 +33,18 @@ class CpuSgemm final : public GemmRunner {
  public:
   CpuSgemm(const GemmShape& s, int sets, uint64_t seed) : s_(s) {
     for (int i = 0; i < sets; ++i) {
-      a_.emplace_back(static_cast<size_t>(s.m * s.k));
-      b_.emplace_back(static_cast<size_t>(s.k * s.n));
-      c_.emplace_back(static_cast<size_t>(s.m * s.n));
-      fill_uniform(a_.back().data(), s.m * s.k, mix64(seed, 2 * static_cast<uint64_t>(i)));
-      fill_uniform(b_.back().data(), s.k * s.n, mix64(seed, 2 * static_cast<uint64_t>(i) + 1));
+      a_.push_back(Tensor::empty({s.m, s.k}, DType::f32));
+      b_.push_back(Tensor::empty({s.k, s.n}, DType::f32));
+      c_.push_back(Tensor::empty({s.m, s.n}, DType::f32));
+      fill_uniform(a_.back().data<float>(), s.m * s.k, mix64(seed, 2 * static_cast<uint64_t>(i)));
+      fill_uniform(b_.back().data<float>(), s.k * s.n, mix64(seed, 2 * static_cast<uint64_t>(i) + 1));
       // Touch C now so page faults stay out of the timed calls.
-      std::fill(c_.back().begin(), c_.back().end(), 1.0f);
+      std::fill_n(c_.back().data<float>(), s.m * s.n, 1.0f);
     }
   }
-  std::string library() const override { return openblas_library().first + " cblas_sgemm"; }
+  // The CPU backend's matmul, what dl-train runs: cblas_sgemm on one BLAS thread per strip of C,
+  // the strips on dlkit's threads (so the same bits on any thread count).
+  std::string library() const override { return openblas_library().first + " cblas_sgemm (dlkit strips)"; }
   std::vector<double> time_calls(int warmup, int repeat) override {
     int next = 0;
     Timing t = time_runs(warmup, repeat, [&] {
@@ -53,26 +54,24 @@ class CpuSgemm final : public GemmRunner {
     return t.samples;
   }
   std::vector<double> a_row(int set, int64_t i) const override {
-    const float* p = a_[static_cast<size_t>(set)].data() + i * s_.k;
+    const float* p = a_[static_cast<size_t>(set)].data<float>() + i * s_.k;
     return std::vector<double>(p, p + s_.k);
   }
   std::vector<double> b_col(int set, int64_t j) const override {
     std::vector<double> col(static_cast<size_t>(s_.k));
-    const float* b = b_[static_cast<size_t>(set)].data();
+    const float* b = b_[static_cast<size_t>(set)].data<float>();
     for (int64_t p = 0; p < s_.k; ++p) col[static_cast<size_t>(p)] = b[p * s_.n + j];
     return col;
   }
-  double c_at(int set, int64_t i, int64_t j) const override { return c_[static_cast<size_t>(set)][static_cast<size_t>(i * s_.n + j)]; }
+  double c_at(int set, int64_t i, int64_t j) const override { return c_[static_cast<size_t>(set)].data<float>()[i * s_.n + j]; }
 
  private:
   void run(int set) {
     const auto u = static_cast<size_t>(set);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(s_.m), static_cast<int>(s_.n),
-                static_cast<int>(s_.k), 1.0f, a_[u].data(), static_cast<int>(s_.k), b_[u].data(), static_cast<int>(s_.n),
-                0.0f, c_[u].data(), static_cast<int>(s_.n));
+    cpu_backend().matmul_forward(c_[u], a_[u], b_[u], Tensor(), WeightLayout::in_out);
   }
   GemmShape s_;
-  std::vector<std::vector<float>> a_, b_, c_;
+  std::vector<Tensor> a_, b_, c_;
 };
 
 std::unique_ptr<GemmRunner> make_runner(const DeviceInfo& dev, MathPrecision dtype, const GemmShape& s, int sets,
@@ -179,7 +178,7 @@ MeasuredPeak cpu_sgemm_peak() {
     }
     s.calibrated = true;
   }
-  return {s.best, str("measured: fastest OpenBLAS sgemm run in this process (5 runs each at 1024^3 and 2048^3, "
+  return {s.best, str("measured: fastest sgemm run (the backend's matmul) in this process (5 runs each at 1024^3 and 2048^3, "
                       "and the gemm benchmark's own), ", threads, " thread", threads == 1 ? "" : "s")};
 }
 

@@ -19,17 +19,63 @@ namespace dl::cpu {
 // thread count, so the summation order is the same on every machine.
 inline constexpr int64_t kReduceRows = 64;
 
-inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                 int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+// One BLAS call, on BLAS's single thread (core/parallel.cpp keeps OpenBLAS at one).
+inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                      const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
               static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
 }
-inline void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
-                 int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+inline void blas_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+                      const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
               static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
               static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+}
+
+// GEMMs are split here, not by OpenBLAS: its threads cut the work by their count, and the cut
+// changes the summation order (K is blocked differently on one thread and on several, and partial
+// tiles go to other kernels), so the loss moved in the 8th digit with DL_NUM_THREADS. Here C is
+// cut along its longer side into strips whose width is a function of the shape alone, each strip
+// one single-threaded BLAS call over the whole K on the pool: every element of C gets the same sum
+// on any pool. Each call packs the other operand again, a cost of about 1/width of the
+// multiply-adds: strips are 256 wide where the side is long enough for 4 of them, down to 64.
+struct GemmStrips {
+  bool rows;      // strips of rows of C (else of columns)
+  int64_t width;  // rows (or columns) per strip
+  int64_t count;
+};
+inline constexpr int64_t kGemmStrips = 4;             // at least, where the side and the work allow
+inline constexpr int64_t kGemmMinWidth = 64, kGemmMaxWidth = 256;
+inline constexpr double kGemmMinStripWork = 1 << 20;  // multiply-adds per strip, so a call is worth it
+
+inline GemmStrips gemm_strips(int64_t M, int64_t N, int64_t K) {
+  const bool rows = M >= N;
+  const int64_t len = rows ? M : N;
+  const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const int64_t count = std::clamp<int64_t>(static_cast<int64_t>(work / kGemmMinStripWork), 1, kGemmStrips);
+  // Whole 16s (the kernels' register tiles).
+  const int64_t width = std::clamp<int64_t>(((len + count - 1) / count + 15) / 16 * 16, kGemmMinWidth, kGemmMaxWidth);
+  if (count == 1 || width >= len) return {rows, len, 1};
+  return {rows, width, (len + width - 1) / width};
+}
+
+// C[M,N] = alpha op(A) op(B) + beta C, row-major; op(A) is [M,K], op(B) is [K,N].
+template <class T>
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+          int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  const GemmStrips s = gemm_strips(M, N, K);
+  parallel_for(s.count, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const int64_t o = i * s.width, w = std::min(s.width, (s.rows ? M : N) - o);
+      if (s.rows) {
+        blas_gemm(ta, tb, w, N, K, alpha, ta ? A + o : A + o * lda, lda, B, ldb, beta, C + o * ldc, ldc);
+      } else {
+        blas_gemm(ta, tb, M, w, K, alpha, A, lda, tb ? B + o * ldb : B + o, ldb, beta, C + o, ldc);
+      }
+    }
+  });
 }
 
 // Grain sizes: enough work per chunk that claiming it costs little next to doing it.
