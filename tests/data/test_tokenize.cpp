@@ -228,4 +228,10 @@ TEST_CASE("dl-train tokenize: shards from the command, errors exit 2 naming the 
                     {"tokenize", (tmp / "none*.txt").string(), "--tokenizer", gpt2_dir, "-o", (tmp / "o").string()});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("matches no files") != std::string::npos);
+  // Threads beyond the cap (core/limits.hpp): exit 2 naming the flag, no folder made.
+  r = dl::test::run(dl::test::tool("dl-train"), {"tokenize", files[0], "--tokenizer", gpt2_dir, "-o",
+                                                 (tmp / "many").string(), "--threads", "100000"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--threads = 100000 is beyond the thread cap") != std::string::npos);
+  CHECK(!fs::exists(tmp / "many"));
 }

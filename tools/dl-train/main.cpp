@@ -8,6 +8,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/config/config.hpp"
+#include "dl/core/limits.hpp"
 #include "dl/core/version.hpp"
 #include "dl/data/gpt2_tokenizer.hpp"
 #include "dl/data/tokenize.hpp"
@@ -241,6 +242,7 @@ int main(int argc, char** argv) {
       return dl::kExitOk;
     }
     if (*tokenize) {
+      dl::check_thread_count(t_opt.threads, "--threads");  // before the folder: 100000 threads never start
       const std::vector<fs::path> inputs(t_opt.sources.begin(), t_opt.sources.end());
       // Not a device or a file, not inside a source; a symlink leads to its folder (README "Outputs").
       t_opt.out_dir = dl::output_folder(t_opt.out_dir, inputs).string();
