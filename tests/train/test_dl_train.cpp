@@ -161,10 +161,10 @@ TEST_CASE("resume: 40 steps equal 20 steps + resume + 20 steps, bit for bit") {
 TEST_CASE("SIGINT writes a checkpoint, exits 130, and the run resumes to the same losses") {
   TempDir d("sigint");
   write_file(d / "c.toml", kSmallGpt);
-  // Steps of a few milliseconds and a long run, so the signal lands early; the schedule's
+  // Steps of about a millisecond and a long run, so the signal lands early; the schedule's
   // horizon is fixed so a short run follows the same learning rates as the 2000-step one.
-  std::vector<std::string> slow = {"--set", "model.n_embd=128", "--set", "model.block_size=64", "--set",
-                                   "train.batch_size=32", "--set", "schedule.decay_steps=2000", "--set",
+  std::vector<std::string> slow = {"--set", "model.n_embd=64", "--set", "model.block_size=32", "--set",
+                                   "train.batch_size=16", "--set", "schedule.decay_steps=2000", "--set",
                                    "train.checkpoint_every=0", "--json"};
   auto with = [&](std::vector<std::string> args) {
     args.insert(args.end(), slow.begin(), slow.end());
