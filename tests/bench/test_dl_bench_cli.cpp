@@ -284,14 +284,16 @@ TEST_CASE("a real pipe: dl-bench ... --format json | dl-cost estimate CONFIG --b
 }
 
 TEST_CASE("collective sizes beyond this machine's memory exit 2 naming -e, before any rank or buffer exists") {
-  // 4 GiB floats: send, receive, staging and the check's copies are about 5 x 4 GiB per rank; the
-  // old dl-bench allocated them (and with two ranks twice) until ulimit -v stopped it with exit 1.
+  // 64 GiB floats: send, receive, staging and the check's copies are about 5 x 64 GiB per rank,
+  // beyond this machine with or without the ulimit (under ASan, which runs without it, 4 GiB
+  // sizes needed 21.5 GB: about what a 24 GiB machine has free, so the check could pass and the
+  // buffers be allocated). The old dl-bench allocated them until ulimit -v stopped it with exit 1.
   for (const std::string nproc : {"1", "2"}) {
     CAPTURE(nproc);
-    const auto r = dl::test::run_limited(kBench, {"collective", "allreduce", "--nproc", nproc, "-b", "4G", "-e", "4G"},
+    const auto r = dl::test::run_limited(kBench, {"collective", "allreduce", "--nproc", nproc, "-b", "64G", "-e", "64G"},
                                          {}, 60);
     CHECK(r.exit_code == 2);
-    CHECK(has(r.err, "-e 4294967296 (" + nproc + (nproc == "1" ? " rank" : " ranks") + " on this node"));
+    CHECK(has(r.err, "-e 68719476736 (" + nproc + (nproc == "1" ? " rank" : " ranks") + " on this node"));
     CHECK(has(r.err, "but this process can use at most"));
     CHECK(has(r.err, "lower -e"));
     CHECK(r.out.empty());
