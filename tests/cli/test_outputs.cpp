@@ -49,7 +49,10 @@ RunResult tool_run(const std::string& name, const std::vector<std::string>& args
 RunResult envlock_snapshot(const fs::path& out) {
   return tool_run("dl-envlock", {"snapshot", "--no-hashes", "--probe-timeout", "2", "-o", out.string()});
 }
-RunResult shard_merge(const fs::path& out) { return tool_run("dl-shard", {"merge", trained().run.string(), "-o", out.string()}); }
+// --force: the symlink case's target exists (merge refuses an existing file without it).
+RunResult shard_merge(const fs::path& out) {
+  return tool_run("dl-shard", {"merge", trained().run.string(), "-o", out.string(), "--force"});
+}
 RunResult shard_split(const fs::path& out) {
   return tool_run("dl-shard", {"split", trained().run.string(), "--ranks", "2", "-o", out.string()});
 }

@@ -183,12 +183,26 @@ TEST_CASE("split then merge gives back the single-process files; the summary in 
   CHECK(doc["files"][0]["file"] == "m.safetensors");
   CHECK(doc["files"][0]["file_bytes"] == model.size());
   CHECK(doc["files"][0]["crc32c"] == dl::crc32c(model.data(), model.size()));
-  RunResult csv = shard({"merge", r.single.string(), "-o", (r.dir / "m.safetensors").string(), "--format", "csv"});
+  // The same output again: refused, then replaced with --force (as split refuses a folder with files).
+  RunResult again = shard({"merge", r.single.string(), "-o", (r.dir / "m.safetensors").string()});
+  CHECK(again.exit_code == 2);
+  CHECK(has(again.err, "m.safetensors exists; merge replaces it only with --force"));
+  RunResult csv = shard({"merge", r.single.string(), "-o", (r.dir / "m.safetensors").string(), "--format", "csv", "--force"});
   CHECK(csv.exit_code == 0);
   CHECK(lines(csv.out).size() == 2);
-  RunResult table = shard({"merge", r.single.string(), "-o", (r.dir / "m.safetensors").string()});
+  RunResult table = shard({"merge", r.single.string(), "-o", (r.dir / "m.safetensors").string(), "--force"});
   CHECK(has(table.out, "28 tensors"));
   CHECK(has(table.err, "merging"));  // logs on stderr, data on stdout
+  // A merged folder loads back: config.json is copied beside the model (init_from said "no
+  // config.json"), and dl-train starts from it.
+  const fs::path hf = r.dir / "merged-hf";
+  fs::create_directories(hf);
+  RunResult to_hf = shard({"merge", r.single.string(), "-o", (hf / "model.safetensors").string()});
+  REQUIRE_MESSAGE(to_hf.exit_code == 0, to_hf.err);
+  CHECK(read_file(hf / "config.json") == read_file(step_dir(r.single, 4) / "config.json"));
+  RunResult tuned = run(tool("dl-train"), {r.cfg.string(), "--run-dir", (r.dir / "from-merged").string(), "--steps", "1",
+                                           "--set", "model.init_from=\"" + hf.string() + "\"", "-q"});
+  CHECK_MESSAGE(tuned.exit_code == 0, tuned.err);
   RunResult md =
       shard({"split", r.single.string(), "--layout", "dp=2,zero=1", "-o", (r.dir / "md").string(), "--format", "md"});
   CHECK(md.exit_code == 0);

@@ -69,7 +69,7 @@ const dl::OptionNames kFlags = {
     {"mfu", "--mfu"},         {"micro_batch", "--micro-batch"}, {"global_batch", "--global-batch"},
     {"schedule", "--schedule"}, {"recompute", "--recompute"}, {"attention", "--attention"},
     {"top", "--top"},         {"layout", "--layout"},         {"ranks", "--ranks"},
-    {"with_optimizer", "--with-optimizer"}};
+    {"with_optimizer", "--with-optimizer"}, {"force", "--force"}};
 
 dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   dl::plan::PlanInputs in;
@@ -168,6 +168,7 @@ int main(int argc, char** argv) {
       ->required();
   merge->add_flag("--with-optimizer", mo.with_optimizer,
                   "also write the optimizer state beside it (optimizer.safetensors, keys exp_avg.<name>, ...)");
+  merge->add_flag("--force", mo.force, "Replace output files that exist (without it merge refuses them, as split refuses a folder that holds files)");
   merge->add_option("--format", merge_format, "table | json | jsonl | csv | md (the files written)");
   merge->footer(
       "Writes every parameter whole, under its Hugging Face GPT-2 name and [in,out] shape (mlp: layers.{i}.*),\n"

@@ -29,6 +29,7 @@ struct MergeOptions {
   std::filesystem::path source;  // checkpoint directory, checkpoints root or run directory
   std::filesystem::path output;  // model.safetensors
   bool with_optimizer = false;   // also the optimizer state (optimizer.safetensors beside it)
+  bool force = false;            // replace output files that exist (else a usage error, as split's)
 };
 
 struct MergeResult {

@@ -108,17 +108,22 @@ MergeResult merge_checkpoint(const MergeOptions& o) {
   r.layout = reader.layout();
   r.step = reader.state().step;
 
-  // What merge reads (the checkpoint's files, the run's tokenizer files) no output may be; every
-  // output is checked before the first byte is written. A device, FIFO or stdout gets the model
-  // alone: there is no folder beside it for the other files.
-  std::vector<fs::path> inputs{r.checkpoint / kCheckpointManifest}, tokenizer_files;
+  // What merge reads (the checkpoint's files, its config.json and the run's tokenizer files: the
+  // companions copied beside the model) no output may be; every output is checked before the
+  // first byte is written. A device, FIFO or stdout gets the model alone: there is no folder
+  // beside it for the other files.
+  std::vector<fs::path> inputs{r.checkpoint / kCheckpointManifest}, companion_files;
   for (const auto& [file, info] : reader.manifest()["files"].items()) inputs.push_back(r.checkpoint / file);
   std::error_code ec;
   const fs::path tok_dir = r.checkpoint.parent_path().parent_path() / kRunTokenizerDir;
+  // The checkpoint's config.json (GPT-2's, verified with the checkpoint) and the run's tokenizer
+  // files (RUN/tokenizer/, beside RUN/checkpoints/) go beside the model: the folder is then a
+  // whole Hugging Face GPT-2 folder that model.init_from and transformers load.
+  if (fs::is_regular_file(r.checkpoint / "config.json", ec)) companion_files.push_back(r.checkpoint / "config.json");
   if (fs::is_directory(tok_dir, ec))
     for (const auto& e : fs::directory_iterator(tok_dir))
-      if (e.is_regular_file()) tokenizer_files.push_back(e.path());
-  inputs.insert(inputs.end(), tokenizer_files.begin(), tokenizer_files.end());
+      if (e.is_regular_file() && e.path().filename() != "config.json") companion_files.push_back(e.path());
+  inputs.insert(inputs.end(), companion_files.begin(), companion_files.end());
   const OutputTarget model_out = output_target(o.output, inputs);
   if (!model_out.is_file() && o.with_optimizer)
     throw_option_error("{with_optimizer} writes optimizer.safetensors beside the model, but ", o.output.string(),
@@ -126,11 +131,28 @@ MergeResult merge_checkpoint(const MergeOptions& o) {
   const fs::path parent = o.output.has_parent_path() ? o.output.parent_path() : fs::path(".");
   std::optional<OutputTarget> opt_out;
   if (o.with_optimizer) opt_out = output_target(optimizer_path_for(o.output), inputs);
-  std::vector<OutputTarget> tokenizer_outs;
+  std::vector<OutputTarget> companion_outs;
   if (model_out.is_file())
-    for (const auto& f : tokenizer_files) tokenizer_outs.push_back(output_target(parent / f.filename(), inputs));
-  else if (!tokenizer_files.empty())
-    log_info(str("the run's tokenizer files are not copied: ", o.output.string(), " is not a file"));
+    for (const auto& f : companion_files) companion_outs.push_back(output_target(parent / f.filename(), inputs));
+  else if (!companion_files.empty())
+    log_info(str("config.json and the run's tokenizer files are not copied: ", o.output.string(), " is not a file"));
+  // As split refuses a folder that holds something, merge replaces no file without --force: not
+  // the model or optimizer file, not a config or tokenizer file that differs from the run's (an
+  // equal one, another model of the same run merged beside, is left as it is).
+  std::vector<bool> copy(companion_outs.size(), true);
+  for (size_t i = 0; i < companion_outs.size(); ++i)
+    if (fs::exists(companion_outs[i].path, ec) && companion_outs[i].is_file())
+      copy[i] = read_file_bytes(companion_outs[i].path) != read_file_bytes(companion_files[i]);
+  if (!o.force) {
+    auto refuse_existing = [&](const OutputTarget& out, const char* why) {
+      if (out.is_file() && fs::exists(out.path, ec))
+        throw_option_error(out.given.string(), " exists", why, "; merge replaces it only with {force}");
+    };
+    refuse_existing(model_out, "");
+    if (opt_out) refuse_existing(*opt_out, "");
+    for (size_t i = 0; i < companion_outs.size(); ++i)
+      if (copy[i]) refuse_existing(companion_outs[i], " and differs from the run's");
+  }
 
   const auto order = ck.model.tensor_order();
   if (o.with_optimizer && ck.model.state_names.empty())
@@ -161,10 +183,10 @@ MergeResult merge_checkpoint(const MergeOptions& o) {
       }
   r.files.push_back(committed(model_w, o.output.filename().string(), model_entries.size()));
   if (opt_w) r.files.push_back(committed(*opt_w, opt_out->given.filename().string(), opt_entries.size()));
-  // The run's tokenizer files (RUN/tokenizer/, beside RUN/checkpoints/) go beside the model, so
-  // that the folder is a whole Hugging Face GPT-2 folder.
-  for (const OutputTarget& out : tokenizer_outs) {
-    const std::string bytes = read_file_bytes(tok_dir / out.given.filename());
+  for (size_t i = 0; i < companion_outs.size(); ++i) {
+    const OutputTarget& out = companion_outs[i];
+    if (!copy[i]) continue;  // already there, byte for byte
+    const std::string bytes = read_file_bytes(companion_files[i]);
     WrittenFile f;
     f.path = out.given;
     f.file = out.given.filename().string();
