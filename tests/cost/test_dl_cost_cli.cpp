@@ -297,7 +297,7 @@ TEST_CASE("exit 1 when nothing meets the deadline; the call-out says so") {
   auto r = run(kCost, {"estimate", "--tokens", "1e9", "--params", "124M", "--catalog", cat, "--speed", "analytic",
                        "--deadline", "1m"});
   CHECK(r.exit_code == 1);
-  CHECK(has(r.out, "# nothing meets the deadline 0.02 h"));
+  CHECK(has(r.out, "# nothing meets the deadline 1.0 min"));  // it said 0.02 h
   // The fixed arithmetic (--mfu 0.4, 0.97 per doubling): 8 H100s cost more than one, so one is best.
   auto ok = run(kCost, {"estimate", "--tokens", "1e9", "--params", "124M", "--catalog", cat, "--speed", "analytic",
                         "--deadline", "1h", "--mfu", "0.4", "--eff-nvlink", "0.97", "--format", "json"});

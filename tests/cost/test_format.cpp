@@ -15,6 +15,9 @@ TEST_CASE("format: dollars, hours, counts, FLOPs") {
   CHECK(format_usd(0) == "$0.00");
   CHECK(format_usd(std::numeric_limits<double>::infinity()) == "-");
   CHECK(format_hours(0.5222) == "0.52 h");
+  CHECK(format_hours(0.07) == "4.2 min");  // was "0.07 h"; shorter ones were "0.00 h"
+  CHECK(format_hours(12.5 / 3600) == "12.5 s");
+  CHECK(format_hours(0) == "0.0 s");
   CHECK(format_hours(31.27) == "31.3 h");
   CHECK(format_hours(1234) == "1,234 h (51.4 d)");
   CHECK(format_hours(std::numeric_limits<double>::infinity()) == "never");

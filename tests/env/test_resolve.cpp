@@ -165,6 +165,13 @@ TEST_CASE("resolve: unsatisfiable constraints list every candidate tried") {
   ResolveResult none = run("driver = \">=550\"\n", empty);
   CHECK_FALSE(none.ok);
   CHECK(none.explanation.find("No candidates: no NVIDIA driver is installed") != std::string::npos);
+  // A Python package: the message names it and the interpreter (it said "the package is not
+  // installed in the interpreter").
+  ResolveResult missing = run("python-interpreter = \"/opt/venv/bin/python\"\npython.flash_attn = \">=2\"\n", empty);
+  CHECK_FALSE(missing.ok);
+  INFO(missing.explanation);
+  CHECK(missing.explanation.find("No candidates: the package flash-attn is not installed in /opt/venv/bin/python") !=
+        std::string::npos);
 }
 
 TEST_CASE("resolve: PEP 440 pre-releases only when nothing else satisfies") {

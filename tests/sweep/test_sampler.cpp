@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dl/sweep/sampler.hpp"
+#include "dl/sweep/spec.hpp"
 
 using namespace dl::sweep;
 
@@ -142,4 +143,14 @@ TEST_CASE("tpe beats random search's median best on a synthetic objective (21 se
   }
   MESSAGE("median best: tpe " << median(tpe) << ", random " << median(rnd));
   CHECK(median(tpe) < median(rnd));
+}
+
+TEST_CASE("a sampled value's table cell: 4 significant digits shown, the full value kept for json and csv") {
+  const dl::Cell lr = dl::sweep::value_cell("0.013172493938307108");
+  CHECK(lr.text == "0.01317");  // the table showed 0.013172493938307108
+  CHECK(std::get<double>(lr.value) == 0.013172493938307108);
+  CHECK(dl::sweep::value_cell("3e-4").text == "0.0003");
+  CHECK(dl::sweep::value_cell("2048").text == "2048");
+  CHECK(dl::sweep::value_cell("\"sgd\"").text == "sgd");
+  CHECK(std::holds_alternative<std::string>(dl::sweep::value_cell("\"sgd\"").value));
 }

@@ -51,6 +51,9 @@ std::string format_flop(double v) {
 
 std::string format_hours(double h) {
   if (!std::isfinite(h)) return "never";
+  // Short experiments in minutes or seconds: "0.00 h" said nothing.
+  if (h * 60 < 1) return grouped(h * 3600, 1) + " s";
+  if (h < 0.1) return grouped(h * 60, 1) + " min";
   if (h < 10) return grouped(h, 2) + " h";
   if (h < 1000) return grouped(h, 1) + " h";
   return grouped(h, 0) + " h (" + grouped(h / 24.0, 1) + " d)";

@@ -335,7 +335,7 @@ std::string rule_violation(const std::string& key, const Candidate& c, const std
 
 std::string quoted_spec(const ConstraintEntry& e) { return e.key + " \"" + e.spec + "\""; }
 
-std::string no_candidates_text(const std::string& key) {
+std::string no_candidates_text(const std::string& key, const std::string& python) {
   if (key == "driver")
     return "no NVIDIA driver is installed (nvidia-smi, NVML and /proc/driver/nvidia found none) and apt offers no "
            "nvidia-driver or cuda-drivers package";
@@ -344,7 +344,9 @@ std::string no_candidates_text(const std::string& key) {
     return "no " + key + " library is installed and apt offers no package for it";
   if (key.rfind("deb.", 0) == 0)
     return "apt knows no package " + key.substr(4) + " (check the name, or run apt-get update)";
-  return "the package is not installed in the interpreter (resolve only sees installed Python packages)";
+  return "the package " + key.substr(key.find('.') + 1) + " is not installed in " + python +
+         " (resolve only sees the interpreter's installed packages: pip install it there, or name another with "
+         "--python PATH)";
 }
 
 }  // namespace
@@ -358,7 +360,7 @@ ResolveResult resolve(const Constraints& cons, CandidateSource& src, const Resol
   for (const auto& p : pools) {
     if (!p.admitted.empty()) continue;
     std::string s = "Could not find a version that satisfies " + quoted_spec(*p.entry) + " (from " + cons.where(*p.entry) + ")\n";
-    if (p.all.empty()) s += "  No candidates: " + no_candidates_text(p.entry->key) + "\n";
+    if (p.all.empty()) s += "  No candidates: " + no_candidates_text(p.entry->key, cons.python) + "\n";
     else
       for (const auto& [c, why] : p.rejected) s += "  Tried " + c.label() + ": rejected by " + why + "\n";
     problems.push_back(s);

@@ -3,6 +3,7 @@
 // load_sweep() validates all of it before any trial runs; every error names the file, the line
 // and the key (docs/SWEEPS.md has the format).
 #pragma once
+#include "dl/cli/table.hpp"
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -93,5 +94,10 @@ std::vector<std::string> reported_metrics(const Config& base);
 
 // A parameter's value as shown to people: "0.001", "sgd".
 std::string display_value(const std::string& toml_literal);
+
+// A parameter's value as a table cell: a number keeps its full value for json and csv and shows
+// 4 significant digits in a table (0.013172493938307108 as "0.01317"; integers as written);
+// anything else its display_value().
+Cell value_cell(const std::string& toml_literal);
 
 }  // namespace dl::sweep

@@ -166,12 +166,7 @@ Table runs_table(const std::vector<RunData>& runs, bool with_sparkline) {
   Table t(cols);
   for (const auto& r : runs) {
     std::vector<Cell> row = {Cell::str(r.name)};
-    for (const auto& k : differ) {
-      const std::string& v = r.config.at(k);
-      char* end = nullptr;
-      const double x = std::strtod(v.c_str(), &end);
-      row.push_back(end && *end == '\0' && !v.empty() ? Cell::num(x, v) : Cell::str(v));
-    }
+    for (const auto& k : differ) row.push_back(value_cell(r.config.at(k)));
     int64_t steps = 0;
     for (const auto& rec : r.records) steps = std::max(steps, rec.value("step", int64_t{0}));
     row.push_back(Cell::integer(steps));

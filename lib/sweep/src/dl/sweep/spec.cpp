@@ -1,5 +1,8 @@
 #include "dl/sweep/spec.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <toml++/toml.h>
 
 #include <cmath>
@@ -44,6 +47,16 @@ std::vector<int64_t> Asha::rungs() const {
 std::string display_value(const std::string& lit) {
   if (lit.size() >= 2 && lit.front() == '"' && lit.back() == '"') return lit.substr(1, lit.size() - 2);
   return lit;
+}
+
+Cell value_cell(const std::string& lit) {
+  char* end = nullptr;
+  const double x = std::strtod(lit.c_str(), &end);
+  if (lit.empty() || !end || *end != '\0') return Cell::str(display_value(lit));
+  if (lit.find_first_of(".eE") == std::string::npos) return Cell::num(x, lit);  // an integer
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  return Cell::num(x, buf);
 }
 
 std::vector<std::string> reported_metrics(const Config& base) {

@@ -494,13 +494,7 @@ Table sweep_table(const SweepResult& r) {
   for (size_t i : ranking(r)) {
     const TrialRecord& t = r.trials[i];
     std::vector<Cell> row = {Cell::integer(++rank), Cell::integer(t.id)};
-    for (size_t p = 0; p < t.values.size(); ++p) {
-      const std::string& lit = t.values[p];
-      char* end = nullptr;
-      const double x = std::strtod(lit.c_str(), &end);
-      if (end && *end == '\0' && !lit.empty()) row.push_back(Cell::num(x, display_value(lit)));
-      else row.push_back(Cell::str(display_value(lit)));
-    }
+    for (const std::string& lit : t.values) row.push_back(value_cell(lit));
     if (t.results.empty() || !std::isfinite(t.results.back())) row.push_back(Cell::null());
     else row.push_back(Cell::num(t.results.back(), format_fixed(t.results.back(), 4)));
     row.push_back(Cell::integer(t.steps));
