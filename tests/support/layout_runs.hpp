@@ -24,6 +24,7 @@ inline const std::string kLayoutGpt = layout_gpt({{"optim.lr", "3e-3"}, {"schedu
 // Per-step training curves from --json stdout lines.
 struct Curves {
   std::map<int64_t, double> loss, grad_norm;
+  std::map<int64_t, double> val_loss;  // the evaluations' (the final one at least, with a val split)
 };
 
 inline Curves curves_of(const std::vector<std::string>& out_lines) {
@@ -31,6 +32,7 @@ inline Curves curves_of(const std::vector<std::string>& out_lines) {
   for (const auto& l : out_lines) {
     if (l.empty() || l[0] != '{') continue;
     nlohmann::json j = nlohmann::json::parse(l);
+    if (j.contains("val_loss")) c.val_loss[j["step"].get<int64_t>()] = j["val_loss"].get<double>();
     if (!j.contains("loss")) continue;
     const int64_t step = j["step"].get<int64_t>();
     c.loss[step] = j["loss"].get<double>();
@@ -47,6 +49,7 @@ inline void append(Curves& first, const Curves& rest) {
   REQUIRE((first.loss.empty() || rest.loss.begin()->first == first.loss.rbegin()->first + 1));
   first.loss.insert(rest.loss.begin(), rest.loss.end());
   first.grad_norm.insert(rest.grad_norm.begin(), rest.grad_norm.end());
+  first.val_loss = rest.val_loss;  // the first part's closing evaluation is no uninterrupted run's
 }
 
 struct Run : Curves {
@@ -103,6 +106,11 @@ inline void check_curves(const std::string& name, const Curves& got, const Curve
                << dg);
   CHECK(dl < tol);
   CHECK(dg < (norm_tol > 0 ? norm_tol : tol));
+  // The evaluation covers the same examples under every layout (train.eval_batches global
+  // batches): dp=2 at batch 4 evaluated half of them before.
+  const double dv = max_rel_diff(got.val_loss, want.val_loss);
+  CHECK_MESSAGE(dv < tol, name << ": val_loss differs by " << dv << " (" << got.val_loss.size() << " evaluations, want "
+                                << want.val_loss.size() << ")");
 }
 
 // The single-process reference, computed once per test binary.

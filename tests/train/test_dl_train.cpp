@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "dl/config/config.hpp"
@@ -156,6 +157,30 @@ TEST_CASE("resume: 40 steps equal 20 steps + resume + 20 steps, bit for bit") {
     if (j.contains("val_loss")) eval_steps.push_back(j["step"].get<int64_t>());
   }
   CHECK(eval_steps == std::vector<int64_t>{20, 40});
+}
+
+TEST_CASE("--resume of a run already at --steps trains nothing and rewrites nothing") {
+  TempDir d("resume-done");
+  write_file(d / "c.toml", kTinyGpt);
+  RunResult first = train({(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--steps", "3", "-q"});
+  REQUIRE_MESSAGE(first.exit_code == 0, first.err);
+  const std::string summary = read_file(d / "run" / "summary.json"), metrics = read_file(d / "run" / "metrics.jsonl");
+  const double loss = json::parse(summary)["final_train_loss"].get<double>();
+  REQUIRE(loss > 0);
+  for (const char* steps : {"3", "2"}) {
+    CAPTURE(steps);
+    RunResult again = train({"--resume", (d / "run").string(), "--steps", steps});
+    INFO(again.err);
+    CHECK(again.exit_code == 0);
+    CHECK(has(again.err, "is at step 3 and train.steps is " + std::string(steps) + ": nothing to train"));
+    // Before: summary.json said final_train_loss 0.0 and median_tokens_per_sec 0.0, and the last
+    // evaluation was appended to metrics.jsonl again.
+    CHECK(read_file(d / "run" / "summary.json") == summary);
+    CHECK(read_file(d / "run" / "metrics.jsonl") == metrics);
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%.4f", loss);
+    CHECK(has(again.out, shown));  // the run's loss in the summary table, not 0.0000
+  }
 }
 
 TEST_CASE("SIGINT writes a checkpoint, exits 130, and the run resumes to the same losses") {

@@ -11,7 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dl/backend/backend.hpp"
 #include "dl/core/rng.hpp"
+#include "dl/nn/gpt.hpp"
 #include "dl/train/generate.hpp"
 #include "support/support.hpp"
 #include "support/tiny_gpt.hpp"
@@ -160,4 +162,28 @@ TEST_CASE("dl-train sample: --top-k 1 is greedy whatever the temperature; temper
   bad = run(tool("dl-train"), {"sample", "--run-dir", run_dir, "--top-k", "-1"});
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("--top-k") != std::string::npos);
+}
+
+TEST_CASE("generate draws ids below GenerateOptions::vocab only: a padded model never emits an id its tokenizer lacks") {
+  dl::GptConfig c;
+  c.n_layer = 1;
+  c.n_head = 2;
+  c.n_embd = 8;
+  c.block_size = 16;
+  c.vocab_size = 40;
+  c.init_std = 1.0;  // far from uniform, so that every id is likely somewhere in 300 draws
+  dl::GptModel model(c, dl::cpu_backend());
+  model.params().initialize(3);
+  dl::GenerateOptions go;
+  go.max_tokens = 300;
+  go.temperature = 3.0;
+  auto draw = [&](int64_t vocab) {
+    go.vocab = vocab;
+    dl::RandomStream rng(dl::stream_key(9, "test/vocab"));
+    return dl::generate(model, {1, 2, 3}, go, rng);
+  };
+  const auto all = draw(0), limited = draw(10);
+  CHECK(*std::max_element(all.begin(), all.end()) >= 10);  // without the limit the padding is drawn
+  CHECK(limited.size() == 300);
+  CHECK(*std::max_element(limited.begin(), limited.end()) < 10);
 }

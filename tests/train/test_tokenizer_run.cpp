@@ -77,16 +77,15 @@ TEST_CASE("a gpt2-tokenizer run keeps its tokenizer for sample, eval and dl-shar
   CHECK(read_file(d / "hf" / "merges.txt") == read_file(d / "tok-moved" / "merges.txt"));
 }
 
-TEST_CASE("a tokenizer vocabulary smaller than the model's ids exits 2 naming the file") {
+TEST_CASE("a model vocabulary past the tokenizer's trains (ids beyond it are padding, never sampled)") {
   TempDir d("tokvocab");
   fs::copy(shared_path("data/gpt2"), d / "tok");
   std::string story;
   for (int i = 0; i < 20; ++i) story += "The quick brown fox jumps over the lazy dog. ";
   write_file(d / "a.txt", story);
   write_file(d / "run.toml", config("a.txt", 60000));
+  // Refused before (exit 2, "the tokenizer's vocabulary holds 50257 tokens, smaller than the
+  // model's ids"), which also kept configs/gpt2-124m.toml (V = 50257 over bytes) from starting.
   auto r = run(tool("dl-train"), {(d / "run.toml").string(), "--run-dir", (d / "run").string(), "--quiet"});
-  CHECK(r.exit_code == 2);
-  CHECK(r.err.find((d / "tok" / "vocab.json").string() + ": the tokenizer's vocabulary holds 50257 tokens, smaller "
-                   "than the model's ids (model.vocab_size = 60000)") != std::string::npos);
-  CHECK(!fs::exists(d / "run"));
+  CHECK_MESSAGE(r.exit_code == 0, r.err);
 }

@@ -105,7 +105,7 @@ void visit_config(C& c, V&& v) {
   v("train", "loss_scale_window", c.train.loss_scale_window, help("fp16: steps without overflow before the loss scale doubles").min(1));
   v("train", "threads", c.train.threads, help("CPU threads; 0: all cores (or DL_NUM_THREADS); at most 4 x the cores, and at least 256 are always allowed").min(0));
   v("train", "eval_every", c.train.eval_every, help("steps between validation passes; 0: only at the end").min(0));
-  v("train", "eval_batches", c.train.eval_batches, help("micro-batches per validation pass").min(1));
+  v("train", "eval_batches", c.train.eval_batches, help("global batches per validation pass (train.batch_size x grad_accum x parallel.microbatches x parallel.dp examples each: the same examples under every layout)").min(1));
   v("train", "checkpoint_every", c.train.checkpoint_every, help("steps between checkpoints; 0: only at the end").min(0));
   v("train", "keep_checkpoints", c.train.keep_checkpoints, help("newest checkpoints kept").min(1));
   // [parallel]

@@ -165,18 +165,6 @@ RunDir take_run_dir(const TrainOptions& opt, dist::Comm& world) {
   return r;
 }
 
-void check_tokenizer_covers_model(const Config& c, const Tokenizer* tokenizer) {
-  if (!tokenizer || tokenizer->vocab_size() <= 0 || c.model.type != ModelType::gpt) return;
-  const int64_t v = tokenizer->vocab_size(), padded = (v + 127) / 128 * 128;
-  if (c.model.vocab_size > padded) {
-    const auto files = tokenizer->files();
-    throw_usage(files.empty() ? tokenizer->name() : files.front(), ": the tokenizer's vocabulary holds ", v,
-                " tokens, smaller than the model's ids (model.vocab_size = ", c.model.vocab_size,
-                "): the model could emit ids the tokenizer cannot decode; use the model's own tokenizer files, or "
-                "model.vocab_size <= ", padded);
-  }
-}
-
 std::future<void> write_run_files(const TrainOptions& opt, const Tokenizer* tokenizer) {
   write_file_atomic(opt.run_dir / "config.toml", config_to_toml(opt.config));
   // The tokenizer travels with the run, so sample and eval read the text as training did.
@@ -241,7 +229,6 @@ LoadedRun load_run(const fs::path& run_dir, const std::vector<std::string>& over
   Backend& be = select_backend(r.config, false);
   r.data = open_datasets(r.config.data, r.config.model.block_size, static_cast<uint64_t>(r.config.train.seed));
   r.mesh = std::make_unique<Mesh>(parallel::MeshShape{}, dist::make_self_comm());
-  check_tokenizer_covers_model(r.config, r.data.tokenizer.get());
   r.model = build_model(r.config, *r.data.train, be, nullptr);
   r.checkpoint = latest_good_checkpoint(run_dir / "checkpoints");
   check_checkpoint_model(r.checkpoint, r.config.model);

@@ -12,10 +12,9 @@ namespace dl {
 
 using parallel::Mesh;
 
-EvalResult evaluate(Model& model, Mesh& mesh, const Dataset& data, int64_t batch_size, int64_t max_batches) {
-  const int64_t n = data.size();
-  int64_t batches = (n + batch_size - 1) / batch_size;
-  if (max_batches > 0) batches = std::min(batches, max_batches);
+EvalResult evaluate(Model& model, Mesh& mesh, const Dataset& data, int64_t batch_size, int64_t max_examples) {
+  const int64_t n = max_examples > 0 ? std::min(data.size(), max_examples) : data.size();
+  const int64_t batches = (n + batch_size - 1) / batch_size;
   const int dp = mesh.shape().dp;
   double loss_sum = 0, targets = 0, correct = 0, hits = 0, total = 0, has_task = 0;
   std::string task_name;
@@ -61,6 +60,7 @@ std::vector<std::string> demo_samples(Model& model, const Dataset& val, const To
   if (model.context_length() == 0 || !tok || count <= 0) return out;
   auto prompts = val.prompts(count);
   GenerateOptions go;
+  go.vocab = tok->vocab_size();
   if (!prompts.empty()) {
     for (const auto& p : prompts) {
       go.max_tokens = static_cast<int64_t>(p.expected.size()) + 2;
@@ -104,7 +104,7 @@ EvalReport run_eval(const EvalOptions& o) {
     if (!target) throw_usage("the run's data has no validation split (data.val_fraction = 0); pass --data SPEC");
     rep.data = r.config.data.val_source.empty() ? r.config.data.source + " (validation split)" : r.config.data.val_source;
   }
-  rep.result = evaluate(*r.model, *r.mesh, *target, r.config.train.batch_size, o.max_batches);
+  rep.result = evaluate(*r.model, *r.mesh, *target, r.config.train.batch_size, o.max_batches * r.config.train.batch_size);
   return rep;
 }
 
@@ -128,6 +128,7 @@ SampleReport run_sample(const SampleOptions& o) {
   go.temperature = o.temperature;
   go.top_k = o.top_k;
   go.stop = val->stop_text();
+  go.vocab = tok.vocab_size();
   for (const auto& p : rep.prompts) {
     std::vector<int32_t> ids = tok.encode(p);
     for (int64_t c = 0; c < std::max<int64_t>(1, o.count); ++c) {

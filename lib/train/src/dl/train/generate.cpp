@@ -46,7 +46,7 @@ std::vector<int32_t> generate(Model& model, const std::vector<int32_t>& prompt, 
       host = wide;
     }
     const float* row = host.data<float>() + (T - 1) * V;
-    const int32_t next = sample_token(row, V, o.temperature, o.top_k, rng);
+    const int32_t next = sample_token(row, o.vocab > 0 ? std::min(V, o.vocab) : V, o.temperature, o.top_k, rng);
     ctx.push_back(next);
     out.push_back(next);
     if (!o.stop.empty()) {

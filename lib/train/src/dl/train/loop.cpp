@@ -12,6 +12,7 @@
 #include "dl/core/rng.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/dir_lock.hpp"
+#include "dl/io/input_file.hpp"
 #include "dl/device/select.hpp"
 #include "dl/train/limits.hpp"
 #include "dl/train/run.hpp"
@@ -41,6 +42,35 @@ int64_t profile_step_from_env() {
 // RUN/init_from.json records which), or a resumed run's state from the newest checkpoint every
 // rank has (`last_ckpt`); metrics past that checkpoint were produced by the lost part of the run
 // and are dropped.
+// A resumed run already at (or past) train.steps: nothing is trained, evaluated or written; the
+// summary is the run's own (summary.json said loss 0 and 0 tokens/s when it was rewritten, and the
+// last evaluation was logged twice).
+TrainSummary finished_run_summary(const TrainOptions& opt, const TrainerState& state, const fs::path& last_ckpt,
+                                  int rank, int64_t params) {
+  TrainSummary s;
+  s.rank = rank;
+  s.run_dir = opt.run_dir;
+  s.checkpoint = last_ckpt;
+  s.steps = state.step;
+  s.params = params;
+  s.train_seconds = state.train_seconds;
+  const fs::path summary = opt.run_dir / "summary.json";
+  std::error_code ec;
+  if (fs::is_regular_file(summary, ec)) {
+    try {
+      const auto j = nlohmann::json::parse(read_input_file(summary, "cannot read the run's summary"));
+      s.train_loss = j.value("final_train_loss", 0.0);
+      s.tokens_per_sec = j.value("median_tokens_per_sec", 0.0);
+    } catch (const std::exception& e) {
+      log_warn(str(summary.string(), ": ", e.what(), "; the summary shows no loss"));
+    }
+  }
+  if (rank == 0)
+    log_info(str(opt.run_dir.string(), " is at step ", state.step, " and train.steps is ", opt.config.train.steps,
+                 ": nothing to train (give a larger --steps to continue); ", summary.string(), " is kept"));
+  return s;
+}
+
 TrainerState start_or_resume(const TrainOptions& opt, bool fresh, const InitFrom* init, Model& model,
                              parallel::ZeroEngine& engine, Mesh& mesh, fs::path* last_ckpt) {
   const uint64_t seed = static_cast<uint64_t>(opt.config.train.seed);
@@ -130,7 +160,10 @@ struct Session {
   void evaluate_now() {
     if (!data.val || state.step == last_eval || !opt.evaluation) return;
     const Config& cfg = opt.config;
-    EvalResult e = evaluate(model, mesh, *data.val, cfg.train.batch_size, cfg.train.eval_batches);
+    // train.eval_batches global batches, however the layout cuts them: dp=2 at batch 4 sees the
+    // examples dp=1 at batch 8 sees (it saw half, and its val_loss was another number).
+    const int64_t examples = cfg.train.eval_batches * cfg.train.batch_size * micro_batches_per_step(cfg) * mesh.shape().dp;
+    EvalResult e = evaluate(model, mesh, *data.val, cfg.train.batch_size, examples);
     if (mesh.shape().world() == 1)
       e.samples = demo_samples(model, *data.val, data.tokenizer.get(), cfg.log.samples, rng);
     last_eval = state.step;
@@ -179,7 +212,6 @@ TrainSummary run_training(const TrainOptions& opt) {
   const parallel::MeshShape shape = parallel::resolve_mesh(cfg.parallel, cfg.model, env.world);
   if (!opt.env_lock.empty() && root) check_machine_against(opt.env_lock);
   DataSplits data = open_datasets(cfg.data, cfg.model.block_size, seed);
-  check_tokenizer_covers_model(cfg, data.tokenizer.get());
   // A new run's pretrained weights, checked (headers only) before anything is written.
   std::unique_ptr<InitFrom> init =
       opt.resume || cfg.model.init_from.empty() ? nullptr : std::make_unique<InitFrom>(cfg.model.init_from, cfg.model);
@@ -203,6 +235,8 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   fs::path last_ckpt;
   TrainerState state = start_or_resume(opt, fresh, init.get(), *model, engine, mesh, &last_ckpt);
+  if (!fresh && state.step >= cfg.train.steps)
+    return finished_run_summary(opt, state, last_ckpt, mesh.rank(), count_params(*model, mesh));
   LossScaler scaler = cfg.train.precision == Precision::fp16 ? LossScaler(cfg.train.loss_scale, cfg.train.loss_scale_window)
                                                     : LossScaler();
   if (!fresh) scaler.restore(state.loss_scale);

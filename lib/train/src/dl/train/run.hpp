@@ -62,9 +62,6 @@ RunDir take_run_dir(const TrainOptions& opt, dist::Comm& world);
 // RUN/tokenizer/ (published atomically once) now; RUN/env.lock in the background (the
 // environment snapshot probes the machine for about half a second while training starts).
 std::future<void> write_run_files(const TrainOptions& opt, const Tokenizer* tokenizer);
-// A model must not emit ids its tokenizer cannot decode: model.vocab_size may exceed the
-// tokenizer's vocabulary only by padding to the next multiple of 128 (50257 -> 50304).
-void check_tokenizer_covers_model(const Config& c, const Tokenizer* tokenizer);
 
 // A single-process model rebuilt from a run's config and its newest good checkpoint (saved
 // under any layout): what eval and sample work on.
@@ -81,9 +78,9 @@ LoadedRun load_run(const std::filesystem::path& run_dir, const std::vector<std::
 // ---------------------------------------------------------------------------------------------
 // evaluate.cpp
 
-// Forward only over `data` (at most max_batches of batch_size; 0: all), batches split over the
-// data-parallel ranks, through the pipeline; every rank gets the global result.
-EvalResult evaluate(Model& model, parallel::Mesh& mesh, const Dataset& data, int64_t batch_size, int64_t max_batches);
+// Forward only over `data`'s first max_examples (0: all) in micro-batches of batch_size, split
+// over the data-parallel ranks, through the pipeline; every rank gets the global result.
+EvalResult evaluate(Model& model, parallel::Mesh& mesh, const Dataset& data, int64_t batch_size, int64_t max_examples);
 // Generations for a person to read (single process): the data's own prompts (greedy), or for
 // plain text a continuation of the start of a validation window.
 std::vector<std::string> demo_samples(Model& model, const Dataset& val, const Tokenizer* tok, int64_t count,
