@@ -390,6 +390,8 @@ TEST_CASE("inspect: a dl-train checkpoint, its tensors and checksums") {
     int64_t n = 1;
     for (auto d : t["shape"]) n *= d.get<int64_t>();
     CHECK(t["elements"] == n);
+    CHECK(t["bytes"].is_number_integer());  // it was 65536.0
+    CHECK(t["bytes"] == 4 * n);
     CHECK(t["bytes"].get<int64_t>() == 4 * n);
   }
   CHECK(in_model == 16);

@@ -218,7 +218,7 @@ std::string render_inspection(const Inspection& ins, OutputFormat f) {
     Cell shape_cell{std::vector<int64_t>(t.shape.begin(), t.shape.end()), shape_str(t.shape)};
     tensors.add_row({Cell::str(t.file), Cell::str(t.name), Cell::str(t.dtype), shape_cell,
                      Cell::integer(static_cast<int64_t>(t.elements)),
-                     Cell::num(static_cast<double>(t.bytes), std::to_string(t.bytes)),
+                     Cell::integer(static_cast<int64_t>(t.bytes)),  // json wrote 65536.0
                      Cell::integer(static_cast<int64_t>(t.offset)), Cell{int64_t{t.crc32c}, hex32(t.crc32c)}});
   }
   Table files({{"file", "file", false},
