@@ -218,3 +218,31 @@ TEST_CASE("hostile text: escape bytes from a file reach the terminal as \\x1b, n
     CHECK(!fs::exists(d / "run"));
   }
 }
+
+TEST_CASE("one command-line grammar: CLI11's refusals read 'TOOL: error:' with a did-you-mean, exit 2") {
+  struct Case {
+    std::string tool;
+    std::vector<std::string> args;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      // It said "A subcommand is required", without the tool's name or the near miss.
+      {"dl-envlock", {"chek", "env.lock"}, "(did you mean 'check'?)"},
+      {"dl-shard", {"plam", "--params", "124M"}, "(did you mean 'plan'?)"},
+      // It said "The following arguments were not expected: 20 --stpes".
+      {"dl-train", {"configs/addition.toml", "--stpes", "20"}, "(did you mean '--steps'?)"},
+      {"dl-cost", {"estimate", "--flops", "1e18", "--catalgo", "x.csv"}, "(did you mean '--catalog'?)"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.tool);
+    RunResult r = run(tool(c.tool), c.args);
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.rfind(c.tool + ": error: ", 0) == 0);
+    CHECK(has(r.err, c.expect));
+    CHECK(r.out.empty());
+  }
+  RunResult help = run(tool("dl-envlock"), {"--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(has(help.out, "check"));
+}

@@ -12,6 +12,7 @@
 #include "dl/bench/output.hpp"
 #include "dl/bench/train.hpp"
 #include "dl/cli/app.hpp"
+#include "dl/cli/command_line.hpp"
 #include "dl/cli/units.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
@@ -153,11 +154,7 @@ int main(int argc, char** argv) {
                       " (use gemm, memory, collective, train or all; see dl-bench --help)");
     });
   }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? dl::kExitOk : dl::kExitUsage;
-  }
+  if (const auto code = dl::parse_command_line(app, argc, argv, "dl-bench")) return *code;
 
   return dl::dist::run_rank_tool("dl-bench", [&]() -> int {
     if (*gemm) {

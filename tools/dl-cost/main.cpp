@@ -6,6 +6,7 @@
 
 #include "dl/backend/build_info.hpp"
 #include "dl/cli/app.hpp"
+#include "dl/cli/command_line.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/cli/units.hpp"
 #include "dl/core/error.hpp"
@@ -204,11 +205,7 @@ int main(int argc, char** argv) {
       "  dl-cost validate\n"
       "  dl-cost validate --format md");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? dl::kExitOk : dl::kExitUsage;
-  }
+  if (const auto code = dl::parse_command_line(app, argc, argv, "dl-cost")) return *code;
 
   return dl::run_tool("dl-cost", [&]() -> int {
     if (*off) {

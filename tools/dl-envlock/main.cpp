@@ -5,6 +5,7 @@
 
 #include "dl/backend/build_info.hpp"
 #include "dl/cli/app.hpp"
+#include "dl/cli/command_line.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/version.hpp"
 #include "dl/env/envlock.hpp"
@@ -130,11 +131,7 @@ int main(int argc, char** argv) {
       "\n"
       "The NVIDIA driver and CUDA/cuDNN/NCCL installed from outside Debian are listed, not installed.");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? dl::kExitOk : dl::kExitUsage;
-  }
+  if (const auto code = dl::parse_command_line(app, argc, argv, "dl-envlock")) return *code;
 
   return dl::run_tool("dl-envlock", [&]() -> int {
     if (*snap) {

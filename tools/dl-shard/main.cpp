@@ -7,6 +7,7 @@
 
 #include "dl/backend/build_info.hpp"
 #include "dl/cli/app.hpp"
+#include "dl/cli/command_line.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/cli/units.hpp"
 #include "dl/core/error.hpp"
@@ -207,11 +208,7 @@ int main(int argc, char** argv) {
       "  dl-shard split runs/a/checkpoints/step_00000600 --layout \"dp=2,tp=2,pp=2\" -o runs/b\n"
       "  dl-shard split ckpt/step_00000600 --ranks 2 --config a.toml -o runs/c --format json");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? dl::kExitOk : dl::kExitUsage;
-  }
+  if (const auto code = dl::parse_command_line(app, argc, argv, "dl-shard")) return *code;
 
   return dl::run_tool("dl-shard", [&]() -> int {
     if (*plan) {

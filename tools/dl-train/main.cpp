@@ -6,6 +6,7 @@
 
 #include "dl/device/build_info.hpp"
 #include "dl/cli/app.hpp"
+#include "dl/cli/command_line.hpp"
 #include "dl/cli/table.hpp"
 #include "dl/config/config.hpp"
 #include "dl/core/limits.hpp"
@@ -181,11 +182,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 0.999));
   tokenize->add_option("--threads", t_opt.threads, "Threads (0 = every core)")->check(CLI::NonNegativeNumber);
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? dl::kExitOk : dl::kExitUsage;
-  }
+  if (const auto code = dl::parse_command_line(app, argc, argv, "dl-train")) return *code;
 
   return dl::dist::run_rank_tool("dl-train", [&]() -> int {
     if (help_keys) {

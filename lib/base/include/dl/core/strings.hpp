@@ -2,7 +2,9 @@
 // same-named functions in anonymous namespaces collide when a unity build compiles their files
 // as one.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -37,6 +39,13 @@ std::string hex32(uint32_t v);
 // reaches a terminal (an error quoting a config value, a table cell, a log line) cannot move the
 // cursor, recolor or retitle it. Other bytes, UTF-8 included, as they are.
 std::string printable(std::string_view s);
+
+// Optimal string alignment distance: Levenshtein plus adjacent transpositions ("chek" -> "check" 1).
+size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `name` within a few edits (a third of its length, 1 to 3), for a
+// "did you mean"; nullopt when none is that close.
+std::optional<std::string> closest_name(std::string_view name, std::span<const std::string> candidates);
 
 // The words of s between runs of kIsSpace, as `>>` reads them: " a b\tc\n" -> {"a", "b", "c"}.
 std::vector<std::string> split_words(std::string_view s);

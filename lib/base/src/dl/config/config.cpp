@@ -121,20 +121,6 @@ std::string allowed_text(const T& field, const Spec& s) {
 // ---------------------------------------------------------------------------------------------
 // Did-you-mean
 
-// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i)
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
-
 struct KeyName {
   std::string section, key;
   std::string full() const { return section + "." + key; }
@@ -179,14 +165,7 @@ std::optional<std::string> suggest_key(std::string_view section, std::string_vie
 }
 
 std::optional<std::string> suggest_section(std::string_view name) {
-  size_t limit = std::clamp<size_t>(name.size() / 3, 1, 3);
-  std::optional<std::string> best;
-  size_t best_d = SIZE_MAX;
-  for (const auto& s : all_sections()) {
-    size_t d = edit_distance(name, s);
-    if (d <= limit && d < best_d) best_d = d, best = s;
-  }
-  return best;
+  return closest_name(name, all_sections());
 }
 
 [[noreturn]] void unknown_key(const std::string& where, std::string_view section, std::string_view key) {

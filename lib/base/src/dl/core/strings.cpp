@@ -1,5 +1,7 @@
 #include "dl/core/strings.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 namespace dl {
@@ -71,6 +73,30 @@ std::string printable(std::string_view s) {
     }
   }
   return out;
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+std::optional<std::string> closest_name(std::string_view name, std::span<const std::string> candidates) {
+  const size_t limit = std::clamp<size_t>(name.size() / 3, 1, 3);
+  std::optional<std::string> best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(name, c);
+    if (d <= limit && d < best_d) best_d = d, best = c;
+  }
+  return best;
 }
 
 std::string hex32(uint32_t v) {
