@@ -373,3 +373,15 @@ TEST_CASE("a multi-rank trial runs through dl-train's launcher (nproc_per_node)"
   CHECK(summary["layout"]["dp"] == 2);
   CHECK(read_file(fixture().dir / "ranks" / "logs" / "trial-0000.log").find("[rank 0]") != std::string::npos);
 }
+
+TEST_CASE("the shipped example sweep of the help and docs/SWEEPS.md exists and is valid: dl-cost prices it") {
+  // `dl-train sweep lr.sweep.toml` was the help's example, and no such file was shipped.
+  const fs::path sweep = source_path("configs/lr.sweep.toml");
+  REQUIRE(fs::is_regular_file(sweep));
+  auto r = run(tool("dl-cost"), {"estimate", sweep.string(), "--format", "json"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  const auto rows = json::parse(r.out);
+  CHECK(rows.is_array());
+  CHECK(!rows.empty());
+}

@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
       "parameter traffic over the interconnect. Each row has a low/high range. The table says which.\n"
       "Examples:\n"
       "  dl-cost estimate configs/gpt2-124m.toml --precision bf16\n"
-      "  dl-cost estimate lr.sweep.toml                      # a whole dl-train sweep\n"
+      "  dl-cost estimate configs/lr.sweep.toml              # a whole dl-train sweep\n"
       "  dl-cost estimate --tokens 10B --params 124M --gpus 1,8 --deadline 24h\n"
       "  dl-cost estimate --params 7B --layers 32 --hidden 4096 --heads 32 --seq 4096 --tokens 1T --gpus 64 --gpu H100\n"
       "  dl-cost estimate --hours 36 --on lambda/gpu_1x_a100_sxm4 --spot --budget 200\n"

@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
       "  srun -N2 --ntasks-per-node 8 dl-train big.toml --run-dir runs/big   # Slurm, torchrun, mpirun work too\n"
       "  dl-train sample --run-dir runs/a --prompt '123+456='\n"
       "  dl-train eval --run-dir runs/a --format json\n"
-      "  dl-train sweep lr.sweep.toml --jobs 2             # trials, ranked; best.toml in the sweep dir\n"
+      "  dl-train sweep configs/lr.sweep.toml --jobs 2     # trials, ranked; best.toml in the sweep dir\n"
       "  dl-train runs runs/a runs/b --plot val_loss -o val.svg\n"
       "  dl-train tokenize book.txt --tokenizer gpt2 -o data/book   # text to token shards\n"
       "\n"
@@ -134,9 +134,9 @@ int main(int argc, char** argv) {
   auto* sweep = app.add_subcommand("sweep", "Run a hyperparameter sweep (grid, random, tpe; asha early stopping)");
   sweep->footer(
       "Examples:\n"
-      "  dl-train sweep lr.sweep.toml --dir sweeps/lr --jobs 2\n"
+      "  dl-train sweep configs/lr.sweep.toml --dir sweeps/lr --jobs 2\n"
       "  dl-train sweep --resume sweeps/lr                   # after Ctrl-C or a crash\n"
-      "  dl-train sweep lr.sweep.toml --format json > trials.json\n"
+      "  dl-train sweep configs/lr.sweep.toml --format json > trials.json\n"
       "The sweep file's format, the methods and how resume stays exact: docs/SWEEPS.md.");
   std::string w_file, w_dir, w_resume, w_format = "table";
   int64_t w_jobs = 0;
