@@ -432,6 +432,9 @@ TEST_CASE("--print-config, --help, --version") {
   CHECK(r.out.find("OpenBLAS") != std::string::npos);
   r = train({"--help-keys"});
   CHECK(r.out.find("model.n_layer") != std::string::npos);
+  // A choice lists its values, a number its range (they were left out).
+  CHECK(has(r.out, "train.precision (string, default \"fp32\", one of fp32, bf16, fp16): "));
+  CHECK(has(r.out, "data.val_fraction (float, default 0.1, in [0, 0.5]): "));
 }
 
 TEST_CASE("eval and sample read the newest checkpoint") {

@@ -34,7 +34,8 @@ const dl::OptionNames kFlags = {{"nproc_per_node", "--nproc-per-node"}, {"nnodes
 std::string keys_help() {
   std::string s = "Config keys (--set KEY=VALUE; see configs/ for examples):\n";
   for (const auto& k : dl::config_key_docs())
-    s += "  " + k.key + " (" + k.type + ", default " + k.default_value + "): " + k.help + "\n";
+    s += "  " + k.key + " (" + k.type + ", default " + k.default_value + (k.allowed.empty() ? "" : ", " + k.allowed) +
+         "): " + k.help + "\n";
   return s;
 }
 
