@@ -72,3 +72,17 @@ TEST_CASE("dl-shard, dl-cost and dl-envlock link no CUDA library; dl-train and d
   }
 #endif
 }
+
+TEST_CASE("help examples name files inside the repository, never ../shared") {
+  // dl-cost's examples pointed --catalog at ../shared/data/fsdl_cloud-gpus.csv, beside the repository.
+  const std::vector<std::vector<std::string>> helps = {
+      {"dl-cost", "estimate", "--help"}, {"dl-cost", "offers", "--help"}, {"dl-train", "--help"},
+      {"dl-train", "sweep", "--help"},   {"dl-shard", "--help"},          {"dl-bench", "--help"},
+      {"dl-envlock", "--help"}};
+  for (const auto& h : helps) {
+    CAPTURE(h[0] + " " + h[1]);
+    const RunResult r = run(tool(h[0]), std::vector<std::string>(h.begin() + 1, h.end()));
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("../") == std::string::npos);
+  }
+}

@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
       "  dl-cost estimate --tokens 10B --params 124M --gpus 1,8 --deadline 24h\n"
       "  dl-cost estimate --params 7B --layers 32 --hidden 4096 --heads 32 --seq 4096 --tokens 1T --gpus 64 --gpu H100\n"
       "  dl-cost estimate --hours 36 --on lambda/gpu_1x_a100_sxm4 --spot --budget 200\n"
-      "  dl-cost estimate --flops 3e20 --catalog ../shared/data/fsdl_cloud-gpus.csv --top 10\n"
+      "  dl-cost estimate --flops 3e20 --catalog configs/catalog/offers-gpu-clouds.toml --top 10\n"
       "  dl-bench train configs/gpt2-124m.toml --format json | dl-cost estimate configs/gpt2-124m.toml --bench -\n"
       "  dl-cost estimate configs/gpt2-124m.toml --speed analytic --mfu 0.35 --format json > cost.json");
 
@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  dl-cost offers\n"
       "  dl-cost offers --gpu H100 --provider aws\n"
-      "  dl-cost offers --catalog ../shared/data/fsdl_cloud-gpus.csv --gpu A100 --format csv\n"
+      "  dl-cost offers --catalog configs/catalog/offers-hyperscalers.toml --gpu A100 --format csv  # or an FSDL cloud-gpus.csv\n"
       "  dl-cost offers --catalog builtin --catalog my-quotes.toml --format json");
 
   // onprem
