@@ -85,10 +85,7 @@ void apply_common(const CommonOptions& c) {
   if (c.repeat != -1 && (c.repeat < 1 || c.repeat > 1000000))
     throw_option_error("{repeat} ", c.repeat, ": need at least 1 timed run");
   if (c.warmup != -1 && (c.warmup < 0 || c.warmup > 1000000)) throw_option_error("{warmup} ", c.warmup, ": need 0 or more");
-  if (c.threads < 0 || c.threads > max_threads())
-    throw_option_error("{threads} ", c.threads, ": need 0 (all cores) to ", max_threads(), " (the thread cap: 4 x the cores, at least ",
-                       kMinThreadCap, ")");
-  set_num_threads(c.threads);
+  set_num_threads(check_thread_count(c.threads, "--threads"));  // the cap train.threads has
   set_log_quiet(c.quiet);
 }
 
