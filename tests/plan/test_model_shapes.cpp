@@ -8,7 +8,9 @@
 
 #include "dl/core/error.hpp"
 #include "dl/nn/gpt.hpp"
+#include "dl/plan/gpus.hpp"
 #include "dl/plan/plan.hpp"
+#include "dl/plan/speed.hpp"
 #include "support/support.hpp"
 
 using namespace dl;
@@ -30,6 +32,15 @@ ModelShape tinyllama() { return llama(22, 2048, 32, 4, 5632, 32000, 2048); }
 // A tiny llama for hand calculations: s=8, h=16, a=4 query heads over 2 K/V heads (K/V width 8),
 // SwiGLU F=40, L=2, V=32.
 ModelShape tiny_llama() { return llama(2, 16, 4, 2, 40, 32, 8); }
+
+// Llama 3 8B's block as --arch llama --kv-heads 8 --ffn-hidden 14336.
+ArchHints llama3_arch() {
+  ArchHints a;
+  a.family = "llama";
+  a.kv_heads = 8;
+  a.ffn_hidden = 14336;
+  return a;
+}
 
 std::string hf_json(const std::string& arch, const std::string& type, const std::string& extra) {
   return "{\"architectures\": [\"" + arch + "\"], \"model_type\": \"" + type + "\", " + extra + "}";
@@ -76,10 +87,7 @@ TEST_CASE("--params with llama hints plans the exact count; multi-query GPT hint
   CHECK(m.kv() == 8);
   CHECK_FALSE(m.dropout);
   // Through the flags' entry point, which applies --arch's defaults (untied head, SwiGLU).
-  ArchHints a;
-  a.family = "llama";
-  a.kv_heads = 8;
-  a.ffn_hidden = 14336;
+  ArchHints a = llama3_arch();
   CHECK(model_from_hints(8e9, 32, 4096, 32, 8192, 128256, a).params == 8030261248.0);
   a.kv_heads = 32;
   a.ffn_hidden = 0;  // Llama 2 7B: MHA, the default SwiGLU width
@@ -274,4 +282,24 @@ TEST_CASE("a dl-train config of model.type llama: the shipped Llama 3 8B and Tin
   // 2 x (2 x 64^2 + 2 x 64 x 32 + 3 x 64 x 96 + 2 x 64) + 256 x 64 (tied) + 64.
   CHECK(ok.params == 2 * (2 * 64.0 * 64 + 2 * 64 * 32 + 3 * 64 * 96 + 2 * 64) + 256 * 64 + 64);
   CHECK_THROWS_AS(load_plan_config((dir / "ok.toml").string(), {"model.n_kv_head=3"}), Error);
+}
+
+TEST_CASE("a published run with a Llama block: run_model and run_mfu use its real K/V heads and SwiGLU width") {
+  PublishedRun r;
+  r.name = "Llama 3 8B shape";
+  r.gpu = "H100-SXM";
+  r.gpus = 8;
+  r.params = 8e9;
+  r.layers = 32, r.hidden = 4096, r.heads = 32, r.seq = 8192, r.vocab = 128256;
+  r.arch = llama3_arch();
+  r.tokens = 1e9;
+  r.minutes = 60;
+  const ModelShape m = run_model(r);
+  CHECK(m.params == 8030261248.0);
+  CHECK(m.kv() == 8);
+  // MFU counts the shape's own FLOPs per token over the run's bf16 peak.
+  CHECK(run_mfu(r) == doctest::Approx(1e9 * flops_per_token(m) / (3600.0 * 8 * *gpu_spec("H100-SXM")->peak_flops(MathPrecision::bf16))));
+  // Without the block, GPT-2's multi-head hints would plan 6.97e9 + the embeddings: another count.
+  r.arch = {};
+  CHECK(run_model(r).params != 8030261248.0);
 }
