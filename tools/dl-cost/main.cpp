@@ -12,6 +12,7 @@
 #include "dl/core/error.hpp"
 #include "dl/core/version.hpp"
 #include "dl/cost/estimate.hpp"
+#include "dl/plan/arch_flags.hpp"
 #include "dl/sweep/asha.hpp"
 #include "dl/sweep/spec.hpp"
 
@@ -32,7 +33,8 @@ const dl::OptionNames kFlags = {
     {"throughput", "--throughput"}, {"catalogs", "--catalog"},   {"price", "--price"},
     {"watts", "--watts"},        {"kwh_price", "--kwh-price"},   {"utilization", "--utilization"},
     {"years", "--years"},        {"pue", "--pue"},               {"gpu", "--gpu"},
-    {"vs", "--vs"}};
+    {"vs", "--vs"},              {"arch", "--arch"},             {"kv_heads", "--kv-heads"},
+    {"ffn_hidden", "--ffn-hidden"}, {"untied_head", "--untied-head"}, {"hf_config", "--hf-config"}};
 
 // "$1,500", "1.5k", "200" -> USD.
 double parse_usd(std::string text, const std::string& what) {
@@ -120,6 +122,8 @@ int main(int argc, char** argv) {
   est->add_option("--heads", heads, "with --params: attention heads");
   est->add_option("--seq", seq, "with --params: sequence length");
   est->add_option("--vocab", vocab, "with --params: vocabulary size");
+  dl::plan::ArchHints arch;
+  dl::plan::add_arch_flags(est, arch);
   est->add_option("--flops", flops, "Total training FLOPs instead of tokens x FLOPs per token: 3.1e21");
   est->add_option("--hours", hours, "A reference run's duration (36, 36h, 90m, 2d) ...");
   est->add_option("--on", on, "... on this offer (an id from `dl-cost offers`): the work = its speed x the hours");
@@ -147,6 +151,10 @@ int main(int argc, char** argv) {
       "  dl-cost estimate configs/lr.sweep.toml              # a whole dl-train sweep\n"
       "  dl-cost estimate --tokens 10B --params 124M --gpus 1,8 --deadline 24h\n"
       "  dl-cost estimate --params 7B --layers 32 --hidden 4096 --heads 32 --seq 4096 --tokens 1T --gpus 64 --gpu H100\n"
+      "  dl-cost estimate configs/llama3-8b.toml --gpu H100 --gpus 8,64     # configs/tinyllama-1.1b.toml too\n"
+      "  dl-cost estimate --params 8B --arch llama --layers 32 --hidden 4096 --heads 32 --kv-heads 8 --ffn-hidden 14336 \\\n"
+      "                   --vocab 128256 --seq 8192 --tokens 15T --gpus 16384 --gpu H100\n"
+      "  dl-cost estimate --hf-config Meta-Llama-3-8B/config.json --seq 4096 --tokens 1T --gpus 64 --gpu H100\n"
       "  dl-cost estimate --hours 36 --on lambda/gpu_1x_a100_sxm4 --spot --budget 200\n"
       "  dl-cost estimate --flops 3e20 --catalog configs/catalog/offers-gpu-clouds.toml --top 10\n"
       "  dl-bench train configs/gpt2-124m.toml --format json | dl-cost estimate configs/gpt2-124m.toml --bench -\n"
@@ -273,6 +281,7 @@ int main(int argc, char** argv) {
     in.on_offer = on;
     if (on_gpus) in.on_gpus = on_gpus;
     in.layers = layers, in.hidden = hidden, in.heads = heads, in.seq = seq, in.vocab = vocab;
+    in.arch = arch;
     if (!ef.precision.empty()) in.precision = ef.precision;
     if (micro_batch) in.micro_batch = micro_batch;
     if (!batch_tokens.empty()) in.batch_tokens = dl::parse_count(batch_tokens, "--batch-tokens");

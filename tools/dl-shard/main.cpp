@@ -12,6 +12,7 @@
 #include "dl/cli/units.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/version.hpp"
+#include "dl/plan/arch_flags.hpp"
 #include "dl/plan/report.hpp"
 #include "dl/shard/inspect.hpp"
 #include "dl/shard/reshard.hpp"
@@ -25,6 +26,7 @@ struct PlanFlags {
   std::string format = "table";
   std::vector<std::string> sets;
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
+  dl::plan::ArchHints arch;
   int64_t gpus = 0, gpus_per_node = 0, micro_batch = 0, global_batch = 0, zero = -1, tp = 0, pp = 0;
   double mfu = 0;
 };
@@ -38,6 +40,7 @@ void add_plan_flags(CLI::App* c, PlanFlags& f) {
   c->add_option("--heads", f.heads, "with --params: attention heads (A)");
   c->add_option("--seq", f.seq, "with --params: sequence length (T)");
   c->add_option("--vocab", f.vocab, "with --params: vocabulary size (V)");
+  dl::plan::add_arch_flags(c, f.arch);
   c->add_option("--gpus", f.gpus, "Number of GPUs (world size)")->required();
   c->add_option("--gpus-per-node", f.gpus_per_node, "GPUs per node (default 8)");
   c->add_option("--gpu-mem", f.gpu_mem, "Memory per GPU: 80GB, 80GiB (default: the --gpu model's)");
@@ -70,7 +73,9 @@ const dl::OptionNames kFlags = {
     {"mfu", "--mfu"},         {"micro_batch", "--micro-batch"}, {"global_batch", "--global-batch"},
     {"schedule", "--schedule"}, {"recompute", "--recompute"}, {"attention", "--attention"},
     {"top", "--top"},         {"layout", "--layout"},         {"ranks", "--ranks"},
-    {"with_optimizer", "--with-optimizer"}, {"force", "--force"}};
+    {"with_optimizer", "--with-optimizer"}, {"force", "--force"},
+    {"arch", "--arch"},       {"kv_heads", "--kv-heads"},     {"ffn_hidden", "--ffn-hidden"},
+    {"untied_head", "--untied-head"}, {"hf_config", "--hf-config"}};
 
 dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   dl::plan::PlanInputs in;
@@ -79,6 +84,7 @@ dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   in.sets = f.sets;
   if (!f.params.empty()) in.params = dl::parse_count(f.params, "--params");
   in.layers = f.layers, in.hidden = f.hidden, in.heads = f.heads, in.seq = f.seq, in.vocab = f.vocab;
+  in.arch = f.arch;
   in.gpus = f.gpus;
   if (f.gpus_per_node) in.gpus_per_node = f.gpus_per_node;
   if (!f.gpu_mem.empty()) in.gpu_mem = dl::parse_size(f.gpu_mem, "--gpu-mem");
@@ -128,7 +134,10 @@ int main(int argc, char** argv) {
       "  dl-shard plan configs/addition.toml --gpus 1 --gpu-mem 24GB --precision fp32\n"
       "  dl-shard plan --params 7e9 --layers 32 --hidden 4096 --heads 32 --seq 4096 --vocab 32000 \\\n"
       "                --gpus 16 --gpu H100-SXM --tp 2 --pp 2 --zero 1 --recompute selective\n"
-      "  dl-shard plan --params 1.5B --gpus 8 --gpu-mem 40GB --zero 3 --offload cpu --format json");
+      "  dl-shard plan --params 1.5B --gpus 8 --gpu-mem 40GB --zero 3 --offload cpu --format json\n"
+      "  dl-shard plan configs/tinyllama-1.1b.toml --gpus 8 --gpu A100-SXM-80GB   # a llama config\n"
+      "  dl-shard plan --params 8B --arch llama --layers 32 --hidden 4096 --heads 32 --kv-heads 8 \\\n"
+      "                --ffn-hidden 14336 --vocab 128256 --seq 8192 --gpus 8 --gpu H100-SXM --tp 2");
 
   auto* rec = app.add_subcommand("recommend", "The simplest layout that fits within 5% of the fastest, and why not the others");
   add_plan_flags(rec, rf);
@@ -144,7 +153,9 @@ int main(int argc, char** argv) {
       "  dl-shard recommend --params 7.5e9 --layers 32 --hidden 4096 --heads 32 --seq 2048 --gpus 8 --gpu-mem 80GB\n"
       "  dl-shard recommend configs/addition.toml --gpus 2 --gpu L4\n"
       "  dl-bench gemm --format json > bench.json && dl-shard recommend --params 13e9 --gpus 16 --bench bench.json\n"
-      "  dl-shard recommend --params 70e9 --gpus 64 --gpu H100-SXM --tp 8 --format csv --top 0");
+      "  dl-shard recommend --params 70e9 --gpus 64 --gpu H100-SXM --tp 8 --format csv --top 0\n"
+      "  dl-shard recommend configs/llama3-8b.toml --gpus 8 --gpu H100-SXM\n"
+      "  dl-shard recommend --hf-config Meta-Llama-3-8B/config.json --seq 4096 --gpus 16 --gpu A100-SXM-80GB");
 
   std::string inspect_path, inspect_format = "table";
   auto* ins = app.add_subcommand("inspect", "Tensors, dtypes, shapes, bytes and CRC-32C of a checkpoint or safetensors file");

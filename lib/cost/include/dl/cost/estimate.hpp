@@ -95,6 +95,7 @@ struct EstimateInputs {
   std::string on_offer;                 // --on: the reference run's offer
   std::optional<int64_t> on_gpus;       // --on-gpus: GPUs of the reference run (default: the offer's)
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
+  plan::ArchHints arch;                  // --arch, --kv-heads, --ffn-hidden, --untied-head, --hf-config
   std::optional<std::string> precision;  // default: the config's, else bf16
   std::optional<int64_t> micro_batch;    // default: the config's train.batch_size, else 1
   plan::FlopFormula formula = plan::FlopFormula::palm;

@@ -289,6 +289,10 @@ Experiment make_experiment(const EstimateInputs& in) {
     throw_option_error("give a config or {tokens}/{params}, {flops} or {hours}, not both");
   if (config && hints)
     throw_option_error("{layers}/{hidden}/{heads}/{seq}/{vocab} describe a {params} model; change a config with {sets}");
+  if (config && in.arch.any())
+    throw_option_error("{arch}/{kv_heads}/{ffn_hidden}/{untied_head}/{hf_config} describe a model without a config; "
+                       "change a config's model with {sets} model.n_kv_head=...");
+  const bool hf = !in.arch.hf_config.empty();
   if (!config && !in.sets.empty()) throw_option_error("{sets} changes a config: give the config too");
   if (in.flops && in.hours) throw_option_error("give {flops} or {hours}, not both");
   if (in.hours && in.on_offer.empty()) throw_option_error("{hours} needs {on_offer} OFFER: the offer the reference run used");
@@ -303,12 +307,13 @@ Experiment make_experiment(const EstimateInputs& in) {
   if (!config && !in.tokens && !in.params && !in.flops && !in.hours)
     throw_option_error("no experiment: give a dl-train config, {tokens} N {params} P, {flops} F, or {hours} H {on_offer} OFFER "
                        "(see --help)");
-  if (!config && hints && !in.params) throw_option_error("{layers}/{hidden}/... need {params}");
+  if (!config && (hints || in.arch.any()) && !in.params && !hf) throw_option_error("{layers}/{hidden}/... need {params}");
 
   if (config) {
-    Config c = load_config(in.config_path, in.sets);
+    plan::PlanConfig pc = plan::load_plan_config(in.config_path, in.sets);
+    const Config& c = pc.config;
     const std::string name = fs::path(in.config_path).filename().string();
-    e.model = plan::model_from_config(c, name);
+    e.model = std::move(pc.model);
     e.precision = in.precision ? plan::parse_precision(*in.precision) : c.train.precision.get();
     e.micro_batch = in.micro_batch.value_or(c.train.batch_size);
     e.micro_batch_given = true;
@@ -337,8 +342,8 @@ Experiment make_experiment(const EstimateInputs& in) {
     e.precision = in.precision ? plan::parse_precision(*in.precision) : Precision::bf16;
     e.micro_batch = in.micro_batch.value_or(1);
     e.micro_batch_given = in.micro_batch.has_value();
-    if (in.params) {
-      e.model = plan::model_from_params(*in.params, in.layers, in.hidden, in.heads, in.seq, in.vocab);
+    if (in.params || hf) {
+      e.model = plan::model_from_hints(in.params, in.layers, in.hidden, in.heads, in.seq, in.vocab, in.arch);
       if (!e.model->note.empty()) e.notes.push_back(name_options(e.model->note, in.flags));
     }
     e.tokens = in.tokens;
@@ -353,7 +358,7 @@ Experiment make_experiment(const EstimateInputs& in) {
     } else {
       if (!in.tokens)
         throw_option_error("{params} needs {tokens} (or {flops}, or {hours} {on_offer} OFFER): the work is tokens x FLOPs per token");
-      if (!in.params) throw_option_error("{tokens} needs {params}: FLOPs per token come from the model size");
+      if (!e.model) throw_option_error("{tokens} needs {params}: FLOPs per token come from the model size");
       e.flops_per_token = plan::flops_per_token(*e.model, in.formula);
       e.formula = e.model->is_transformer() ? plan::flop_formula_name(in.formula)
                                             : str("6N (no ", flag("layers"), "/", flag("hidden"), "/", flag("heads"), "/",
@@ -692,7 +697,8 @@ CostReport make_estimate(const EstimateInputs& in) {
   if (ex.model)
     head.push_back(str("# model: ", plan::group_digits(ex.model->params), " parameters",
                        ex.model->is_transformer()
-                           ? str(" (L=", ex.model->n_layer, " D=", ex.model->hidden, " heads=", ex.model->heads, " T=", ex.model->seq, ")")
+                           ? str(" (L=", ex.model->n_layer, " D=", ex.model->hidden, " heads=", ex.model->heads, " T=", ex.model->seq,
+                                 plan::describe_block(*ex.model), ")")
                            : std::string()));
   head.push_back(str("# work: ", format_flop(ex.flops), ex.flops_per_token > 0 ? str(" = tokens x ", format_flop(ex.flops_per_token), " per token") : std::string(),
                      ", FLOPs per token: ", ex.formula));

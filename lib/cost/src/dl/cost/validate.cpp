@@ -22,6 +22,7 @@ std::vector<ValidationRow> validate_published_runs() {
     in.precision = "bf16";
     in.params = run.params;
     in.layers = run.layers, in.hidden = run.hidden, in.heads = run.heads, in.seq = run.seq, in.vocab = run.vocab;
+    in.arch = run.arch;  // a Llama-family run's real K/V heads, SwiGLU width and untied head
     in.tokens = run.minutes > 0 ? run.tokens : 1e9;
     const CostReport r = make_estimate(in);
     const CostRow* row = nullptr;

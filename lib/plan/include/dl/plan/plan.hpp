@@ -12,6 +12,16 @@
 
 namespace dl::plan {
 
+// A block's MLP: GPT-2's two matrices around a GELU (D -> F -> D), or Llama's SwiGLU,
+// down(silu(gate x) * up x) with three matrices (gate and up D -> F, down F -> D).
+enum class MlpKind { gelu, swiglu };
+// LayerNorm (weight and bias: 2D parameters) or RMSNorm (weight only: D).
+enum class NormKind { layernorm, rmsnorm };
+// The families whose defaults --arch sets (see with_family).
+enum class Family { gpt, llama };
+inline constexpr std::string_view kFamilyNames[] = {"gpt", "llama"};
+constexpr std::span<const std::string_view> choice_names(Family) { return kFamilyNames; }
+
 // A transformer (or any model reduced to a parameter count) as the planner sees it.
 struct ModelShape {
   std::string name;       // "gpt2-124m", a config path, or "7.5e9 params"
@@ -26,8 +36,44 @@ struct ModelShape {
   // The LM head is the token embedding (GPT-2); false: a separate V x D lm_head, counted in
   // `params` and held by the last pipeline stage instead of a copy of the embedding.
   bool tied_head = true;
+  // Attention and MLP widths (0: the defaults kv_heads() and ffn() give) and the block's kinds;
+  // the defaults are GPT-2's, with_family(m, Family::llama) sets Llama's.
+  int64_t kv_heads = 0;    // K/V heads (grouped-query attention; 1: multi-query); 0: = heads
+  int64_t ffn_hidden = 0;  // the MLP's inner width F; 0: 4D for gelu, swiglu_hidden(D) for swiglu
+  Family family = Family::gpt;
+  MlpKind mlp = MlpKind::gelu;
+  NormKind norm = NormKind::layernorm;
+  bool qkv_bias = true;    // biases on the q, k and v projections (GPT-2, Qwen2)
+  bool proj_bias = true;   // on the attention output projection
+  bool mlp_bias = true;    // on the MLP's matrices
+  bool learned_positions = true;  // a T x D position table (GPT-2); false: rotary (no parameters)
   bool is_transformer() const { return n_layer > 0 && hidden > 0 && heads > 0 && seq > 0; }
+  int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  int64_t ffn() const;
+  // K/V projection width as a fraction of D: KV x head_dim / D = KV / heads (1 without GQA).
+  double kv_fraction() const { return heads > 0 ? static_cast<double>(kv()) / static_cast<double>(heads) : 1.0; }
 };
+
+// Meta's SwiGLU width for a Llama of width D without an explicit size (facebookresearch/llama
+// model.py: 2/3 of 4D, rounded up to a multiple of 256): 4096 -> 11008, 2048 -> 5632.
+int64_t swiglu_hidden(int64_t hidden);
+// The family's block: gpt -> GELU MLP, LayerNorm, biases, learned positions, tied head, dropout
+// as Korthikanti et al. count it; llama -> SwiGLU, RMSNorm, no biases, rotary, untied head, no
+// dropout (transformers' LlamaConfig: attention_dropout 0).
+ModelShape with_family(ModelShape m, Family f);
+// "gpt" | "llama"; a usage error naming {arch} otherwise.
+Family parse_family(const std::string& s);
+
+// Parameters of a transformer shape (n_layer, hidden, heads and vocab known; seq too with
+// learned positions): V D + [T D] + L (attention + MLP + 2 norms) + final norm + [untied V D]
+// (REFERENCE.md "Model arithmetic" and "Llama-family arithmetic"). GPT-2 124M: 124,439,808;
+// Llama 3 8B: 8,030,261,248.
+double transformer_param_count(const ModelShape& m);
+// One block's parameters (attention with its K/V width, the MLP's 2 or 3 matrices, norms, biases).
+double block_param_count(const ModelShape& m);
+// What differs from GPT-2's block, for notes: " KV=8 F=14336 llama (SwiGLU, RMSNorm, rotary)
+// untied head"; "" for GPT-2's.
+std::string describe_block(const ModelShape& m);
 
 // From a dl-train config: the same parameter count dl-train reports, to the parameter.
 // gpt: gpt_param_count of the [model] section. mlp: the input width and the class count come from
@@ -43,6 +89,44 @@ inline constexpr double kParamsRounding = 0.05;
 // exact one: "124M" with GPT-2 small's hints plans its 124,439,808 parameters.
 ModelShape model_from_params(double params, int64_t n_layer = 0, int64_t hidden = 0, int64_t heads = 0,
                              int64_t seq = 0, int64_t vocab = 0);
+// The same with the hints' architecture: `hints` carries n_layer, hidden, heads, seq, vocab (0:
+// unknown) and the block (kv_heads, ffn_hidden, family kinds, biases, tied_head); the check and
+// the exact count use its blocks' parameters (grouped K/V, SwiGLU's three matrices, an untied head).
+ModelShape model_from_params(double params, const ModelShape& hints);
+// m with n_layer, hidden, heads, seq and vocab set.
+ModelShape with_dims(ModelShape m, int64_t n_layer, int64_t hidden, int64_t heads, int64_t seq, int64_t vocab);
+
+// What --arch, --kv-heads, --ffn-hidden, --untied-head and --hf-config say about a model, beside
+// --params and --layers --hidden --heads --seq --vocab.
+struct ArchHints {
+  std::string family;       // --arch: "gpt" | "llama" ("": gpt)
+  int64_t kv_heads = 0;     // --kv-heads
+  int64_t ffn_hidden = 0;   // --ffn-hidden
+  bool untied_head = false; // --untied-head
+  std::string hf_config;    // --hf-config: a Hugging Face config.json
+  bool any() const { return !family.empty() || kv_heads || ffn_hidden || untied_head || !hf_config.empty(); }
+};
+// The model the flags describe: --hf-config's (with --seq, default its max_position_embeddings;
+// --params must then be absent), else model_from_params(params, hints of the family). Usage
+// errors name the flags ({kv_heads}, {ffn_hidden}, {hf_config}, ...).
+ModelShape model_from_hints(std::optional<double> params, int64_t n_layer, int64_t hidden, int64_t heads, int64_t seq,
+                            int64_t vocab, const ArchHints& arch);
+// A Hugging Face config.json of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or
+// GPT2LMHeadModel as a shape (seq 0: max_position_embeddings / n_positions). Other architectures,
+// mixture-of-experts and sliding-window fields, a head_dim other than hidden / heads and an
+// activation other than the family's are usage errors naming the file and the key.
+ModelShape model_from_hf_config(const std::string& config_json, int64_t seq = 0);
+
+// A dl-train config as the planner reads it: the Config (train, parallel, optim sections) and
+// the model. model.type "llama" (keys n_layer, n_head, n_kv_head, n_embd, ffn_hidden, block_size,
+// vocab_size, tie_embeddings, rms_norm_eps, rope_theta, rope_scaling) is read here until the
+// shared config schema has it: its llama-only keys (and --set overrides of them) are taken out,
+// the rest loads as the schema's gpt section, and the model is the llama shape.
+struct PlanConfig {
+  Config config;
+  ModelShape model;
+};
+PlanConfig load_plan_config(const std::string& path, const std::vector<std::string>& sets, const std::string& name = "");
 
 enum class FlopFormula {
   palm,  // 6N + 12 L H Q T (PaLM, Chowdhery et al. 2022, appendix B)
@@ -158,6 +242,8 @@ double zero_model_state_bytes(double psi, int64_t nd, int64_t zero, const StateB
 // (2 -> as published, 4 -> fp32 activations). 0 without an architecture. Without dropout
 // (m.dropout false) the two 1-byte masks and the attention-dropout output are not stored:
 // s*b*h*(8 + 24/t + 2*a*s/(h*t)), selective s*b*h*(8 + 24/t).
+// The 24 is GPT-2's t-way split part, Q, K, V, the projection input (8) and GELU's input and
+// output at F = 4h (16); in general 4 + 4 KV/heads + 2 x (2 for GELU, 3 for SwiGLU) x F/h.
 // Flash attention (recompute none) replaces the scores term by the log-sum-exp state: 2 values
 // per row per head, 2*a*s*b/t values of bytes_per_value each (dl-train's CUDA backend allocates
 // attention_state_shape = [B, H, 2T] of the model dtype); selective recompute is the same for
@@ -169,7 +255,7 @@ double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int6
 // layers per stage x per-layer bytes x micro-batches in flight (1 without pp; 1F1B:
 // min(pp, microbatches); GPipe: microbatches), plus one layer's full activations under full
 // recompute, plus a backward working set of s*b*h*(2 + 8/t) values (activation gradients in
-// flight), plus the output layer (final LayerNorm and LM-head inputs 4sbh and the logits, sbV/t values of the activation dtype)
+// flight; SwiGLU: 2 + 3F/(ht)), plus the output layer (final LayerNorm and LM-head inputs 4sbh and the logits, sbV/t values of the activation dtype)
 // on the last stage.
 double activation_bytes(const ModelShape& m, const Layout& l);
 

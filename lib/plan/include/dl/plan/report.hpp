@@ -18,6 +18,7 @@ struct PlanInputs {
   std::vector<std::string> sets;
   std::optional<double> params;
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
+  ArchHints arch;  // --arch, --kv-heads, --ffn-hidden, --untied-head, --hf-config (instead of {params})
   // The machine.
   int64_t gpus = 0;
   std::optional<int64_t> gpus_per_node;   // default 8 (or gpus when fewer)

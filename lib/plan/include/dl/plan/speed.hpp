@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "dl/plan/gpus.hpp"
+#include "dl/plan/plan.hpp"
 
 namespace dl::plan {
 
@@ -31,6 +32,9 @@ struct PublishedRun {
   double params = 0;    // as published ("125M", "7B": the nominal size)
   // Architecture, for runs given as wall-clock (tokens in minutes); 0 for MFU-only rows.
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
+  // The block when it is not GPT-2's (a Llama-family or grouped-query run): --arch, --kv-heads,
+  // --ffn-hidden, --untied-head as dl-cost takes them.
+  ArchHints arch;
   double tokens = 0;    // wall-clock runs: tokens trained
   double minutes = 0;   // wall-clock runs: the measured duration (0: the source gives MFU)
   double mfu = 0;       // MFU-only rows: as published
@@ -38,7 +42,7 @@ struct PublishedRun {
 const std::vector<PublishedRun>& published_runs();
 // A run's MFU: as published, or tokens x flops_per_token / (seconds x gpus x bf16 peak).
 double run_mfu(const PublishedRun& r);
-// The model of a run for dl-cost (--params with the run's architecture when it has one).
+// The model of a run for dl-cost (--params with the run's architecture and block when it has one).
 ModelShape run_model(const PublishedRun& r);
 
 struct SpeedCalibration {

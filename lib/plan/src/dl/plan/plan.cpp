@@ -21,14 +21,38 @@ namespace dl::plan {
 
 namespace {
 
-// GPT-2 block parameters (REFERENCE.md "Model arithmetic"): ln_1, ln_2 (4D), c_attn (3D^2 + 3D),
-// attn c_proj (D^2 + D), mlp c_fc (4D^2 + 4D), mlp c_proj (4D^2 + D) = 12 D^2 + 13 D.
-double layer_params(double h) { return 12 * h * h + 13 * h; }
+// A block's parameters in two parts (REFERENCE.md "Model arithmetic", "Llama-family
+// arithmetic"). Split: what Megatron-LM (Shoeybi et al. 2019) splits t ways under tensor
+// parallelism — q [D -> D], k and v [D -> KV hd each], o [D -> D], the MLP's matrices (gelu:
+// D x F twice; swiglu: gate, up and down, three) and the column-parallel biases (q/k/v, gelu's
+// c_fc or swiglu's gate and up). Replicated: the two norms (LayerNorm 2D each, RMSNorm D) and
+// the row-parallel biases (o and the MLP's output, D each).
+// GPT-2: split 12D^2 + 7D, replicated 6D: 12 D^2 + 13 D (ln_1, ln_2, c_attn, c_proj, c_fc, mlp c_proj).
+struct BlockParams {
+  double split = 0, replicated = 0;
+};
 
-// One block's parameters on a tensor-parallel rank (Megatron-LM, Shoeybi et al. 2019): the four
-// matrices and the column-parallel biases (c_attn 3D, c_fc 4D) are split t ways; LayerNorms and
-// the row-parallel biases (2 x D) are replicated.
-double layer_params_tp(double h, double t) { return (12 * h * h + 7 * h) / t + 6 * h; }
+double norm_params(const ModelShape& m) {
+  return (m.norm == NormKind::layernorm ? 2.0 : 1.0) * static_cast<double>(m.hidden);
+}
+
+BlockParams block_params(const ModelShape& m) {
+  const double d = static_cast<double>(m.hidden), kv = m.kv_fraction() * d, f = static_cast<double>(m.ffn());
+  const double in_matrices = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;  // gate and up, or c_fc
+  BlockParams b;
+  b.split = 2 * d * d + 2 * d * kv + (in_matrices + 1) * d * f;
+  if (m.qkv_bias) b.split += d + 2 * kv;
+  if (m.mlp_bias) b.split += in_matrices * f, b.replicated += d;
+  if (m.proj_bias) b.replicated += d;
+  b.replicated += 2 * norm_params(m);
+  return b;
+}
+
+// One block's parameters on a tensor-parallel rank: the split part over t, the rest whole.
+double layer_params_tp(const ModelShape& m, double t) {
+  const BlockParams b = block_params(m);
+  return b.split / t + b.replicated;
+}
 
 bool has_layers(const ModelShape& m) { return m.n_layer > 0 && m.hidden > 0; }
 
@@ -80,19 +104,28 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
 
 ModelShape model_from_params(double params, int64_t n_layer, int64_t hidden, int64_t heads, int64_t seq,
                              int64_t vocab) {
+  return model_from_params(params, with_dims(ModelShape{}, n_layer, hidden, heads, seq, vocab));
+}
+
+ModelShape with_dims(ModelShape m, int64_t n_layer, int64_t hidden, int64_t heads, int64_t seq, int64_t vocab) {
+  m.n_layer = n_layer, m.hidden = hidden, m.heads = heads, m.seq = seq, m.vocab = vocab;
+  return m;
+}
+
+ModelShape model_from_params(double params, const ModelShape& hints) {
   if (!(params > 0) || !std::isfinite(params)) throw_option_error("{params}: need a positive parameter count, got ", params);
-  if (n_layer < 0 || hidden < 0 || heads < 0 || seq < 0 || vocab < 0)
+  const int64_t n_layer = hints.n_layer, hidden = hints.hidden, heads = hints.heads, seq = hints.seq, vocab = hints.vocab;
+  if (n_layer < 0 || hidden < 0 || heads < 0 || seq < 0 || vocab < 0 || hints.kv_heads < 0 || hints.ffn_hidden < 0)
     throw_usage("architecture hints must be positive (or left out)");
   if (heads > 0 && hidden > 0 && hidden % heads != 0)
     throw_option_error("{heads} ", heads, " does not divide {hidden} ", hidden);
-  ModelShape m;
+  if (hints.kv_heads > 0 && heads == 0) throw_option_error("{kv_heads} needs {heads}: K/V heads group the query heads");
+  if (hints.kv_heads > 0 && heads % hints.kv_heads != 0)
+    throw_option_error("{kv_heads} ", hints.kv_heads, " does not divide {heads} ", heads,
+                       ": each K/V head serves heads / kv-heads query heads");
+  ModelShape m = hints;
   m.type = std::nullopt;
   m.params = params;
-  m.n_layer = n_layer;
-  m.hidden = hidden;
-  m.heads = heads;
-  m.seq = seq;
-  m.vocab = vocab;
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.4g", params);
   std::string num = buf;  // "7.5e+09" -> "7.5e9"
@@ -103,12 +136,12 @@ ModelShape model_from_params(double params, int64_t n_layer, int64_t hidden, int
   }
   m.name = num + " params";
   if (has_layers(m)) {
-    double need = static_cast<double>(n_layer) * layer_params(static_cast<double>(hidden));
-    if (vocab > 0) need += static_cast<double>(vocab) * static_cast<double>(hidden);
-    if (seq > 0) need += static_cast<double>(seq) * static_cast<double>(hidden);
-    // With the embeddings known the hints give the exact count (+ the final LayerNorm's 2D).
-    const bool exact = vocab > 0 && seq > 0;
-    if (exact) need += 2 * static_cast<double>(hidden);
+    double need = static_cast<double>(n_layer) * block_param_count(m);
+    if (vocab > 0) need += (m.tied_head ? 1.0 : 2.0) * static_cast<double>(vocab) * static_cast<double>(hidden);
+    if (seq > 0 && m.learned_positions) need += static_cast<double>(seq) * static_cast<double>(hidden);
+    // With the embeddings known the hints give the exact count (+ the final norm's 2D or D).
+    const bool exact = vocab > 0 && (seq > 0 || !m.learned_positions);
+    if (exact) need += norm_params(m);
     const double off = need / params - 1;
     if (off > kParamsRounding)
       throw_option_error("{params} ", num, " is fewer than the architecture hints alone need (", group_digits(need),
@@ -127,6 +160,55 @@ ModelShape model_from_params(double params, int64_t n_layer, int64_t hidden, int
     }
   }
   return m;
+}
+
+int64_t ModelShape::ffn() const {
+  if (ffn_hidden > 0) return ffn_hidden;
+  return mlp == MlpKind::swiglu ? swiglu_hidden(hidden) : 4 * hidden;
+}
+
+int64_t swiglu_hidden(int64_t hidden) {
+  const int64_t two_thirds = 2 * (4 * hidden) / 3;
+  return (two_thirds + 255) / 256 * 256;
+}
+
+ModelShape with_family(ModelShape m, Family f) {
+  m.family = f;
+  const bool gpt = f == Family::gpt;
+  m.mlp = gpt ? MlpKind::gelu : MlpKind::swiglu;
+  m.norm = gpt ? NormKind::layernorm : NormKind::rmsnorm;
+  m.qkv_bias = m.proj_bias = m.mlp_bias = gpt;
+  m.learned_positions = gpt;
+  m.tied_head = gpt;
+  m.dropout = gpt;
+  return m;
+}
+
+Family parse_family(const std::string& s) {
+  if (auto f = parse_choice<Family>(s)) return *f;
+  throw_option_error("{arch}: unknown architecture '", s, "' (gpt or llama)");
+}
+
+double block_param_count(const ModelShape& m) {
+  const BlockParams b = block_params(m);
+  return b.split + b.replicated;
+}
+
+double transformer_param_count(const ModelShape& m) {
+  const double d = static_cast<double>(m.hidden), v = static_cast<double>(m.vocab);
+  return v * d * (m.tied_head ? 1.0 : 2.0) + (m.learned_positions ? static_cast<double>(m.seq) * d : 0.0) +
+         static_cast<double>(m.n_layer) * block_param_count(m) + norm_params(m);
+}
+
+std::string describe_block(const ModelShape& m) {
+  std::string s;
+  if (m.heads > 0 && m.kv() != m.heads) s += str(" KV=", m.kv());
+  if (m.hidden > 0 && (m.ffn_hidden > 0 || m.mlp == MlpKind::swiglu) && m.ffn() != 4 * m.hidden) s += str(" F=", m.ffn());
+  if (m.family == Family::llama)
+    s += str(" llama (", m.mlp == MlpKind::swiglu ? "SwiGLU" : "GELU", ", ", m.norm == NormKind::rmsnorm ? "RMSNorm" : "LayerNorm",
+             m.learned_positions ? ", learned positions" : ", rotary", m.qkv_bias ? ", q/k/v biases" : "", ")");
+  if (!m.tied_head) s += " untied head";
+  return s;
 }
 
 std::string group_digits(double v) {
@@ -249,10 +331,11 @@ double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp) {
   if (!has_layers(m)) return m.params / (t * static_cast<double>(p));
   const double h = static_cast<double>(m.hidden);
   const double layers = static_cast<double>(ceil_div(m.n_layer, p));
-  // Everything outside the blocks: embeddings (wte V x D, wpe T x D), final LayerNorm (2D),
+  // Everything outside the blocks: embeddings (wte V x D, wpe T x D), final norm (2D or D),
   // and whatever else the count holds when only --params was given (taken as embeddings).
-  const double outside = std::max(0.0, m.params - static_cast<double>(m.n_layer) * layer_params(h) - 2 * h);
-  const double wpe = m.seq > 0 && m.vocab > 0 ? static_cast<double>(m.seq) * h : 0.0;  // replicated
+  const double final_norm = norm_params(m);
+  const double outside = std::max(0.0, m.params - static_cast<double>(m.n_layer) * block_param_count(m) - final_norm);
+  const double wpe = m.seq > 0 && m.vocab > 0 && m.learned_positions ? static_cast<double>(m.seq) * h : 0.0;  // replicated
   const double split = outside - wpe;  // wte, an untied lm_head (vocab-parallel) and the rest: split t ways
   // The vocabulary's rows split as evenly as they go (dl-train's vocab_range): the busiest rank
   // holds ceil(V / t) rows of wte and of an untied lm_head.
@@ -262,13 +345,13 @@ double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp) {
   const double vocab_local = matrices * rows * h;
   // (A rounded --params may hold less than the hints' vocabulary: then all of it splits t ways.)
   const double split_local = split >= vocab_whole ? (split - vocab_whole) / t + vocab_local : split / t;
-  const double first = layers * layer_params_tp(h, t) + split_local + wpe + (p == 1 ? 2 * h : 0.0);
+  const double first = layers * layer_params_tp(m, t) + split_local + wpe + (p == 1 ? final_norm : 0.0);
   if (p == 1) return first;
   // The last stage holds the final LayerNorm and the LM head: with tied embeddings its own copy
   // of the token embedding (Megatron-LM keeps one on the first and the last stage), else the
   // untied lm_head, which the first stage then does not hold.
   const double head = m.vocab > 0 ? rows * h : 0.0;
-  const double last = layers * layer_params_tp(h, t) + 2 * h + head;
+  const double last = layers * layer_params_tp(m, t) + final_norm + head;
   if (!m.tied_head) return std::max(first - head, last);
   return std::max(first, last);
 }
@@ -290,6 +373,14 @@ double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int6
   // two LayerNorm inputs 4sbh. Without dropout the masks (2sbh + as^2b) and the attention-dropout
   // output (2as^2b) go: 32sbh + 2as^2b, i.e. s*b*h*(8 + 24/t + 2as/(ht)) under tensor parallelism.
   const double replicated = m.dropout ? 10 : 8, scores = m.dropout ? 5 : 2;
+  // The t-way split part, 24 for GPT-2, from the block's widths: Q 2, K and V 2 x KV/heads each
+  // (grouped-query attention stores the smaller K/V), the projection input 2, and the MLP's
+  // F-wide values: GELU's input and output (2 x 2F/h: 16 at F = 4h), SwiGLU's gate and up
+  // outputs (silu's and the product's inputs) and their product (down's input): 3 x 2F/h
+  // (Megatron-LM's swiglu keeps the same three).
+  const double f_over_h = static_cast<double>(m.ffn()) / h;
+  const double mlp_values = m.mlp == MlpKind::swiglu ? 3.0 : 2.0;
+  const double split = 4 + 4 * m.kv_fraction() + 2 * mlp_values * f_over_h;
   const double sbh = s * b * h, scale = bytes_per_value / 2.0;
   // Flash attention (Dao et al. 2022; dl-train's kernels/attention.cu) never stores the scores,
   // their dropout mask or output (the mask is regenerated from the RNG state): backward
@@ -302,10 +393,10 @@ double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int6
                                     ? 2 * a * s * b / t * bytes_per_value
                                     : sbh * scores * a * s / (h * t) * scale;
   switch (r) {
-    case Recompute::none: return sbh * (replicated + 24 / t) * scale + attention_term;
+    case Recompute::none: return sbh * (replicated + split / t) * scale + attention_term;
     // Selective recompute re-runs the attention core in backward, which rebuilds the
     // log-sum-exp state too: nothing of it is kept, for either attention.
-    case Recompute::selective: return sbh * (replicated + 24 / t) * scale;
+    case Recompute::selective: return sbh * (replicated + split / t) * scale;
     case Recompute::full: return 2 * sbh * scale;
   }
   return 0;
@@ -347,8 +438,10 @@ double activation_bytes(const ModelShape& m, const Layout& l) {
   // activation gradients in flight while one layer's backward runs — the residual-stream
   // gradient and the layer-input gradient (2 values of width h) and the MLP's 4h-wide GELU input
   // and output gradients (8/t values of width h): s*b*h*(2 + 8/t) values. Counted once per rank.
+  // (GPT-2's F = 4h, two F-wide gradients: 8/t; SwiGLU's three: the product's, gate's and up's.)
   const double tpd = static_cast<double>(std::max<int64_t>(l.tp, 1));
-  const double work = s * b * h * (2 + 8 / tpd) * bpv;
+  const double mlp_grads = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * static_cast<double>(m.ffn()) / h;
+  const double work = s * b * h * (2 + mlp_grads / tpd) * bpv;
   const double first = layers * per * static_cast<double>(in_flight(l)) + recompute_peak + work;
   if (l.pp <= 1) return first + output;
   // The last stage runs each micro-batch's backward right after its forward under 1F1B (one in
@@ -378,7 +471,7 @@ MemoryBreakdown memory_per_rank(const ModelShape& m, const Layout& l) {
   // pipeline stages a send and a receive buffer of one micro-batch's boundary activations.
   if (l.dp > 1) mem.comm_buffers += 2 * kGradBucketBytes;
   if (l.zero >= 3 && l.dp > 1) {
-    const double layer = has_layers(m) ? layer_params_tp(static_cast<double>(m.hidden), static_cast<double>(l.tp))
+    const double layer = has_layers(m) ? layer_params_tp(m, static_cast<double>(l.tp))
                                        : std::min(P, kZero3GatherParams);
     mem.comm_buffers += 2 * layer * sb.params;
   }
@@ -454,6 +547,9 @@ std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_ba
     return str("tp = ", l.tp, " is more than the ", l.gpus_per_node,
                " GPUs per node (tensor parallelism needs NVLink-class bandwidth: keep it inside a node)");
   if (m.heads > 0 && m.heads % l.tp != 0) return str("tp = ", l.tp, " does not divide the ", m.heads, " attention heads");
+  // Each rank holds whole K/V groups (Megatron-LM's num_query_groups % tp == 0).
+  if (m.heads > 0 && m.kv() % l.tp != 0)
+    return str("tp = ", l.tp, " does not divide the ", m.kv(), " K/V heads (grouped-query attention: each rank holds whole groups)");
   if (m.n_layer > 0 && m.n_layer % l.pp != 0) return str("pp = ", l.pp, " does not divide the ", m.n_layer, " layers");
   if (m.type == ModelType::mlp && (l.tp > 1 || l.pp > 1))
     return "tensor and pipeline parallelism apply to the gpt model only (mlp: use dp and zero)";

@@ -41,19 +41,24 @@ Setup setup(const PlanInputs& in) {
   r.flags = in.flags;
   if (!in.config_path.empty() && in.params)
     throw_option_error("give a config or {params}, not both");
-  if (in.config_path.empty() && !in.params)
-    throw_option_error("no model: give a dl-train config (dl-shard plan CONFIG.toml ...) or {params} N (see --help)");
+  if (in.config_path.empty() && !in.params && in.arch.hf_config.empty())
+    throw_option_error("no model: give a dl-train config (dl-shard plan CONFIG.toml ...), {params} N or {hf_config} "
+                       "config.json (see --help)");
   if (!in.config_path.empty() && hints)
     throw_option_error("{layers}/{hidden}/{heads}/{seq}/{vocab} describe a {params} model; change a config's model with "
                        "{sets} model.n_layer=... instead");
+  if (!in.config_path.empty() && in.arch.any())
+    throw_option_error("{arch}/{kv_heads}/{ffn_hidden}/{untied_head}/{hf_config} describe a model without a config; "
+                       "change a config's model with {sets} model.n_kv_head=... instead");
   if (in.config_path.empty() && !in.sets.empty()) throw_option_error("{sets} changes a config: give the config too");
   if (in.gpus < 1) throw_option_error("{gpus}: give the number of GPUs (>= 1)");
 
   if (!in.config_path.empty()) {
-    s.config = load_config(in.config_path, in.sets);
-    r.model = model_from_config(*s.config, std::filesystem::path(in.config_path).filename().string());
+    PlanConfig pc = load_plan_config(in.config_path, in.sets);
+    s.config = std::move(pc.config);
+    r.model = std::move(pc.model);
   } else {
-    r.model = model_from_params(*in.params, in.layers, in.hidden, in.heads, in.seq, in.vocab);
+    r.model = model_from_hints(in.params, in.layers, in.hidden, in.heads, in.seq, in.vocab, in.arch);
     r.model.note = name_options(r.model.note, in.flags);
   }
   const Config* c = s.config ? &*s.config : nullptr;
@@ -150,7 +155,8 @@ Setup setup(const PlanInputs& in) {
   const ModelShape& m = r.model;
   std::string arch;
   if (m.type == ModelType::gpt || m.is_transformer())
-    arch = str(" (L=", m.n_layer, " D=", m.hidden, " heads=", m.heads, " T=", m.seq, m.vocab ? str(" V=", m.vocab) : "", ")");
+    arch = str(" (L=", m.n_layer, " D=", m.hidden, " heads=", m.heads, " T=", m.seq, m.vocab ? str(" V=", m.vocab) : "",
+               describe_block(m), ")");
   else if (m.n_layer || m.hidden)
     arch = str(" (L=", m.n_layer, " D=", m.hidden, "; give ", flag("heads"), " and ", flag("seq"), " for activations)");
   r.notes.push_back(str("# model: ", m.name, ": ", group_digits(m.params), " parameters", arch));

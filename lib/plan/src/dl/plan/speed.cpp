@@ -123,7 +123,7 @@ const std::vector<PublishedRun>& published_runs() {
 }
 
 ModelShape run_model(const PublishedRun& r) {
-  return model_from_params(r.params, r.layers, r.hidden, r.heads, r.seq, r.vocab);
+  return model_from_hints(r.params, r.layers, r.hidden, r.heads, r.seq, r.vocab, r.arch);
 }
 
 double run_mfu(const PublishedRun& r) {
