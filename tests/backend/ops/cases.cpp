@@ -227,15 +227,12 @@ Case attention_backward(int64_t B, int64_t T, int64_t C, int H) {
   return c;
 }
 
-// --- the Llama ops (refused by the CUDA backend until its kernels land) -------------------------
-
-const std::vector<std::string> kNoCudaKernelYet = {"cuda"};
+// --- the Llama ops -----------------------------------------------------------------------------
 
 Case rmsnorm_forward(int64_t N, int64_t C) {
   Case c{"rmsnorm_forward", "N=" + str_of(N) + ",C=" + str_of(C)};
   c.args = {out("out", {N, C}), out("rstd", {N}), in("inp", {N, C}, -2, 3), in("weight", {C}, 0.5, 1.5)};
   c.run = [](Env& e) { e.be.rmsnorm_forward(e["out"], e["rstd"], e["inp"], e["weight"], 1e-5); };
-  c.refused_on = kNoCudaKernelYet;
   return c;
 }
 
@@ -258,7 +255,6 @@ Case rmsnorm_backward(int64_t N, int64_t C, bool accumulate) {
     return dot(y, e["dout"]);
   };
   c.wrt = {{"inp", "dinp"}, {"weight", "dweight"}};
-  c.refused_on = kNoCudaKernelYet;
   return c;
 }
 
@@ -277,7 +273,6 @@ Case rope_forward(int64_t B, int64_t T, int H, int64_t hs, bool in_place) {
   c.args = {in_place ? inout("inp", {B, T, H * hs}) : in("inp", {B, T, H * hs}), inv_freq_arg(hs)};
   if (!in_place) c.args.push_back(out("out", {B, T, H * hs}));
   c.run = [H, in_place](Env& e) { e.be.rope_forward(in_place ? e["inp"] : e["out"], e["inp"], e["inv_freq"], H); };
-  c.refused_on = kNoCudaKernelYet;
   return c;
 }
 
@@ -296,7 +291,6 @@ Case rope_backward(int64_t B, int64_t T, int H, int64_t hs, bool in_place) {
     };
     c.wrt = {{"inp", "dinp"}};
   }
-  c.refused_on = kNoCudaKernelYet;
   return c;
 }
 
@@ -304,7 +298,6 @@ Case swiglu_forward(int64_t N, int64_t F) {
   Case c{"swiglu_forward", "N=" + str_of(N) + ",F=" + str_of(F)};
   c.args = {out("out", {N, F}), in("gate", {N, F}, -6, 6), in("up", {N, F}, -2, 2)};
   c.run = [](Env& e) { e.be.swiglu_forward(e["out"], e["gate"], e["up"]); };
-  c.refused_on = kNoCudaKernelYet;
   return c;
 }
 
@@ -319,7 +312,6 @@ Case swiglu_backward(int64_t N, int64_t F) {
     return dot(y, e["dout"]);
   };
   c.wrt = {{"gate", "dgate"}, {"up", "dup"}};
-  c.refused_on = kNoCudaKernelYet;
   return c;
 }
 
@@ -333,7 +325,6 @@ Case qkv_pack(int64_t B, int64_t T, int H, int Hkv, int64_t hs) {
             in("v", {B, T, Hkv * hs})};
   c.run = [H, Hkv](Env& e) { e.be.qkv_pack(e["qkv"], e["q"], e["k"], e["v"], H, Hkv); };
   c.tol = Tolerance::all({0, 0});
-  c.refused_on = kNoCudaKernelYet;
   return c;
 }
 
@@ -349,7 +340,6 @@ Case qkv_unpack(int64_t B, int64_t T, int H, int Hkv, int64_t hs) {
     return dot(y, e["dqkv"]);
   };
   c.wrt = {{"q", "dq"}, {"k", "dk"}, {"v", "dv"}};
-  c.refused_on = kNoCudaKernelYet;
   return c;
 }
 
