@@ -107,41 +107,32 @@ __global__ void swiglu_backward_kernel(T* dgate, T* dup, const T* dout, const T*
   }
 }
 
-// qkv[r] = [q[r] | k[r] per query head | v[r] per query head], query head h reading K/V head
-// h / group: one thread per element of qkv (a copy, no rounding).
-template <class T>
-__global__ void qkv_pack_kernel(T* qkv, const T* q, const T* k, const T* v, int64_t n, int64_t C, int64_t Ckv,
-                                int64_t hs, int64_t group) {
-  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = e / (3 * C), j = e % (3 * C), part = j / C, within = j % C;
-    if (part == 0) {
-      qkv[e] = q[r * C + within];
-    } else {
-      const int64_t src = r * Ckv + (within / hs) / group * hs + within % hs;
-      qkv[e] = part == 1 ? k[src] : v[src];
-    }
-  }
-}
-
-// dq[r] = dqkv[r]'s first C; dk/dv[r] of K/V head g = the sum of its group's query heads' slices,
-// in head order (f32, rounded once): one thread per output element, so no atomics.
-template <class T>
-__global__ void qkv_unpack_kernel(T* dq, T* dk, T* dv, const T* dqkv, int64_t n, int64_t C, int64_t Ckv, int64_t hs,
-                                  int64_t group) {
-  const int64_t width = C + 2 * Ckv;  // outputs per row
+// Between q[BT,C], k and v [BT,Ckv] and qkv[BT,3C], query head h reading K/V head h / group: one
+// thread per element of q, k and v. Pack copies a K/V element into its group's query heads' slots
+// (no rounding); unpack (qkv is then dqkv, q/k/v the gradients) sums those slots in head order in
+// f32, rounded once, so no two threads write one element and no atomics are needed.
+template <class T, bool kPack>
+__global__ void qkv_kernel(T* qkv, T* q, T* k, T* v, int64_t n, int64_t C, int64_t Ckv, int64_t hs, int64_t group) {
+  const int64_t width = C + 2 * Ckv;  // elements of q, k and v per row
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = e / width, j = e % width;
-    const T* src = dqkv + r * 3 * C;
+    T* row = qkv + r * 3 * C;
     if (j < C) {
-      dq[r * C + j] = src[j];
+      if (kPack) row[j] = q[r * C + j];
+      else q[r * C + j] = row[j];
       continue;
     }
     const int64_t is_v = (j - C) / Ckv, within = (j - C) % Ckv;
-    const int64_t g = within / hs, d = within % hs;
-    const T* part = src + (1 + is_v) * C + g * group * hs + d;
-    float s = 0.0f;
-    for (int64_t h = 0; h < group; ++h) s += to_f32(part[h * hs]);
-    (is_v ? dv : dk)[r * Ckv + within] = from_f32<T>(s);
+    T* kv = (is_v ? v : k) + r * Ckv + within;
+    T* slot = row + (1 + is_v) * C + within / hs * group * hs + within % hs;  // the group's first head
+    if (kPack) {
+      const T x = *kv;
+      for (int64_t h = 0; h < group; ++h) slot[h * hs] = x;
+    } else {
+      float s = 0.0f;
+      for (int64_t h = 0; h < group; ++h) s += to_f32(slot[h * hs]);
+      *kv = from_f32<T>(s);
+    }
   }
 }
 
@@ -219,28 +210,29 @@ void swiglu_backward(DType dt, void* dgate, void* dup, const void* dout, const v
   DL_KERNEL_CHECK("swiglu_backward_kernel", "n=", n);
 }
 
+// q, k, v and qkv as the kernel takes them: pack reads q/k/v and writes qkv, unpack the reverse.
+static void qkv_launch(const char* op, bool pack, DType dt, void* qkv, void* q, void* k, void* v, int64_t BT, int64_t H,
+                       int64_t Hkv, int64_t hs, cudaStream_t stream) {
+  const int64_t C = H * hs, Ckv = Hkv * hs, n = BT * (C + 2 * Ckv);
+  if (n == 0) return;
+  dispatch_float(dt, op, [&](auto z) {
+    using T = decltype(z);
+    launch(pack ? "qkv_pack_kernel" : "qkv_unpack_kernel", pack ? qkv_kernel<T, true> : qkv_kernel<T, false>,
+           grid_for(n, kThreads), kThreads, 0, stream, static_cast<T*>(qkv), static_cast<T*>(q), static_cast<T*>(k),
+           static_cast<T*>(v), n, C, Ckv, hs, H / Hkv);
+  });
+  DL_KERNEL_CHECK(pack ? "qkv_pack_kernel" : "qkv_unpack_kernel", "BT=", BT, " H=", H, " Hkv=", Hkv, " hs=", hs);
+}
+
 void qkv_pack(DType dt, void* qkv, const void* q, const void* k, const void* v, int64_t BT, int64_t H, int64_t Hkv,
               int64_t hs, cudaStream_t stream) {
-  const int64_t C = H * hs, n = BT * 3 * C;
-  if (n == 0) return;
-  dispatch_float(dt, "qkv_pack", [&](auto z) {
-    using T = decltype(z);
-    launch("qkv_pack_kernel", qkv_pack_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream, static_cast<T*>(qkv),
-           static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(v), n, C, Hkv * hs, hs, H / Hkv);
-  });
-  DL_KERNEL_CHECK("qkv_pack_kernel", "BT=", BT, " H=", H, " Hkv=", Hkv, " hs=", hs);
+  qkv_launch("qkv_pack", true, dt, qkv, const_cast<void*>(q), const_cast<void*>(k), const_cast<void*>(v), BT, H, Hkv,
+             hs, stream);
 }
 
 void qkv_unpack(DType dt, void* dq, void* dk, void* dv, const void* dqkv, int64_t BT, int64_t H, int64_t Hkv,
                 int64_t hs, cudaStream_t stream) {
-  const int64_t C = H * hs, Ckv = Hkv * hs, n = BT * (C + 2 * Ckv);
-  if (n == 0) return;
-  dispatch_float(dt, "qkv_unpack", [&](auto z) {
-    using T = decltype(z);
-    launch("qkv_unpack_kernel", qkv_unpack_kernel<T>, grid_for(n, kThreads), kThreads, 0, stream, static_cast<T*>(dq),
-           static_cast<T*>(dk), static_cast<T*>(dv), static_cast<const T*>(dqkv), n, C, Ckv, hs, H / Hkv);
-  });
-  DL_KERNEL_CHECK("qkv_unpack_kernel", "BT=", BT, " H=", H, " Hkv=", Hkv, " hs=", hs);
+  qkv_launch("qkv_unpack", false, dt, const_cast<void*>(dqkv), dq, dk, dv, BT, H, Hkv, hs, stream);
 }
 
 }  // namespace dl::cuda
