@@ -83,6 +83,27 @@ __device__ __forceinline__ T block_reduce(T v, T* scratch, Op op, T identity) {
   return r;
 }
 
+// Column sums over row chunks, in a fixed order: block (32 columns x 8 row lanes), grid (column
+// tiles, chunks of kColumnChunkRows rows). Each row lane sums term(r, c) over every 8th row of the
+// chunk in order; the 8 lane sums are then added in order. True in the one thread per column
+// (ty == 0, c < C) that holds the chunk's sum of column c in `sum`.
+template <class Term>
+__device__ __forceinline__ bool column_chunk_sum(int64_t N, int64_t C, Term term, int64_t& c, float& sum) {
+  DL_SHARED_ARRAY(float, acc, [8][33]);
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  c = blockIdx.x * 32LL + tx;
+  const int64_t r0 = blockIdx.y * kColumnChunkRows, r1 = min(N, r0 + kColumnChunkRows);
+  float s = 0.0f;
+  if (c < C)
+    for (int64_t r = r0 + ty; r < r1; r += 8) s += term(r, c);
+  acc[ty][tx] = s;
+  __syncthreads();
+  if (ty != 0 || c >= C) return false;
+  sum = 0.0f;
+  for (int k = 0; k < 8; ++k) sum += acc[k][tx];
+  return true;
+}
+
 struct SumOp {
   template <class T>
   __device__ __forceinline__ T operator()(T a, T b) const { return a + b; }

@@ -9,26 +9,13 @@ namespace dl::cuda {
 
 namespace {
 
-// Column sums of x[N,C] over chunks of kColumnChunkRows rows: block (32 columns x 8 row lanes),
-// grid (column tiles, chunks). Each row lane sums every 8th row of the chunk in order; the 8 lane
-// sums are then added in order.
+// Column sums of x[N,C] over chunks of kColumnChunkRows rows (common.cuh's column_chunk_sum).
 template <class T>
 __global__ void column_sum_partial_kernel(float* partial, const T* x, int64_t N, int64_t C) {
-  DL_SHARED_ARRAY(float, acc, [8][33]);
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int64_t c = blockIdx.x * 32LL + tx;
-  const int64_t chunk = blockIdx.y;
-  const int64_t r0 = chunk * kColumnChunkRows, r1 = min(N, r0 + kColumnChunkRows);
-  float s = 0.0f;
-  if (c < C)
-    for (int64_t r = r0 + ty; r < r1; r += 8) s += to_f32(x[r * C + c]);
-  acc[ty][tx] = s;
-  __syncthreads();
-  if (ty == 0 && c < C) {
-    float t = 0.0f;
-    for (int k = 0; k < 8; ++k) t += acc[k][tx];
-    partial[chunk * C + c] = t;
-  }
+  int64_t c;
+  float s;
+  if (column_chunk_sum(N, C, [=](int64_t r, int64_t col) { return to_f32(x[r * C + col]); }, c, s))
+    partial[blockIdx.y * C + c] = s;
 }
 
 template <class T>

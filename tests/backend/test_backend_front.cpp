@@ -585,3 +585,43 @@ TEST_CASE("values are checked by the implementation, with the same messages on e
   CHECK_THROWS_WITH(cpu_backend().crossentropy_backward(dlogits, Tensor::zeros({4, 6}, F32), targets, 1.0),
                     "crossentropy_backward: target 6 at row 2 is outside the 6 classes of the output");
 }
+
+// The Llama family's ops: a backend without their kernels (CUDA until they land; the counting
+// fake here) refuses each by name once the front has checked the call; the CPU runs it; a bad
+// shape is refused by the front on both.
+TEST_CASE("the llama ops: refused by name where a backend has no kernel, checked by the front everywhere") {
+  auto f32 = [](Shape s) { return Tensor::zeros(std::move(s), F32); };
+  Tensor x = f32({2, 3, 8}), out = f32({2, 3, 8}), rstd = f32({6}), w = f32({8}), dw = f32({8});
+  Tensor freq = f32({2}), kv = f32({2, 3, 4}), dkv = f32({2, 3, 4}), qkv = f32({2, 3, 24});
+  struct Call {
+    const char* op;
+    std::function<void(Backend&)> fn;
+  };
+  const std::vector<Call> calls = {
+      {"rmsnorm_forward", [&](Backend& be) { be.rmsnorm_forward(out, rstd, x, w, 1e-5); }},
+      {"rmsnorm_backward", [&](Backend& be) { be.rmsnorm_backward(out, dw, x, x, w, rstd, false); }},
+      {"rope_forward", [&](Backend& be) { be.rope_forward(out, x, freq, 2); }},
+      {"rope_backward", [&](Backend& be) { be.rope_backward(out, x, freq, 2); }},
+      {"swiglu_forward", [&](Backend& be) { be.swiglu_forward(out, x, x); }},
+      {"swiglu_backward", [&](Backend& be) { be.swiglu_backward(out, out, x, x, x); }},
+      {"qkv_pack", [&](Backend& be) { be.qkv_pack(qkv, x, kv, kv, 2, 1); }},
+      {"qkv_unpack", [&](Backend& be) { be.qkv_unpack(x, kv, dkv, qkv, 2, 1); }},
+  };
+  for (const Call& c : calls) {
+    CAPTURE(c.op);
+    CountingBackend fake;
+    CHECK_THROWS_WITH(c.fn(fake), (std::string(c.op) + ": not implemented on the counting backend").c_str());
+    CHECK_NOTHROW(c.fn(cpu_backend()));
+  }
+  Tensor wrong = f32({7});
+  CHECK_THROWS_WITH(cpu_backend().rmsnorm_forward(out, rstd, x, wrong, 1e-5),
+                    "rmsnorm_forward: weight is f32[7], expected 8 elements (one per column of inp f32[2,3,8])");
+  CHECK_THROWS_WITH(cpu_backend().rope_forward(out, x, wrong, 2),
+                    "rope_forward: inv_freq is f32[7], expected 2 elements (half the head size of f32[2,3,8])");
+  CHECK_THROWS_WITH(cpu_backend().rope_forward(out, x, freq, 3),
+                    "rope_forward: inp is f32[2,3,8], expected a last dimension of n_head = 3 heads of an even size");
+  CHECK_THROWS_WITH(cpu_backend().qkv_pack(qkv, x, kv, kv, 2, 3), "qkv_pack: n_kv_head = 3 must divide n_head = 2");
+  CountingBackend fake;
+  CHECK_THROWS_WITH(fake.rmsnorm_forward(out, rstd, x, wrong, 1e-5),
+                    "rmsnorm_forward: weight is f32[7], expected 8 elements (one per column of inp f32[2,3,8])");
+}

@@ -227,6 +227,122 @@ Case attention_backward(int64_t B, int64_t T, int64_t C, int H) {
   return c;
 }
 
+// --- the Llama ops -----------------------------------------------------------------------------
+
+Case rmsnorm_forward(int64_t N, int64_t C) {
+  Case c{"rmsnorm_forward", "N=" + str_of(N) + ",C=" + str_of(C)};
+  c.args = {out("out", {N, C}), out("rstd", {N}), in("inp", {N, C}, -2, 3), in("weight", {C}, 0.5, 1.5)};
+  c.run = [](Env& e) { e.be.rmsnorm_forward(e["out"], e["rstd"], e["inp"], e["weight"], 1e-5); };
+  return c;
+}
+
+Case rmsnorm_backward(int64_t N, int64_t C, bool accumulate) {
+  Case c{"rmsnorm_backward", "N=" + str_of(N) + ",C=" + str_of(C) + ",acc=" + str_of(accumulate)};
+  c.args = {accumulate ? inout("dinp", {N, C}) : out("dinp", {N, C}), inout("dweight", {C}), in("dout", {N, C}),
+            in("inp", {N, C}, -2, 3), in("weight", {C}, 0.5, 1.5)};
+  c.setup = [N, C](Env& e) {  // the tested backend's rstd, rounded to its dtype
+    Tensor fwd = e.be.empty({N, C}, e.float_dtype());
+    e.t["rstd"] = e.be.empty({N}, e.float_dtype());
+    e.be.rmsnorm_forward(fwd, e["rstd"], e["inp"], e["weight"], 1e-5);
+  };
+  c.shared = {"rstd"};
+  c.run = [accumulate](Env& e) {
+    e.be.rmsnorm_backward(e["dinp"], e["dweight"], e["dout"], e["inp"], e["weight"], e["rstd"], accumulate);
+  };
+  c.loss = [N, C](Env& e) {
+    Tensor y = e.be.empty({N, C}, e.float_dtype()), rstd = e.be.empty({N}, e.float_dtype());
+    e.be.rmsnorm_forward(y, rstd, e["inp"], e["weight"], 1e-5);
+    return dot(y, e["dout"]);
+  };
+  c.wrt = {{"inp", "dinp"}, {"weight", "dweight"}};
+  return c;
+}
+
+// inv_freq as Llama's (theta 10000) up to a factor: angles up to T radians, so every quadrant.
+std::string rope_params(int64_t B, int64_t T, int H, int64_t hs) {
+  return "B=" + str_of(B) + ",T=" + str_of(T) + ",H=" + str_of(H) + ",hs=" + str_of(hs);
+}
+Arg inv_freq_arg(int64_t hs) {
+  return in("inv_freq", {hs / 2}).as(Type::f32).with([hs](int64_t i, double u) {
+    return (0.75 + 0.5 * u) * std::pow(10000.0, -2.0 * double(i) / double(hs));
+  });
+}
+
+Case rope_forward(int64_t B, int64_t T, int H, int64_t hs, bool in_place) {
+  Case c{"rope_forward", rope_params(B, T, H, hs) + (in_place ? ",in_place" : "")};
+  c.args = {in_place ? inout("inp", {B, T, H * hs}) : in("inp", {B, T, H * hs}), inv_freq_arg(hs)};
+  if (!in_place) c.args.push_back(out("out", {B, T, H * hs}));
+  c.run = [H, in_place](Env& e) { e.be.rope_forward(in_place ? e["inp"] : e["out"], e["inp"], e["inv_freq"], H); };
+  return c;
+}
+
+Case rope_backward(int64_t B, int64_t T, int H, int64_t hs, bool in_place) {
+  Case c{"rope_backward", rope_params(B, T, H, hs) + (in_place ? ",in_place" : "")};
+  c.args = {in_place ? inout("dout", {B, T, H * hs}) : in("dout", {B, T, H * hs}), inv_freq_arg(hs)};
+  if (!in_place) c.args.push_back(out("dinp", {B, T, H * hs}));
+  c.run = [H, in_place](Env& e) {
+    e.be.rope_backward(in_place ? e["dout"] : e["dinp"], e["dout"], e["inv_freq"], H);
+  };
+  if (!in_place) {
+    c.loss = [H](Env& e) {
+      Tensor y = e.be.empty(e["dout"].shape(), e.float_dtype());
+      e.be.rope_forward(y, e["inp"], e["inv_freq"], H);
+      return dot(y, e["dout"]);
+    };
+    c.wrt = {{"inp", "dinp"}};
+  }
+  return c;
+}
+
+Case swiglu_forward(int64_t N, int64_t F) {
+  Case c{"swiglu_forward", "N=" + str_of(N) + ",F=" + str_of(F)};
+  c.args = {out("out", {N, F}), in("gate", {N, F}, -6, 6), in("up", {N, F}, -2, 2)};
+  c.run = [](Env& e) { e.be.swiglu_forward(e["out"], e["gate"], e["up"]); };
+  return c;
+}
+
+Case swiglu_backward(int64_t N, int64_t F) {
+  Case c{"swiglu_backward", "N=" + str_of(N) + ",F=" + str_of(F)};
+  c.args = {out("dgate", {N, F}), out("dup", {N, F}), in("dout", {N, F}), in("gate", {N, F}, -6, 6),
+            in("up", {N, F}, -2, 2)};
+  c.run = [](Env& e) { e.be.swiglu_backward(e["dgate"], e["dup"], e["dout"], e["gate"], e["up"]); };
+  c.loss = [N, F](Env& e) {
+    Tensor y = e.be.empty({N, F}, e.float_dtype());
+    e.be.swiglu_forward(y, e["gate"], e["up"]);
+    return dot(y, e["dout"]);
+  };
+  c.wrt = {{"gate", "dgate"}, {"up", "dup"}};
+  return c;
+}
+
+std::string gqa_params(int64_t B, int64_t T, int H, int Hkv, int64_t hs) {
+  return "B=" + str_of(B) + ",T=" + str_of(T) + ",H=" + str_of(H) + ",Hkv=" + str_of(Hkv) + ",hs=" + str_of(hs);
+}
+
+Case qkv_pack(int64_t B, int64_t T, int H, int Hkv, int64_t hs) {
+  Case c{"qkv_pack", gqa_params(B, T, H, Hkv, hs)};
+  c.args = {out("qkv", {B, T, 3 * H * hs}), in("q", {B, T, H * hs}), in("k", {B, T, Hkv * hs}),
+            in("v", {B, T, Hkv * hs})};
+  c.run = [H, Hkv](Env& e) { e.be.qkv_pack(e["qkv"], e["q"], e["k"], e["v"], H, Hkv); };
+  c.tol = Tolerance::all({0, 0});
+  return c;
+}
+
+// The gradient of the pack: unpack is its transpose, checked against differences of <pack, dqkv>.
+Case qkv_unpack(int64_t B, int64_t T, int H, int Hkv, int64_t hs) {
+  Case c{"qkv_unpack", gqa_params(B, T, H, Hkv, hs)};
+  c.args = {out("dq", {B, T, H * hs}), out("dk", {B, T, Hkv * hs}), out("dv", {B, T, Hkv * hs}),
+            in("dqkv", {B, T, 3 * H * hs})};
+  c.run = [H, Hkv](Env& e) { e.be.qkv_unpack(e["dq"], e["dk"], e["dv"], e["dqkv"], H, Hkv); };
+  c.loss = [=](Env& e) {
+    Tensor y = e.be.empty({B, T, 3 * H * hs}, e.float_dtype());
+    e.be.qkv_pack(y, e["q"], e["k"], e["v"], H, Hkv);
+    return dot(y, e["dqkv"]);
+  };
+  c.wrt = {{"q", "dq"}, {"k", "dk"}, {"v", "dv"}};
+  return c;
+}
+
 // --- pointwise ---------------------------------------------------------------------------------
 
 Case activation_forward(bool gelu, int64_t N, int64_t C) {
@@ -507,6 +623,29 @@ std::vector<Case> all_cases(Mode mode) {
                      : std::vector<Attn>{{B, T, C, 12}}) {
     cs.push_back(attention_forward(a.B, a.T, a.C, a.H));
     cs.push_back(attention_backward(a.B, a.T, a.C, a.H));
+  }
+
+  // The Llama ops: odd rows and widths; GQA 4:2 and MQA 4:1; head sizes 32 and 64 (Llama's 128 in perf).
+  for (int64_t c : test ? std::vector<int64_t>{96, 773} : std::vector<int64_t>{C}) {
+    const int64_t rows = test ? 61 : N;
+    cs.push_back(rmsnorm_forward(rows, c));
+    for (bool acc : {false, true}) cs.push_back(rmsnorm_backward(rows, c, acc));
+  }
+  struct Rope {
+    int64_t B, T;
+    int H;
+    int64_t hs;
+  };
+  for (Rope r : test ? std::vector<Rope>{{2, 37, 3, 32}, {1, 70, 2, 64}} : std::vector<Rope>{{B, T, 6, 128}})
+    for (bool in_place : {false, true}) {
+      cs.push_back(rope_forward(r.B, r.T, r.H, r.hs, in_place));
+      cs.push_back(rope_backward(r.B, r.T, r.H, r.hs, in_place));
+    }
+  cs.push_back(swiglu_forward(test ? 131 : N, test ? 77 : 4 * C));
+  cs.push_back(swiglu_backward(test ? 131 : N, test ? 77 : 4 * C));
+  for (int hkv : {2, 1}) {
+    cs.push_back(qkv_pack(test ? 2 : B, test ? 19 : T, 4, hkv, test ? 24 : 128));
+    cs.push_back(qkv_unpack(test ? 2 : B, test ? 19 : T, 4, hkv, test ? 24 : 128));
   }
 
   const int64_t pn = test ? 131 : N, pc = test ? 77 : 4 * C;

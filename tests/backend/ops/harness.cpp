@@ -341,6 +341,27 @@ void run_op(const Case& c, Env& e) {
   else c.run(e);
 }
 
+// A backend without the op's kernel: the call must throw, naming the op and the backend.
+Verdict check_refused(const Case& c, size_t case_index, Backend& be, DType dt) {
+  Verdict v;
+  v.worst = "refused";
+  // The setup may call an op of the same family first (a backward's forward): it may refuse too.
+  const std::string suffix = ": not implemented on the " + be.name() + " backend";
+  try {
+    Run r = prepare(c, case_index, be, dt);
+    c.run(r.tested);
+    v.ok = false;
+    v.why = "ran, but the case lists the backend in refused_on: take it out of the list";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    if (what.size() <= suffix.size() || what.compare(what.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      v.ok = false;
+      v.why = "threw '" + what + "', expected '<op>" + suffix + "'";
+    }
+  }
+  return v;
+}
+
 // One line of the table: the check's verdict, or FAIL with what it threw.
 void record(TestTotals& totals, std::ostream& out, const Case& c, const std::string& dtype, const std::string& backend,
             const std::function<Verdict()>& check) {
@@ -366,8 +387,10 @@ TestTotals run_test(const std::vector<Case>& cases, const std::vector<NamedBacke
     for (size_t ci = 0; ci < cases.size(); ++ci) {
       const Case& c = cases[ci];
       if (!filter.wants_op(c.op)) continue;
+      const bool refused = std::find(c.refused_on.begin(), c.refused_on.end(), nb.name) != c.refused_on.end();
       for (DType dt : c.dtypes)
         record(totals, out, c, std::string(dtype_name(dt)), nb.name, [&] {
+          if (refused) return check_refused(c, ci, *nb.backend, dt);
           Run r = prepare(c, ci, *nb.backend, dt);
           for (const Arg& a : c.args)
             if (a.delta_rel > 0) r.ref.t[a.name + "@start"] = r.ref[a.name].clone();
@@ -407,6 +430,7 @@ void run_perf(const std::vector<Case>& cases, const std::vector<NamedBackend>& b
     for (size_t ci = 0; ci < cases.size(); ++ci) {
       const Case& c = cases[ci];
       if (!filter.wants_op(c.op)) continue;
+      if (std::find(c.refused_on.begin(), c.refused_on.end(), nb.name) != c.refused_on.end()) continue;
       for (DType dt : c.dtypes) {
         Env e(be, dt, false);
         double bytes = fill_args(c, ci, e, nullptr);

@@ -121,6 +121,9 @@ struct Case {
   std::function<double(Env&)> loss;
   std::vector<std::pair<std::string, std::string>> wrt;
   Tolerance tol;
+  // Backends that have no kernel for the op yet: there the op must be refused by name (an error
+  // "<op>: not implemented on the <backend> backend"), which the harness checks instead.
+  std::vector<std::string> refused_on;
   bool scalar = false;  // compares Env::result (relative to max(|ref|, 1)) with tol.rel
   double flops = 0;     // per call, for perf (0: bytes/s from the tensors' sizes)
 };

@@ -93,6 +93,32 @@ class Backend {
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& state,
                           int n_head);
 
+  // The Llama family's ops (lib/nn/llama.*). Their CPU implementations are here; a backend
+  // without a kernel for one refuses it by name ("rmsnorm_forward: not implemented on the cuda
+  // backend"), so a model that needs it stops before its first step rather than computing garbage.
+  //
+  // RMSNorm (Zhang & Sennrich 2019), row-wise over the last dimension C:
+  // out = inp * rstd * weight with rstd = 1 / sqrt(mean(inp^2) + eps) saved per row [N].
+  void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight, double eps);
+  void rmsnorm_backward(Tensor& dinp, Tensor& dweight, const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                        const Tensor& rstd, bool accumulate);
+  // Rotary position embedding of x[B,T,H*hs] (hs even) at positions 0..T-1, transformers' Llama
+  // convention (rotate_half): each head's pair (i, i + hs/2) is rotated by the angle
+  // t * inv_freq[i]. inv_freq [hs/2] is f32 (or f64 under f64 ops), computed once by the model
+  // with any rope scaling; the angle is formed in f32 as transformers does. out may be inp.
+  // Backward rotates back; dinp may be dout.
+  void rope_forward(Tensor& out, const Tensor& inp, const Tensor& inv_freq, int n_head);
+  void rope_backward(Tensor& dinp, const Tensor& dout, const Tensor& inv_freq, int n_head);
+  // SwiGLU (Shazeer 2020): out = silu(gate) * up, element-wise.
+  void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up);
+  void swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate, const Tensor& up);
+  // Grouped-query attention through attention_forward/backward: q[B,T,H*hs], k and v
+  // [B,T,Hkv*hs] are packed into qkv[B,T,3*H*hs] with query head h reading K/V head
+  // h / (H / Hkv); unpack gives dq and, for each K/V head, the sum of its group's dk and dv.
+  // (Copies are O(B*T*C), the attention O(B*T*T*C): a kernel of its own would save little.)
+  void qkv_pack(Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head);
+  void qkv_unpack(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dqkv, int n_head, int n_kv_head);
+
   // GELU, tanh approximation (GPT-2's "gelu_new").
   void gelu_forward(Tensor& out, const Tensor& inp);
   void gelu_backward(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate);
@@ -157,6 +183,18 @@ class Backend {
   virtual void attention_forward_impl(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) = 0;
   virtual void attention_backward_impl(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                        const Tensor& state, int n_head) = 0;
+  // The Llama ops: by default refused by name (a backend without their kernels).
+  virtual void rmsnorm_forward_impl(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight, double eps);
+  virtual void rmsnorm_backward_impl(Tensor& dinp, Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                                     const Tensor& weight, const Tensor& rstd, bool accumulate);
+  virtual void rope_forward_impl(Tensor& out, const Tensor& inp, const Tensor& inv_freq, int n_head);
+  virtual void rope_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inv_freq, int n_head);
+  virtual void swiglu_forward_impl(Tensor& out, const Tensor& gate, const Tensor& up);
+  virtual void swiglu_backward_impl(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate,
+                                    const Tensor& up);
+  virtual void qkv_pack_impl(Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
+                             int n_kv_head);
+  virtual void qkv_unpack_impl(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dqkv, int n_head, int n_kv_head);
   virtual void gelu_forward_impl(Tensor& out, const Tensor& inp) = 0;
   virtual void gelu_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) = 0;
   virtual void relu_forward_impl(Tensor& out, const Tensor& inp) = 0;

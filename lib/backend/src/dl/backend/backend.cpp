@@ -44,6 +44,7 @@ std::ostream& operator<<(std::ostream& os, Floats f) {
 class Check {
  public:
   Check(const char* op, Device dev, uint32_t floats) : op_(op), dev_(dev), floats_(floats) {}
+  const char* op() const { return op_; }
 
   template <class... A>
   [[noreturn]] void fail(const char* name, const Tensor& t, A&&... expected) const {
@@ -389,6 +390,130 @@ void Backend::bias_add(Tensor& out, const Tensor& bias) {
   if (bias.numel() == 0 || out.numel() % bias.numel() != 0)
     c.fail("bias", bias, "C > 0 elements, C dividing those of out ", Desc{out});
   bias_add_impl(out, bias);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The Llama ops.
+
+void Backend::rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight, double eps) {
+  Check c("rmsnorm_forward", device(), floats_);
+  check_elementwise(c, inp, "inp", "of inp", {{out, "out"}});
+  c.flt(rstd, "rstd");
+  c.flt(weight, "weight");
+  const auto [N, C] = rows_of(c, inp, "inp", "[N,C]");
+  c.count(rstd, "rstd", N, "one per row", "of inp", inp);
+  c.count(weight, "weight", C, "one per column", "of inp", inp);
+  if (!(eps > 0)) throw_runtime("rmsnorm_forward: eps is ", eps, ", expected > 0");
+  rmsnorm_forward_impl(out, rstd, inp, weight, eps);
+}
+
+void Backend::rmsnorm_backward(Tensor& dinp, Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                               const Tensor& weight, const Tensor& rstd, bool accumulate) {
+  Check c("rmsnorm_backward", device(), floats_);
+  check_elementwise(c, inp, "inp", "of inp", {{dout, "dout"}, {dinp, "dinp"}});
+  for (const auto& [t, name] :
+       {std::pair<const Tensor&, const char*>{dweight, "dweight"}, {weight, "weight"}, {rstd, "rstd"}})
+    c.flt(t, name);
+  const auto [N, C] = rows_of(c, inp, "inp", "[N,C]");
+  c.count(dweight, "dweight", C, "one per column", "of inp", inp);
+  c.count(weight, "weight", C, "one per column", "of inp", inp);
+  c.count(rstd, "rstd", N, "one per row", "of inp", inp);
+  rmsnorm_backward_impl(dinp, dweight, dout, inp, weight, rstd, accumulate);
+}
+
+// x[B,T,H*hs] with hs even, inv_freq [hs/2] f32 or the op's dtype: the shapes both directions share.
+static void check_rope(Check& c, const Tensor& x, const char* x_name, const Tensor& other, const char* other_name,
+                       const Tensor& inv_freq, int n_head) {
+  c.flt(x, x_name);
+  c.flt(other, other_name);
+  c.flt_mixed(inv_freq, "inv_freq", inv_freq.dtype() == DType::f32, " (or f32)");
+  if (x.ndim() != 3) c.fail(x_name, x, "[B,T,H*hs]");
+  if (n_head <= 0 || x.size(2) % (2 * n_head) != 0)
+    c.fail(x_name, x, "a last dimension of n_head = ", n_head, " heads of an even size");
+  c.count(other, other_name, x.numel(), "the elements", "of", x);
+  const int64_t hs = x.size(2) / n_head;
+  c.count(inv_freq, "inv_freq", hs / 2, "half the head size", "of", x);
+}
+
+void Backend::rope_forward(Tensor& out, const Tensor& inp, const Tensor& inv_freq, int n_head) {
+  Check c("rope_forward", device(), floats_);
+  check_rope(c, inp, "inp", out, "out", inv_freq, n_head);
+  rope_forward_impl(out, inp, inv_freq, n_head);
+}
+
+void Backend::rope_backward(Tensor& dinp, const Tensor& dout, const Tensor& inv_freq, int n_head) {
+  Check c("rope_backward", device(), floats_);
+  check_rope(c, dout, "dout", dinp, "dinp", inv_freq, n_head);
+  rope_backward_impl(dinp, dout, inv_freq, n_head);
+}
+
+void Backend::swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
+  Check c("swiglu_forward", device(), floats_);
+  check_elementwise(c, gate, "gate", "of gate", {{up, "up"}, {out, "out"}});
+  swiglu_forward_impl(out, gate, up);
+}
+
+void Backend::swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate, const Tensor& up) {
+  Check c("swiglu_backward", device(), floats_);
+  check_elementwise(c, gate, "gate", "of gate", {{up, "up"}, {dout, "dout"}, {dgate, "dgate"}, {dup, "dup"}});
+  swiglu_backward_impl(dgate, dup, dout, gate, up);
+}
+
+// q[B,T,H*hs], k and v [B,T,Hkv*hs] with Hkv dividing H, qkv [B,T,3*H*hs].
+static void check_qkv_pack(Check& c, const Tensor& qkv, const char* qkv_name, const Tensor& q, const char* q_name,
+                           const Tensor& k, const char* k_name, const Tensor& v, const char* v_name, int n_head,
+                           int n_kv_head) {
+  c.flt(qkv, qkv_name);
+  c.flt(q, q_name);
+  c.flt(k, k_name);
+  c.flt(v, v_name);
+  if (n_head <= 0 || n_kv_head <= 0 || n_head % n_kv_head != 0)
+    throw_runtime(c.op(), ": n_kv_head = ", n_kv_head, " must divide n_head = ", n_head);
+  if (q.ndim() != 3 || q.size(2) % n_head != 0) c.fail(q_name, q, "[B,T,H*hs] with H = n_head = ", n_head);
+  const int64_t B = q.size(0), T = q.size(1), hs = q.size(2) / n_head;
+  c.count(k, k_name, B * T * n_kv_head * hs, "B*T*n_kv_head*hs", "for", q);
+  c.count(v, v_name, B * T * n_kv_head * hs, "B*T*n_kv_head*hs", "for", q);
+  if (qkv.ndim() != 3 || qkv.size(0) != B || qkv.size(1) != T || qkv.size(2) != 3 * q.size(2))
+    c.fail(qkv_name, qkv, "[B,T,3*H*hs] = [", B, ",", T, ",", 3 * q.size(2), "] for ", q_name, " ", Desc{q});
+}
+
+void Backend::qkv_pack(Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head) {
+  Check c("qkv_pack", device(), floats_);
+  check_qkv_pack(c, qkv, "qkv", q, "q", k, "k", v, "v", n_head, n_kv_head);
+  qkv_pack_impl(qkv, q, k, v, n_head, n_kv_head);
+}
+
+void Backend::qkv_unpack(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dqkv, int n_head, int n_kv_head) {
+  Check c("qkv_unpack", device(), floats_);
+  check_qkv_pack(c, dqkv, "dqkv", dq, "dq", dk, "dk", dv, "dv", n_head, n_kv_head);
+  qkv_unpack_impl(dq, dk, dv, dqkv, n_head, n_kv_head);
+}
+
+// A backend without the Llama kernels refuses them by name.
+void Backend::rmsnorm_forward_impl(Tensor&, Tensor&, const Tensor&, const Tensor&, double) {
+  throw_runtime("rmsnorm_forward: not implemented on the ", name(), " backend");
+}
+void Backend::rmsnorm_backward_impl(Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                    bool) {
+  throw_runtime("rmsnorm_backward: not implemented on the ", name(), " backend");
+}
+void Backend::rope_forward_impl(Tensor&, const Tensor&, const Tensor&, int) {
+  throw_runtime("rope_forward: not implemented on the ", name(), " backend");
+}
+void Backend::rope_backward_impl(Tensor&, const Tensor&, const Tensor&, int) {
+  throw_runtime("rope_backward: not implemented on the ", name(), " backend");
+}
+void Backend::swiglu_forward_impl(Tensor&, const Tensor&, const Tensor&) {
+  throw_runtime("swiglu_forward: not implemented on the ", name(), " backend");
+}
+void Backend::swiglu_backward_impl(Tensor&, Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  throw_runtime("swiglu_backward: not implemented on the ", name(), " backend");
+}
+void Backend::qkv_pack_impl(Tensor&, const Tensor&, const Tensor&, const Tensor&, int, int) {
+  throw_runtime("qkv_pack: not implemented on the ", name(), " backend");
+}
+void Backend::qkv_unpack_impl(Tensor&, Tensor&, Tensor&, const Tensor&, int, int) {
+  throw_runtime("qkv_unpack: not implemented on the ", name(), " backend");
 }
 
 // ---------------------------------------------------------------------------------------------

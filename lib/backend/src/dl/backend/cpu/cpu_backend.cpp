@@ -8,6 +8,7 @@
 
 #include "dl/backend/backend.hpp"
 #include "dl/backend/cpu/kernels.hpp"
+#include "dl/backend/cpu/llama_kernels.hpp"
 #include "dl/core/half.hpp"
 
 namespace dl {
@@ -124,6 +125,62 @@ class Kernels {
     dispatch(qkv, [&](auto z) {
       using F = decltype(z);
       cpu::attention_backward(ptr<F>(dqkv), ptr<F>(dout), ptr<F>(qkv), ptr<F>(state), B, T, C, n_head, false);
+    });
+  }
+
+  void rmsnorm_forward(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight, double eps) {
+    int64_t C = inp.size(-1), N = inp.numel() / C;
+    dispatch(inp, [&](auto z) {
+      using F = decltype(z);
+      cpu::rmsnorm_forward(ptr<F>(out), ptr<F>(rstd), ptr<F>(inp), ptr<F>(weight), N, C, eps);
+    });
+  }
+  void rmsnorm_backward(Tensor& dinp, Tensor& dweight, const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                        const Tensor& rstd, bool accumulate) {
+    int64_t C = inp.size(-1), N = inp.numel() / C;
+    dispatch(inp, [&](auto z) {
+      using F = decltype(z);
+      cpu::rmsnorm_backward(ptr<F>(dinp), ptr<F>(dweight), ptr<F>(dout), ptr<F>(inp), ptr<F>(weight), ptr<F>(rstd),
+                            N, C, accumulate);
+    });
+  }
+  // sign +1: forward; -1: backward (the inverse rotation).
+  void rope(Tensor& out, const Tensor& inp, const Tensor& inv_freq, int n_head, int sign) {
+    const int64_t B = inp.size(0), T = inp.size(1), hs = inp.size(2) / n_head;
+    // The angles are formed in f32 whatever inv_freq's dtype (f64 under f64 ops).
+    std::vector<float> freq(static_cast<size_t>(inv_freq.numel()));
+    for (size_t i = 0; i < freq.size(); ++i)
+      freq[i] = inv_freq.dtype() == DType::f32 ? inv_freq.data<float>()[i]
+                                               : static_cast<float>(inv_freq.data<double>()[i]);
+    dispatch(inp, [&](auto z) {
+      using F = decltype(z);
+      cpu::rope(ptr<F>(out), ptr<F>(inp), freq.data(), B, T, int64_t{n_head}, hs, F(sign));
+    });
+  }
+  void swiglu_forward(Tensor& out, const Tensor& gate, const Tensor& up) {
+    dispatch(gate, [&](auto z) {
+      using F = decltype(z);
+      cpu::swiglu_forward(ptr<F>(out), ptr<F>(gate), ptr<F>(up), gate.numel());
+    });
+  }
+  void swiglu_backward(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate, const Tensor& up) {
+    dispatch(gate, [&](auto z) {
+      using F = decltype(z);
+      cpu::swiglu_backward(ptr<F>(dgate), ptr<F>(dup), ptr<F>(dout), ptr<F>(gate), ptr<F>(up), gate.numel());
+    });
+  }
+  void qkv_pack(Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v, int n_head, int n_kv_head) {
+    const int64_t BT = q.size(0) * q.size(1), hs = q.size(2) / n_head;
+    dispatch(q, [&](auto z) {
+      using F = decltype(z);
+      cpu::qkv_pack(ptr<F>(qkv), ptr<F>(q), ptr<F>(k), ptr<F>(v), BT, int64_t{n_head}, int64_t{n_kv_head}, hs);
+    });
+  }
+  void qkv_unpack(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dqkv, int n_head, int n_kv_head) {
+    const int64_t BT = dq.size(0) * dq.size(1), hs = dq.size(2) / n_head;
+    dispatch(dq, [&](auto z) {
+      using F = decltype(z);
+      cpu::qkv_unpack(ptr<F>(dq), ptr<F>(dk), ptr<F>(dv), ptr<F>(dqkv), BT, int64_t{n_head}, int64_t{n_kv_head}, hs);
     });
   }
 
@@ -377,6 +434,42 @@ class CpuBackend final : public Backend {
                                const Tensor& state, int n_head) override {
     Widened w;
     k_.attention_backward(w.out(dqkv), w.in(dout), w.in(qkv), out, w.in(state), n_head);
+  }
+  void rmsnorm_forward_impl(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                            double eps) override {
+    Widened w;
+    k_.rmsnorm_forward(w.out(out), w.out(rstd), w.in(inp), w.in(weight), eps);
+  }
+  void rmsnorm_backward_impl(Tensor& dinp, Tensor& dweight, const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                             const Tensor& rstd, bool accumulate) override {
+    Widened w;
+    k_.rmsnorm_backward(w.out(dinp), w.out(dweight), w.in(dout), w.in(inp), w.in(weight), w.in(rstd), accumulate);
+  }
+  void rope_forward_impl(Tensor& out, const Tensor& inp, const Tensor& inv_freq, int n_head) override {
+    Widened w;
+    k_.rope(w.out(out), w.in(inp), inv_freq, n_head, +1);
+  }
+  void rope_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inv_freq, int n_head) override {
+    Widened w;
+    k_.rope(w.out(dinp), w.in(dout), inv_freq, n_head, -1);
+  }
+  void swiglu_forward_impl(Tensor& out, const Tensor& gate, const Tensor& up) override {
+    Widened w;
+    k_.swiglu_forward(w.out(out), w.in(gate), w.in(up));
+  }
+  void swiglu_backward_impl(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate,
+                            const Tensor& up) override {
+    Widened w;
+    k_.swiglu_backward(w.out(dgate), w.out(dup), w.in(dout), w.in(gate), w.in(up));
+  }
+  void qkv_pack_impl(Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
+                     int n_kv_head) override {
+    Widened w;
+    k_.qkv_pack(w.out(qkv), w.in(q), w.in(k), w.in(v), n_head, n_kv_head);
+  }
+  void qkv_unpack_impl(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dqkv, int n_head, int n_kv_head) override {
+    Widened w;
+    k_.qkv_unpack(w.out(dq), w.out(dk), w.out(dv), w.in(dqkv), n_head, n_kv_head);
   }
   void gelu_forward_impl(Tensor& out, const Tensor& inp) override {
     Widened w;

@@ -137,6 +137,17 @@ class CudaBackend final : public Backend {
   void attention_forward_impl(Tensor& out, Tensor& state, const Tensor& qkv, int n_head) override;
   void attention_backward_impl(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out,
                                const Tensor& state, int n_head) override;
+  void rmsnorm_forward_impl(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight, double eps) override;
+  void rmsnorm_backward_impl(Tensor& dinp, Tensor& dweight, const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                             const Tensor& rstd, bool accumulate) override;
+  void rope_forward_impl(Tensor& out, const Tensor& inp, const Tensor& inv_freq, int n_head) override;
+  void rope_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inv_freq, int n_head) override;
+  void swiglu_forward_impl(Tensor& out, const Tensor& gate, const Tensor& up) override;
+  void swiglu_backward_impl(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate,
+                            const Tensor& up) override;
+  void qkv_pack_impl(Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
+                     int n_kv_head) override;
+  void qkv_unpack_impl(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dqkv, int n_head, int n_kv_head) override;
   void gelu_forward_impl(Tensor& out, const Tensor& inp) override;
   void gelu_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inp, bool accumulate) override;
   void relu_forward_impl(Tensor& out, const Tensor& inp) override;

@@ -546,6 +546,63 @@ void CudaBackend::attention_backward_impl(Tensor& dqkv, const Tensor& dout, cons
 }
 
 // ---------------------------------------------------------------------------------------------
+// The Llama ops (kernels/llama.cu).
+
+void CudaBackend::rmsnorm_forward_impl(Tensor& out, Tensor& rstd, const Tensor& inp, const Tensor& weight,
+                                       double eps) {
+  const int64_t C = inp.size(-1), N = inp.numel() / C;
+  cuda::rmsnorm_forward(inp.dtype(), out.raw(), rstd.raw(), inp.raw(), weight.raw(), N, C, static_cast<float>(eps),
+                        impl_->stream);
+  impl_->after("rmsnorm_forward");
+}
+
+void CudaBackend::rmsnorm_backward_impl(Tensor& dinp, Tensor& dweight, const Tensor& dout, const Tensor& inp,
+                                        const Tensor& weight, const Tensor& rstd, bool accumulate) {
+  const int64_t C = inp.size(-1), N = inp.numel() / C;
+  Tensor partial = impl_->alloc({cuda::column_chunks(N) * C}, DType::f32, "rmsnorm_backward partial sums");
+  cuda::rmsnorm_backward(inp.dtype(), dinp.raw(), static_cast<float*>(partial.raw()), dweight.raw(), dout.raw(),
+                         inp.raw(), weight.raw(), rstd.raw(), N, C, accumulate, impl_->stream);
+  impl_->after("rmsnorm_backward");
+}
+
+void CudaBackend::rope_forward_impl(Tensor& out, const Tensor& inp, const Tensor& inv_freq, int n_head) {
+  cuda::rope(inp.dtype(), out.raw(), inp.raw(), inv_freq.dtype(), inv_freq.raw(), inp.size(0), inp.size(1), n_head,
+             inp.size(2) / n_head, +1, impl_->stream);
+  impl_->after("rope_forward");
+}
+
+void CudaBackend::rope_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inv_freq, int n_head) {
+  cuda::rope(dout.dtype(), dinp.raw(), dout.raw(), inv_freq.dtype(), inv_freq.raw(), dout.size(0), dout.size(1),
+             n_head, dout.size(2) / n_head, -1, impl_->stream);
+  impl_->after("rope_backward");
+}
+
+void CudaBackend::swiglu_forward_impl(Tensor& out, const Tensor& gate, const Tensor& up) {
+  cuda::swiglu_forward(gate.dtype(), out.raw(), gate.raw(), up.raw(), gate.numel(), impl_->stream);
+  impl_->after("swiglu_forward");
+}
+
+void CudaBackend::swiglu_backward_impl(Tensor& dgate, Tensor& dup, const Tensor& dout, const Tensor& gate,
+                                       const Tensor& up) {
+  cuda::swiglu_backward(gate.dtype(), dgate.raw(), dup.raw(), dout.raw(), gate.raw(), up.raw(), gate.numel(),
+                        impl_->stream);
+  impl_->after("swiglu_backward");
+}
+
+void CudaBackend::qkv_pack_impl(Tensor& qkv, const Tensor& q, const Tensor& k, const Tensor& v, int n_head,
+                                int n_kv_head) {
+  cuda::qkv_pack(q.dtype(), qkv.raw(), q.raw(), k.raw(), v.raw(), q.size(0) * q.size(1), n_head, n_kv_head,
+                 q.size(2) / n_head, impl_->stream);
+  impl_->after("qkv_pack");
+}
+
+void CudaBackend::qkv_unpack_impl(Tensor& dq, Tensor& dk, Tensor& dv, const Tensor& dqkv, int n_head, int n_kv_head) {
+  cuda::qkv_unpack(dq.dtype(), dq.raw(), dk.raw(), dv.raw(), dqkv.raw(), dq.size(0) * dq.size(1), n_head, n_kv_head,
+                   dq.size(2) / n_head, impl_->stream);
+  impl_->after("qkv_unpack");
+}
+
+// ---------------------------------------------------------------------------------------------
 // Element-wise.
 
 void CudaBackend::gelu_forward_impl(Tensor& out, const Tensor& inp) {

@@ -80,6 +80,29 @@ void scale(DType dt, void* x, float s, int64_t n, cudaStream_t stream);
 // even; an f16 beyond its range becomes +-Inf).
 void convert(DType dst_t, void* dst, DType src_t, const void* src, int64_t n, cudaStream_t stream);
 
+// --- llama.cu ---------------------------------------------------------------------------------
+// RMSNorm over the last dimension C of [N, C]: rstd [N] saved in the op's dtype.
+void rmsnorm_forward(DType dt, void* out, void* rstd, const void* inp, const void* weight, int64_t N, int64_t C,
+                     float eps, cudaStream_t stream);
+// dinp written (or added to when accumulate; it may be dout when not), dweight added to through
+// `partial` (column_chunks(N) * C floats of scratch), with the saved rstd.
+void rmsnorm_backward(DType dt, void* dinp, float* partial, void* dweight, const void* dout, const void* inp,
+                      const void* weight, const void* rstd, int64_t N, int64_t C, bool accumulate,
+                      cudaStream_t stream);
+// Rotate-half RoPE of x[B,T,H*hs] at positions 0..T-1 by t * inv_freq[i] (inv_freq [hs/2], f32 or
+// dt); sign +1 forward, -1 backward. out may be inp.
+void rope(DType dt, void* out, const void* inp, DType freq_t, const void* inv_freq, int64_t B, int64_t T, int64_t H,
+          int64_t hs, int sign, cudaStream_t stream);
+void swiglu_forward(DType dt, void* out, const void* gate, const void* up, int64_t n, cudaStream_t stream);
+void swiglu_backward(DType dt, void* dgate, void* dup, const void* dout, const void* gate, const void* up, int64_t n,
+                     cudaStream_t stream);
+// q[BT,H*hs], k and v [BT,Hkv*hs] into qkv[BT,3*H*hs], query head h reading K/V head h / (H / Hkv);
+// unpack is its transpose (dk, dv: each K/V head's group summed in head order).
+void qkv_pack(DType dt, void* qkv, const void* q, const void* k, const void* v, int64_t BT, int64_t H, int64_t Hkv,
+              int64_t hs, cudaStream_t stream);
+void qkv_unpack(DType dt, void* dq, void* dk, void* dv, const void* dqkv, int64_t BT, int64_t H, int64_t Hkv,
+                int64_t hs, cudaStream_t stream);
+
 // --- crossentropy.cu --------------------------------------------------------------------------
 // One block per row over the whole vocabulary. losses have dtype loss_t (f32, or the logits').
 void crossentropy_forward(DType dt, DType loss_t, void* losses, int32_t* correct, const void* logits,
