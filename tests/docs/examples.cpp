@@ -247,11 +247,12 @@ const NotRun kNotRun[] = {
 //                                              DL_EXAMPLE_MAX_STEPS steps, not 600)
 const std::regex kCheckpointName(R"(step_[0-9]{8})");
 
-// Files and folders the examples assume (runs/a, env.lock, ...): made once in the world folder
-// when an example first names one, copied into a group's scratch folder when a command reads it
-// and it is not there (a command that writes it, -o/--run-dir/--dir/>, gets no copy).
 }  // namespace
 
+// Files and folders the examples assume (runs/a, env.lock, ...): made once in the world folder
+// when an example first names one, copied into the example's scratch folder when the command
+// reads it (a command that writes it, -o/--run-dir/--dir/>, gets no copy). Every scratch folder
+// also holds a copy of configs/ and an empty runs/.
 struct Fixture {
   std::string name;
   std::function<void(const fs::path& world)> make;
@@ -287,6 +288,29 @@ std::set<std::string> outputs_of(const std::string& cmd) {
     if (w[i] == "-o" || w[i] == "--output" || w[i] == "--dir" || w[i] == ">" || (w[i] == "--run-dir" && !reads_run))
       out.insert(w[i + 1]);
   }
+  return out;
+}
+
+// The commands of a pipe or chain (split at |, &&, || and ; outside quotes; a # comment dropped).
+std::vector<std::string> commands_of(const std::string& cmd) {
+  std::vector<std::string> out(1);
+  char quote = 0;
+  for (size_t i = 0; i < cmd.size(); ++i) {
+    const char c = cmd[i];
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+    } else if (c == '#' && (i == 0 || cmd[i - 1] == ' ')) {
+      break;
+    } else if (c == '|' || c == ';' || (c == '&' && i + 1 < cmd.size() && cmd[i + 1] == '&')) {
+      if (i + 1 < cmd.size() && (cmd[i + 1] == '|' || cmd[i + 1] == '&')) ++i;
+      out.emplace_back();
+      continue;
+    }
+    out.back() += c;
+  }
+  for (auto& part : out) part = trim(part);
   return out;
 }
 
@@ -406,6 +430,10 @@ struct Runner::Impl {
   }
 
   const NotRun* not_run(const std::string& cmd) const {
+    // jq (in a pipe of dl-envlock check's help) is not among the project's dependencies.
+    static const NotRun no_jq{"| jq", "jq is not installed here"};
+    static const bool have_jq = dl::test::run("/bin/sh", {"-c", "command -v jq"}).exit_code == 0;
+    if (!have_jq && cmd.find(no_jq.pattern) != std::string::npos) return &no_jq;
     const std::string prog = program_of(cmd);
     for (const auto& n : kNotRun) {
       const std::string p = n.pattern;
@@ -475,14 +503,18 @@ struct Runner::Impl {
     } else if (prog.find("scripts/") != std::string::npos) {
       if (access((source / prog).c_str(), X_OK) != 0) problem = prog + " is not an executable script in the repository";
     } else if (cmd.find("dl-") != std::string::npos) {
-      static const std::regex launcher(R"(^\s*(srun|torchrun|mpirun)\b[^|;&]*?(?=\bdl-))");
+      static const std::regex launcher(R"(^\s*(srun|torchrun|mpirun)\b.*?(?=\bdl-))");
       static const std::regex build_path(R"((^|\s)[\w./-]*/(dl-(train|bench|shard|cost|envlock))\b)");
-      std::string parsed = std::regex_replace(cmd, launcher, "");
-      parsed = std::regex_replace(parsed, build_path, "$1$2");
-      const auto r = bash(dir, parsed, {"DL_EXAMPLE_PARSE_ONLY=1"}, 30);
-      if (r.exit_code != 0)
-        problem = "its command line does not parse (ran `" + parsed + "` with DL_EXAMPLE_PARSE_ONLY=1, exit " +
-                  std::to_string(r.exit_code) + "):\n" + tail_of(r.err, 10);
+      // Each dlkit command of a pipe or chain, alone (the other programs may not be here).
+      for (const auto& part : commands_of(cmd)) {
+        std::string parsed = std::regex_replace(part, launcher, "");
+        parsed = std::regex_replace(parsed, build_path, "$1$2");
+        if (std::find(kTools.begin(), kTools.end(), program_of(parsed)) == kTools.end()) continue;
+        const auto r = bash(dir, parsed, {"DL_EXAMPLE_PARSE_ONLY=1"}, 30);
+        if (r.exit_code != 0)
+          problem += "its command line does not parse (ran `" + parsed + "` with DL_EXAMPLE_PARSE_ONLY=1, exit " +
+                     std::to_string(r.exit_code) + "):\n" + tail_of(r.err, 10);
+      }
     } else {
       o.how += " (another program: not checked)";
     }

@@ -115,16 +115,20 @@ TEST_CASE("a broken example fails, naming its source, its command and why") {
       "    srun -N2 dl-train configs/addition.toml --nproc-per-nod 8\n\n"
       "    dl-train --resume DIR [--stepz N]\n\n"
       "    make demoo\n\n"
-      "    dl-cost offers --gpu NoSuchGPU | head -1\n";
+      "    dl-cost offers --gpu NoSuchGPU | head -1\n\n"
+      // Parsed only (Slurm): each dlkit command of the pipe alone, not the program it pipes into.
+      "    srun -N2 dl-cost offers --gpu H100 --format json | no-such-program-here .rows\n";
   const auto examples = markdown_examples(md, "PLANTED.md");
-  REQUIRE(examples.size() == 6);
+  REQUIRE(examples.size() == 7);
   std::map<std::string, std::string> helps;
   (void)help_examples(bin_dir(), &helps);
   TempDir scratch("examples-planted");
   Runner runner(source_path(""), bin_dir(), scratch.path(), helps);
   const auto outcomes = runner.run(examples, 2);
   CHECK(outcomes[0].ok);
-  for (size_t i = 1; i < outcomes.size(); ++i) {
+  CHECK_MESSAGE(outcomes[6].ok, outcomes[6].report);
+  CHECK(has(outcomes[6].how, "needs Slurm"));
+  for (size_t i = 1; i < 6; ++i) {
     INFO(examples[i].command);
     CHECK_FALSE(outcomes[i].ok);
     CHECK(has(outcomes[i].report, examples[i].where + ": " + examples[i].command));
