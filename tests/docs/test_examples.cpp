@@ -447,6 +447,16 @@ struct Runner::Impl {
                       "gpu = \"H100-SXM\"\ngpus = 8\non_demand = 20.0\nsource = \"a quote by mail\"\nas_of = \"2026-11\"\n");
          }},
         {"out", [](const fs::path& w) { fs::create_directory(w / "out"); }},
+        // The --hf-config examples' download: Llama 3 8B's config.json as the hub publishes it.
+        {"Meta-Llama-3-8B", [](const fs::path& w) {
+           fs::create_directory(w / "Meta-Llama-3-8B");
+           write_file(w / "Meta-Llama-3-8B/config.json",
+                      "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": 4096, "
+                      "\"intermediate_size\": 14336, \"num_hidden_layers\": 32, \"num_attention_heads\": 32, "
+                      "\"num_key_value_heads\": 8, \"vocab_size\": 128256, \"max_position_embeddings\": 8192, "
+                      "\"hidden_act\": \"silu\", \"rms_norm_eps\": 1e-05, \"rope_theta\": 500000.0, "
+                      "\"tie_word_embeddings\": false, \"torch_dtype\": \"bfloat16\"}\n");
+         }},
     };
   }
 
