@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  dl-shard recommend --params 7.5e9 --layers 32 --hidden 4096 --heads 32 --seq 2048 --gpus 8 --gpu-mem 80GB\n"
       "  dl-shard recommend configs/addition.toml --gpus 2 --gpu L4\n"
-      "  dl-bench gemm --format json > bench.json && dl-shard recommend --params 13e9 --gpus 16 --bench bench.json\n"
+      "  dl-bench gemm --format json > bench.json && dl-shard recommend --params 13e9 --gpus 16 --gpu-mem 80GB --bench bench.json\n"
       "  dl-shard recommend --params 70e9 --gpus 64 --gpu H100-SXM --tp 8 --format csv --top 0\n"
       "  dl-shard recommend configs/llama3-8b.toml --gpus 8 --gpu H100-SXM\n"
       "  dl-shard recommend --hf-config Meta-Llama-3-8B/config.json --seq 4096 --gpus 16 --gpu A100-SXM-80GB");

@@ -280,6 +280,7 @@ int main(int argc, char** argv) {
     o.json = json;
     o.quiet = quiet;
     o.env_lock = env_lock;
+    o.max_steps_here = dl::example_cap("DL_EXAMPLE_MAX_STEPS").value_or(-1);
     const auto role = dl::dist::launch_role(nproc_per_node, nnodes, env);
     if (role == dl::dist::LaunchRole::launcher) {
       // Every rank runs this same command line (plus the run directory chosen here, so all of

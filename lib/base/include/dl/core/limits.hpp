@@ -45,4 +45,11 @@ int check_thread_count(int64_t n, std::string_view what);
 // DL_NUM_THREADS when it is set to a positive number (checked by check_thread_count); 0 otherwise.
 int env_thread_count();
 
+// Test hooks that shorten the documented examples (tests/docs runs every one of them in seconds;
+// docs/RELIABILITY.md, "Examples"): the positive count the environment variable `var` holds
+// (DL_EXAMPLE_MAX_STEPS: steps each training process runs; DL_EXAMPLE_MAX_TRIALS: a sweep's
+// sampled trials), nullopt when it is unset or empty. Anything else is a usage error naming it,
+// rather than a run that silently goes the whole way.
+std::optional<int64_t> example_cap(const char* var);
+
 }  // namespace dl

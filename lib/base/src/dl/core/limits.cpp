@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -147,6 +148,16 @@ int env_thread_count() {
   const long long n = std::strtoll(v, nullptr, 10);
   if (n <= 0) return 0;  // not a positive number: one thread per core, as before
   return check_thread_count(n, "DL_NUM_THREADS");
+}
+
+std::optional<int64_t> example_cap(const char* var) {
+  const char* v = std::getenv(var);
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(v, &end, 10);
+  if (*end || errno || n < 1) throw_usage(var, " = '", v, "': give a positive whole number, or unset it");
+  return static_cast<int64_t>(n);
 }
 
 }  // namespace dl

@@ -64,8 +64,12 @@ int max_local_ranks();
 
 // Checks --repeat/--warmup/--threads (usage errors) and applies --threads and --quiet.
 void apply_common(const CommonOptions& c);
+// --repeat and --warmup, or the benchmark's default; at most DL_EXAMPLE_MAX_STEPS (example_capped).
 int repeat_or(const CommonOptions& c, int fallback);
 int warmup_or(const CommonOptions& c, int fallback);
+// `n` timed (or warm-up) iterations, at most DL_EXAMPLE_MAX_STEPS where that test hook is set
+// (core/limits.hpp: the documented examples' test runs every benchmark in about a second).
+int example_capped(int n);
 
 // What a benchmark returns: rows in dlkit-bench/1, human notes (shown under tables, and as
 // "# ..." comments only in human formats), and failures (a wrong result: the rows are still

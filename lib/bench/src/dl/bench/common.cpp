@@ -91,8 +91,13 @@ void apply_common(const CommonOptions& c) {
 
 int max_local_ranks() { return static_cast<int>(std::max(2u, std::thread::hardware_concurrency())); }
 
-int repeat_or(const CommonOptions& c, int fallback) { return c.repeat > 0 ? c.repeat : fallback; }
-int warmup_or(const CommonOptions& c, int fallback) { return c.warmup >= 0 ? c.warmup : fallback; }
+int example_capped(int n) {
+  const auto cap = example_cap("DL_EXAMPLE_MAX_STEPS");
+  return cap ? static_cast<int>(std::min<int64_t>(n, *cap)) : n;
+}
+
+int repeat_or(const CommonOptions& c, int fallback) { return example_capped(c.repeat > 0 ? c.repeat : fallback); }
+int warmup_or(const CommonOptions& c, int fallback) { return example_capped(c.warmup >= 0 ? c.warmup : fallback); }
 
 void Report::append(const Report& o) {
   rows.insert(rows.end(), o.rows.begin(), o.rows.end());

@@ -168,17 +168,18 @@ void note_cpu_sgemm_rate(double flops) {
 MeasuredPeak cpu_sgemm_peak() {
   const int threads = num_threads();
   CpuPeakState& s = cpu_peaks()[threads];
+  const int runs = example_capped(5);
   if (!s.calibrated) {
     // The fastest single run: a peak is what the machine can do, and on a shared machine the
     // fastest run is the one least disturbed by others.
     for (int64_t n : {1024, 2048}) {
       CpuSgemm g({n, n, n}, 1, 0x5eed);
-      Timing t = summarize(g.time_calls(1, 5));
+      Timing t = summarize(g.time_calls(1, runs));
       s.best = std::max(s.best, gemm_flops({n, n, n}) / t.min);
     }
     s.calibrated = true;
   }
-  return {s.best, str("measured: fastest sgemm run (the backend's matmul) in this process (5 runs each at 1024^3 and 2048^3, "
+  return {s.best, str("measured: fastest sgemm run (the backend's matmul) in this process (", runs, " runs each at 1024^3 and 2048^3, "
                       "and the gemm benchmark's own), ", threads, " thread", threads == 1 ? "" : "s")};
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "dl/bench/cuda_bench.hpp"
 #include "dl/bench/peaks.hpp"
@@ -12,6 +13,7 @@
 #include "dl/cli/table.hpp"
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/limits.hpp"
 #include "dl/core/option_error.hpp"
 #include "dl/core/parallel.hpp"
 #include "dl/dist/launch_env.hpp"
@@ -59,7 +61,7 @@ double model_flops_utilization(double tokens_per_sec, double flops_per_token, do
 Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) {
   const DeviceKind kind = select_device(common.device);
   // --repeat runs of warm-up + --steps steps each; the row reports the median run.
-  const int64_t steps = o.steps == -1 ? 10 : o.steps;
+  const int64_t steps = std::min(o.steps == -1 ? 10 : o.steps, example_cap("DL_EXAMPLE_MAX_STEPS").value_or(std::numeric_limits<int64_t>::max()));
   const int64_t warmup = warmup_or(common, 2);
   const int runs = repeat_or(common, 1);
   if (steps < 1 || steps > 1000000) throw_option_error("{steps} ", steps, ": time 1 to 1000000 steps");

@@ -23,6 +23,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/limits.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/dir_lock.hpp"
 #include "dl/io/jsonl.hpp"
@@ -473,6 +474,10 @@ SweepResult run_sweep(const SweepOptions& o) {
     lock = create_locked_dir(o.dir, what, str("continue it with dl-train sweep --resume ", o.dir.string(), ", or choose another --dir"));
     st.save();
   }
+  // DL_EXAMPLE_MAX_TRIALS (a test hook, core/limits.hpp): fewer sampled trials (never fewer than
+  // have started); a grid keeps its points.
+  if (const auto cap = example_cap("DL_EXAMPLE_MAX_TRIALS"); cap && st.spec.method != Method::grid)
+    st.spec.trials = std::max(std::min(st.spec.trials, *cap), static_cast<int64_t>(st.trials.size()));
   Runner runner(st, o);
   const bool finished = runner.run();
   SweepResult r{st.spec, st.dir, st.trials, !finished};

@@ -38,6 +38,10 @@ struct TrainOptions {
   std::function<void(const nlohmann::ordered_json&)> on_record;
   bool checkpoints = true;
   bool evaluation = true;
+  // At most this many steps in this process (-1: up to train.steps), as if the run were stopped
+  // there: the learning-rate schedule still follows train.steps and a --resume continues it.
+  // dl-train sets it from DL_EXAMPLE_MAX_STEPS (core/limits.hpp), for the examples' test.
+  int64_t max_steps_here = -1;
 };
 
 struct EvalResult {

@@ -249,6 +249,7 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   // Micro-batches per step: gradient accumulation times pipeline micro-batches.
   const int64_t B = cfg.train.batch_size, A = micro_batches_per_step(cfg), total = cfg.train.steps;
+  const int64_t stop_at = opt.max_steps_here < 0 ? total : std::min(total, state.step + opt.max_steps_here);
   const int64_t units = units_per_example(*model, cfg), global_examples = B * A * shape.dp;
   const bool tokens = model->type() == ModelType::gpt;
   const std::string unit = tokens ? "tok/s" : "ex/s";
@@ -272,7 +273,7 @@ TrainSummary run_training(const TrainOptions& opt) {
 
   // DL_CUDA_PROFILE_STEP=N: step N runs inside the CUDA profiler's range (profiler.hpp).
   [[maybe_unused]] const int64_t profile_step = be.device().is_cpu() ? 0 : profile_step_from_env();
-  while (state.step < total) {
+  while (state.step < stop_at) {
 #ifdef DL_HAVE_CUDA
     if (state.step + 1 == profile_step) cuda_profiler_start();
 #endif
@@ -290,7 +291,7 @@ TrainSummary run_training(const TrainOptions& opt) {
     const double elapsed = run.seconds_before + (monotonic_seconds() - run.session_start);
     if (rates.size() == 1) write_memory_report(opt, mesh, engine, *model, be, summary.params);  // after the first step
 
-    if (r.step % cfg.log.every == 0 || r.step == 1 || r.step == total) {
+    if (r.step % cfg.log.every == 0 || r.step == 1 || r.step == stop_at) {
       ojson rec = step_record(r, rate, elapsed, scaler, mesh.world());
       if (root) run.metrics->record(rec);
       if (lines)
@@ -298,7 +299,7 @@ TrainSummary run_training(const TrainOptions& opt) {
                      " grad_norm ", format_fixed(r.grad_norm, 3), " ", format_si(rate, unit, 3)));
     }
     run.bar.update(r.step, "loss " + format_fixed(r.loss, 4) + " | " + format_si(rate, unit, 3));
-    if (cfg.train.eval_every > 0 && r.step % cfg.train.eval_every == 0 && r.step < total) run.evaluate_now();
+    if (cfg.train.eval_every > 0 && r.step % cfg.train.eval_every == 0 && r.step < stop_at) run.evaluate_now();
     if (cfg.train.checkpoint_every > 0 && r.step % cfg.train.checkpoint_every == 0) run.checkpoint();
     if (r.stop) {
       run.checkpoint();
