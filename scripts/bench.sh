@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: dl-train's CPU training throughput against PyTorch on the same GPT shape
-# (configs/bench-cpu.toml), measured in one run, each at its best thread count, plus the
+# (configs/bench-cpu.toml), measured in one run, each at its best thread count: Debian's PyTorch
+# 1.13 and the current PyTorch 2.x from PyPI (eager with fused AdamW, and torch.compile), plus the
 # machine's OpenBLAS sgemm peak, and dl-bench gemm's own rate against a plain timed cblas_sgemm
 # (1024^3, 1 thread; fails outside 0.8-1.2). Prints a table and writes BUILD/bench/cpu-train.json.
 #   REPEATS=3 (runs per implementation and thread count; the median counts)
@@ -11,6 +12,15 @@ REPEATS=${REPEATS:-3}
 PY=/usr/bin/python3
 out="$BUILD/bench"
 mkdir -p "$out"
+# PyTorch as users run it today: the current release from PyPI in a venv under BUILD/bench (pip's
+# cache makes the second install quick), beside Debian's python3-torch 1.13 above.
+venv="$out/venv-torch"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import torch, numpy" 2> /dev/null; then
+  echo "bench: installing PyTorch from PyPI into $venv (minutes the first time)" >&2
+  $PY -m venv "$venv"
+  "$venv/bin/pip" install -q torch numpy
+fi
+PY2="$venv/bin/python"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 threads=$(seq 1 "$(nproc)")
@@ -41,8 +51,15 @@ rates = [json.loads(l)["tokens_per_sec"] for l in sys.stdin if "\"loss\"" in l]
 rates = sorted(rates[5:])  # the first steps warm caches and the allocator
 print(json.dumps({"impl": "dl-train", "threads": int(sys.argv[1]), "tokens_per_sec": rates[len(rates) // 2]}))
 ' "$t" >> "$raw"
-    echo "bench: run $r/$REPEATS, $t thread(s): pytorch" >&2
+    echo "bench: run $r/$REPEATS, $t thread(s): pytorch 1.13 (Debian)" >&2
     $PY scripts/bench_torch_gpt.py "$t" 30 >> "$raw"
+    # PyTorch 2.x: eager (scaled_dot_product_attention, fused AdamW) and under torch.compile.
+    for mode in "--fused" "--compile --fused"; do
+      echo "bench: run $r/$REPEATS, $t thread(s): pytorch 2.x $mode" >&2
+      # shellcheck disable=SC2086
+      $PY2 scripts/bench_torch_gpt.py "$t" 30 $mode 2> "$tmp/torch2.err" | sed 's/"impl": "pytorch"/"impl": "pytorch2"/' >> "$raw" ||
+        { cat "$tmp/torch2.err" >&2; exit 1; }
+    done
   done
 done
 
@@ -56,30 +73,38 @@ L, D, H, T, V = 4, 128, 4, 128, 256
 N = V * D + T * D + L * (12 * D * D + 13 * D) + 2 * D    # GPT-2 parameter count, tied head
 flops_palm = 6 * N + 12 * L * D * T                        # PaLM appendix B (H * Q = D)
 best = {}
-for impl in ("dl-train", "pytorch"):
-    by_t = {}
+for impl in ("dl-train", "pytorch", "pytorch2"):
+    by_t = {}  # (threads, mode) -> tokens/s of each run
     for r in rows:
         if r["impl"] == impl:
-            by_t.setdefault(r["threads"], []).append(r["tokens_per_sec"])
-    med = {t: statistics.median(v) for t, v in by_t.items()}
-    t = max(med, key=med.get)
-    best[impl] = {"threads": t, "tokens_per_sec": med[t], "by_threads": med, "runs": by_t[t]}
+            by_t.setdefault((r["threads"], r.get("mode", "")), []).append(r["tokens_per_sec"])
+    med = {k: statistics.median(v) for k, v in by_t.items()}
+    k = max(med, key=med.get)
+    version = next((r.get("version") for r in rows if r["impl"] == impl), None)
+    best[impl] = {"threads": k[0], "mode": k[1], "version": version, "tokens_per_sec": med[k],
+                  "medians": [{"threads": t, "mode": m, "tokens_per_sec": v} for (t, m), v in sorted(med.items())],
+                  "runs": by_t[k]}
 ratio = best["dl-train"]["tokens_per_sec"] / best["pytorch"]["tokens_per_sec"]
+ratio2 = best["dl-train"]["tokens_per_sec"] / best["pytorch2"]["tokens_per_sec"]
 gflops = best["dl-train"]["tokens_per_sec"] * flops_palm / 1e9
 result = {"machine": platform.processor() or platform.machine(), "params": N, "flops_per_token": flops_palm,
           "flop_formula": "6N+12LHQT (PaLM)", "sgemm_peak_gflops": sgemm, "dl_train": best["dl-train"],
-          "pytorch": best["pytorch"], "ratio": ratio, "dl_train_gflops": gflops,
+          "pytorch": best["pytorch"], "pytorch2": best["pytorch2"], "ratio": ratio, "ratio_pytorch2": ratio2,
+          "dl_train_gflops": gflops,
           "pct_of_sgemm_peak": 100 * gflops / sgemm,
           "gemm_1024_1thread": {"dl_bench_time_s": gemm_t["dl-bench-gemm"], "plain_sgemm_time_s": gemm_t["plain-sgemm"],
                                 "ratio": gemm_ratio}}
 json.dump(result, open(sys.argv[2], "w"), indent=2)
 print(f"GPT L={L} D={D} H={H} T={T} batch 16 V={V}, fp32 AdamW, {N} params, {flops_palm/1e6:.2f} MFLOP/token (PaLM)")
 print(f"OpenBLAS sgemm peak            {sgemm:8.1f} GFLOP/s")
-for impl in ("dl-train", "pytorch"):
+names = {"dl-train": "dl-train", "pytorch": f"pytorch {best['pytorch']['version']}",
+         "pytorch2": f"pytorch {best['pytorch2']['version']}"}
+for impl in ("dl-train", "pytorch", "pytorch2"):
     b = best[impl]
-    per_t = ", ".join(f"{t} thr {v:.0f}" for t, v in sorted(b["by_threads"].items()))
-    print(f"{impl:10s} best {b['tokens_per_sec']:9.0f} tokens/s at {b['threads']} thread(s)  (medians: {per_t})")
-print(f"ratio dl-train / pytorch        {ratio:8.2f}x")
+    per = ", ".join(f"{m['threads']} thr{' ' + m['mode'] if m['mode'] else ''} {m['tokens_per_sec']:.0f}" for m in b["medians"])
+    print(f"{names[impl]:22s} best {b['tokens_per_sec']:9.0f} tokens/s  (medians: {per})")
+print(f"ratio dl-train / {names['pytorch']:14s} {ratio:8.2f}x")
+print(f"ratio dl-train / {names['pytorch2']:14s} {ratio2:8.2f}x   (best of eager+fused AdamW and torch.compile)")
 print(f"dl-train achieved               {gflops:8.1f} GFLOP/s = {100 * gflops / sgemm:.0f}% of the sgemm peak")
 gf = {k: 2 * 1024**3 / v / 1e9 for k, v in gemm_t.items()}
 ok = 0.8 < gemm_ratio < 1.2

@@ -4,7 +4,9 @@
 (forward, backward, clip, AdamW). Prints one JSON line per thread count with the median
 tokens/s over the timed steps.
 
-Usage: bench_torch_gpt.py THREADS [STEPS]
+Usage: bench_torch_gpt.py THREADS [STEPS] [--compile] [--fused]
+  --compile  the model under torch.compile (PyTorch 2.x; its compilation runs in the warm-up steps)
+  --fused    AdamW's fused implementation (PyTorch 2.4+ on the CPU), else foreach
 """
 import json
 import os
@@ -20,29 +22,35 @@ L, D, H, T, B, V = 4, 128, 4, 128, 16, 256
 
 
 def main():
-    threads = int(sys.argv[1])
-    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 30
+    flags = [a for a in sys.argv[1:] if a.startswith("--")]
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    threads = int(args[0])
+    steps = int(args[1]) if len(args) > 1 else 30
+    compiled, fused = "--compile" in flags, "--fused" in flags
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = GPT(L, D, H, T, V)
-    opt = adamw(model, 1e-3)
+    opt = adamw(model, 1e-3, **({"fused": True} if fused else {}))
+    step_model = torch.compile(model) if compiled else model
     idx = torch.randint(0, V, (B, T))
     tgt = torch.randint(0, V, (B, T))
     times = []
-    for i in range(steps + 5):
+    warmup = 10 if compiled else 5  # torch.compile compiles forward and backward in the first steps
+    for i in range(steps + warmup):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(idx, tgt)
+        loss = step_model(idx, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        if i >= 5:  # warm-up steps are not timed
+        if i >= warmup:  # warm-up steps are not timed
             times.append(time.perf_counter() - t0)
     times.sort()
     med = times[len(times) // 2]
     params = sum(p.numel() for p in model.parameters())
-    print(json.dumps({"impl": "pytorch", "version": torch.__version__, "threads": threads, "params": params,
-                      "step_s": med, "tokens_per_sec": B * T / med}))
+    mode = ("compile" if compiled else "eager") + ("+fused" if fused else "")
+    print(json.dumps({"impl": "pytorch", "version": torch.__version__, "mode": mode, "threads": threads,
+                      "params": params, "step_s": med, "tokens_per_sec": B * T / med}))
 
 
 if __name__ == "__main__":
