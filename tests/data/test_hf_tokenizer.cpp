@@ -1,12 +1,16 @@
 // Hugging Face tokenizer.json (HfTokenizer): hand-checked pieces, merges, byte fallback and
-// decoders on small files; refusals by name.
+// decoders on small files; refusals by name; and ids equal to the `tokenizers` library's on 1 MB
+// of multilingual text for tokenizers trained with it in every supported style (a venv under the
+// build folder; skipped with the reason when it cannot be created).
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "dl/core/error.hpp"
 #include "dl/data/gpt2_tokenizer.hpp"
 #include "dl/data/hf_tokenizer.hpp"
+#include "dl/data/tokenize.hpp"
 #include "support/support.hpp"
 
 using namespace dl;
@@ -236,4 +240,57 @@ TEST_CASE("hf tokenizer: folders pick their tokenizer and the tools refuse what 
                                                  (tmp / "bad").string(), "-o", (tmp / "shards2").string()});
   CHECK(r.exit_code == 2);
   CHECK(dl::test::has(r.err, "tokenizer.json: pre_tokenizer type \"Whitespace\" is not supported"));
+}
+
+TEST_CASE("hf tokenizer: ids equal the tokenizers library's on 1 MB of multilingual text, in every style") {
+  const fs::path build = fs::path(DL_BIN_DIR).parent_path();
+  const fs::path venv = build / "venv-tokenizers";
+  const auto setup = dl::test::run("/bin/bash", {dl::test::source_path("scripts/tokenizers-venv.sh").string(), venv.string()});
+  if (setup.exit_code != 0) {
+    MESSAGE("skipped: " << setup.err);
+    return;
+  }
+  // The reference files depend only on the script and the tokenizers version: made once per build.
+  const fs::path ref = build / "hf-tokenizer-reference";
+  const std::string script = dl::test::source_path("tests/scripts/hf_tokenizers_reference.py").string();
+  const std::string stamp = std::to_string(std::hash<std::string>{}(dl::test::read_file(script)));
+  if (!fs::exists(ref / "stamp") || dl::test::read_file(ref / "stamp") != stamp) {
+    fs::remove_all(ref);
+    const auto made = dl::test::run((venv / "bin" / "python").string(), {script, ref.string(), DL_SOURCE_DIR});
+    REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+    dl::test::write_file(ref / "stamp", stamp);
+  }
+  const std::string text = dl::test::read_file(ref / "text.txt");
+  REQUIRE(text.size() >= 1'000'000);
+  for (const std::string style : {"gpt2", "gpt2-prefix", "llama3", "qwen2", "sentencepiece", "metaspace"}) {
+    CAPTURE(style);
+    const fs::path dir = ref / style;
+    const std::string raw = dl::test::read_file(dir / "ids.bin");
+    std::vector<int32_t> want(raw.size() / 4);
+    std::memcpy(want.data(), raw.data(), raw.size());
+    const HfTokenizer t(dir.string());
+    const std::vector<int32_t> got = t.encode(text);
+    if (got != want) {
+      size_t k = 0;
+      while (k < got.size() && k < want.size() && got[k] == want[k]) ++k;
+      const size_t from = k > 3 ? k - 3 : 0;
+      FAIL_CHECK("first difference at id " << k << " of " << want.size() << ": dlkit "
+                 << t.decode(std::vector<int32_t>(got.begin() + from, got.begin() + std::min(got.size(), k + 4)))
+                 << " | tokenizers "
+                 << t.decode(std::vector<int32_t>(want.begin() + from, want.begin() + std::min(want.size(), k + 4))));
+    }
+    // Cut into 64 kB chunks at the split points on 2 threads: the same ids.
+    CHECK(t.split_point(text, 64 << 10) < text.size());
+    dl::test::write_file(dir / "text.txt", text);
+    TokenStreamOptions o;
+    o.threads = 2;
+    o.chunk_bytes = 64 << 10;
+    std::vector<int32_t> chunked;
+    tokenize_stream(t, {(dir / "text.txt").string()}, o,
+                    [&](const std::vector<int32_t>& ids, int) { chunked.insert(chunked.end(), ids.begin(), ids.end()); });
+    CHECK(chunked == want);
+    const std::string decoded = t.decode(want);
+    CHECK(decoded == dl::test::read_file(dir / "decoded.txt"));
+    if (json::parse(dl::test::read_file(dir / "meta.json"))["round_trips"].get<bool>()) CHECK(decoded == text);
+  }
 }
