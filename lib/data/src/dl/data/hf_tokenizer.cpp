@@ -678,6 +678,11 @@ void HfTokenizer::Impl::encode_split(std::string_view s, std::vector<int32_t>& o
 // (bytes or characters, each its token, else its <0xNN> tokens, else unk), then merges.
 void HfTokenizer::Impl::bpe(std::string_view piece, std::vector<int32_t>& out, HfCache& cache) const {
   if (piece.empty()) return;
+  // One byte (byte-level) or one ASCII character: its own token, whatever merges say.
+  if (piece.size() == 1 && unit_token[static_cast<unsigned char>(piece[0])] >= 0) {
+    out.push_back(unit_token[static_cast<unsigned char>(piece[0])]);
+    return;
+  }
   if (ignore_merges) {
     if (auto it = model_ids.find(piece); it != model_ids.end()) {
       out.push_back(it->second);
