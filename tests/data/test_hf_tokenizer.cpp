@@ -165,6 +165,23 @@ TEST_CASE("hf tokenizer: SentencePiece-style BPE with byte fallback, unk and its
   CHECK(ms.describe() == "BPE 264 tokens + 0 added; Metaspace(split false); byte_fallback");
 }
 
+TEST_CASE("hf tokenizer: the NFC normalizer composes, reorders marks and leaves excluded composites apart") {
+  json j = byte_level_file(byte_level_pre());
+  j["normalizer"] = {{"type", "NFC"}};
+  const HfTokenizer t = from_json(j);
+  auto bytes_of = [&](const std::string& s) {
+    std::string out;
+    for (int32_t id : t.encode(s)) out.push_back(static_cast<char>(id));  // byte tokens are their byte
+    return out;
+  };
+  CHECK(bytes_of("cafe\xCC\x81") == "caf\xC3\xA9");                             // e + U+0301 -> U+00E9
+  CHECK(bytes_of("e\xCC\xA3\xCC\x82 x") == "\xE1\xBB\x87 x");                    // e + U+0323 + U+0302 -> U+1EC7
+  CHECK(bytes_of("e\xCC\x82\xCC\xA3") == "\xE1\xBB\x87");                        // the marks in the other order too
+  CHECK(bytes_of("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8") == "\xEA\xB0\x81");     // jamo G + A + G -> U+AC01
+  CHECK(bytes_of("\xE0\xA5\x98") == "\xE0\xA4\x95\xE0\xA4\xBC");                  // U+0958 decomposes, stays apart
+  CHECK(bytes_of("\xFF\xCC\x81") == "\xFF\xCC\x81");                             // a raw byte blocks composing
+}
+
 TEST_CASE("hf tokenizer: ignore_merges takes a piece the vocabulary holds whole") {
   json j = byte_level_file(byte_level_pre());
   j["model"]["vocab"]["abc"] = 260;  // no merge makes it
@@ -190,7 +207,7 @@ TEST_CASE("hf tokenizer: what it does not implement is refused by name") {
   CHECK(with("pre_tokenizer", {{"type", "Whitespace"}}) ==
         "mem/tokenizer.json: pre_tokenizer type \"Whitespace\" is not supported (supported: ByteLevel, Split on the "
         "Llama 3 or Qwen2 pattern, Metaspace, Sequence of Split and ByteLevel)");
-  CHECK(dl::test::has(with("normalizer", {{"type", "NFC"}}), "normalizer type \"NFC\" is not supported (supported: Prepend"));
+  CHECK(dl::test::has(with("normalizer", {{"type", "NFKC"}}), "normalizer type \"NFKC\" is not supported (supported: NFC, Prepend"));
   CHECK(dl::test::has(with("decoder", {{"type", "WordPiece"}}), "decoder type \"WordPiece\" is not supported"));
   CHECK(dl::test::has(with("post_processor", {{"type", "BertProcessing"}}), "post_processor type \"BertProcessing\" is not supported"));
   CHECK(dl::test::has(with("truncation", {{"max_length", 512}}), "truncation is set"));

@@ -6,7 +6,8 @@
 Trains three small BPE tokenizers locally, on the repository's Markdown and a multilingual sample
 generated here, in the three styles dlkit reads, and writes variants of them:
   gpt2/, gpt2-prefix/    ByteLevel pre-tokenizer and decoder (the second with add_prefix_space)
-  llama3/, qwen2/        Split on Llama 3's / Qwen2's pattern, then ByteLevel (use_regex false)
+  llama3/, qwen2/        Split on Llama 3's / Qwen2's pattern, then ByteLevel (use_regex false);
+                         qwen2 with Qwen2's NFC normalizer
   sentencepiece/         Prepend("▁") + Replace(" ", "▁") normalizers, byte_fallback, unk, the
                          Replace/ByteFallback/Fuse/Strip decoders (Llama 2's layout)
   metaspace/             the same model with a Metaspace pre-tokenizer (prepend_scheme "first")
@@ -21,6 +22,7 @@ import os
 import random
 import sys
 import time
+import unicodedata
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
@@ -41,6 +43,9 @@ HANGUL = char_range(0xAC00, 0xAC00 + 199)
 EMOJI = ["😀", "🎉", "👍", "👍🏽", "👨‍👩‍👧", "🇩🇪", "🚀", "❤️", "✨", "🤖"]
 SPACES = [" ", "  ", "   ", "\t", "\t\t", "\u00a0", "\u3000", " \t ", "\u2003"]
 PUNCT = ["!", "?", "...", ",", ";", ":", "—", "«", "»", "“", "”", "(", ")", "[", "]", "{", "}", "->", "+=", "==", "#", "@", "/"]
+# Text NFC changes: decomposed letters, marks out of canonical order, Hangul jamo, an excluded composite.
+UNNORMALIZED = [unicodedata.normalize("NFD", w) for w in ["café", "naïve", "Ångström", "Tiếng Việt", "한국어", "Ḍ̇"]] + [
+    "e\u0323\u0302", "\u0958", "\u1100\u1161\u11a8", "A\u030a\u0301"]
 CONTRACTIONS = ["don't", "I'M", "we'Ve", "it's", "they'LL", "she'd", "'s", "O'Neil", "rock'n'roll", "'T"]
 SPECIALS = ["<|endoftext|>", "<s>", "</s>", "<|begin_of_text|>", "<|end_of_text|>"]
 
@@ -70,8 +75,10 @@ def word(rng, english):
         if n < 0.85:
             return "".join(chr(0x660 + rng.randint(0, 9)) for _ in range(rng.randint(1, 5)))  # Arabic-Indic
         return "".join(chr(0xFF10 + rng.randint(0, 9)) for _ in range(rng.randint(1, 5)))  # full-width
-    if kind < 0.90:
+    if kind < 0.87:
         return rng.choice(CONTRACTIONS)
+    if kind < 0.90:
+        return rng.choice(UNNORMALIZED)
     if kind < 0.97:
         return rng.choice(PUNCT) * rng.randint(1, 3)
     return rng.choice(english).upper()
@@ -143,6 +150,7 @@ def main():
     qwen2 = json.loads(json.dumps(llama3))
     qwen2["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = QWEN2
     qwen2["model"]["ignore_merges"] = False
+    qwen2["normalizer"] = {"type": "NFC"}  # as Qwen2's file
     qwen2["post_processor"] = None
     files["qwen2"] = qwen2
 

@@ -4,7 +4,7 @@
 //   - GPT-2 style: ByteLevel pre-tokenizer (its GPT-2 pattern or use_regex false, add_prefix_space)
 //     and ByteLevel decoder;
 //   - Llama 3 / Qwen2 style: Split on Llama 3's or Qwen2's pattern (Isolated), then ByteLevel
-//     with use_regex false;
+//     with use_regex false; Qwen2's NFC normalizer;
 //   - SentencePiece style (Llama 2, Mistral, TinyLlama): the Prepend("▁") + Replace(" ", "▁")
 //     normalizers or the Metaspace pre-tokenizer, byte_fallback `<0xNN>` tokens, unk_token and
 //     fuse_unk, and the Replace, ByteFallback, Fuse, Strip (or Metaspace) decoders;

@@ -15,6 +15,7 @@
 #include "dl/data/gpt2_tokenizer.hpp"
 #include "dl/data/bpe_merge.hpp"
 #include "dl/data/text_pieces.hpp"
+#include "dl/data/unicode_nfc.hpp"
 #include "dl/io/input_file.hpp"
 
 namespace dl {
@@ -32,9 +33,10 @@ struct StringHash {
 };
 using IdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
-struct Rewrite {  // a normalizer step: Prepend (from empty) or Replace (from -> to)
+struct Rewrite {  // a normalizer step: Prepend (from empty), Replace (from -> to) or NFC
   bool prepend = false;
   std::string from, to;
+  bool nfc = false;
 };
 
 struct DecodeStep {
@@ -358,7 +360,12 @@ void HfTokenizer::Impl::read_normalizer(const json& n, const std::string& where)
     parts_desc.push_back("Replace");
     return;
   }
-  unsupported(where, "normalizer", type, "Prepend, Replace with a String pattern, Sequence of those");
+  if (type == "NFC") {
+    rewrites.push_back({false, "", "", true});
+    parts_desc.push_back("NFC");
+    return;
+  }
+  unsupported(where, "normalizer", type, "NFC, Prepend, Replace with a String pattern, Sequence of those");
 }
 
 void HfTokenizer::Impl::read_pre_tokenizer(const json& p, const std::string& where, bool in_sequence) {
@@ -550,7 +557,8 @@ void HfTokenizer::Impl::load(const std::string& text, const std::string& config_
   // Split points (hf_tokenizer.hpp): the scanners' pieces restart before a space that follows
   // printable ASCII (text_pieces.hpp), as Metaspace's do; without splitting, after a newline
   // whose token is never merged. Normalizers that rewrite the text leave none.
-  const bool rewrites_text = std::any_of(rewrites.begin(), rewrites.end(), [](const Rewrite& r) { return !r.prepend; });
+  // NFC never joins across a space after printable ASCII (both starters that compose with nothing).
+  const bool rewrites_text = std::any_of(rewrites.begin(), rewrites.end(), [](const Rewrite& r) { return !r.prepend && !r.nfc; });
   if (scan != Scan::none || (metaspace && metaspace_split)) {
     if (!rewrites_text && !raw_added.any_contains(' ') && !normalized_added.any_contains(' ')) split_rule = 1;
   } else if (!ignore_merges && !raw_added.any_contains('\n') && !normalized_added.any_contains('\n') &&
@@ -609,7 +617,9 @@ void HfTokenizer::Impl::encode_segment(std::string_view seg, std::vector<int32_t
   if (rewrites.empty()) return encode_normalized(seg, out, cache, split_start, at_origin);
   std::string s(seg);
   for (const Rewrite& r : rewrites) {
-    if (r.prepend) {
+    if (r.nfc) {
+      data::to_nfc(s);
+    } else if (r.prepend) {
       if (split_start && !s.empty()) s.insert(0, r.to);
     } else {
       replace_all(s, r.from, r.to);
