@@ -228,6 +228,12 @@ TEST_CASE("hf tokenizer: what it does not implement is refused by name") {
   model["model"]["merges"].push_back("q z");
   CHECK(dl::test::has(refusal(model), "model.merges[3]: merge 'q z' makes 'qz', which model.vocab does not hold"));
   model = base;
+  model["model"]["vocab"]["far"] = 1 << 30;  // would make a table of 2^30 entries
+  CHECK(dl::test::has(refusal(model), "model.vocab: token 'far' has id 1073741824; ids are integers from 0 below 1048837"));
+  model = base;
+  model["added_tokens"][0]["id"] = 1 << 30;
+  CHECK(dl::test::has(refusal(model), "added_tokens[0]: id 1073741824 is not from 0 below 1048836"));
+  model = base;
   model["added_tokens"][0]["lstrip"] = true;
   CHECK(refusal(model) == "mem/tokenizer.json: added_tokens[0] '<|endoftext|>': lstrip true is not supported (supported: false)");
   CHECK(dl::test::has(refusal(json::array()), "not a tokenizer.json"));

@@ -225,6 +225,9 @@ struct HfTokenizer::Impl {
   std::optional<int32_t> separator;
   size_t n_model = 0, n_added = 0;
   std::vector<std::string> parts_desc;  // for describe()
+  // Ids must lie below this (the vocabulary and added tokens, plus 2^20): ids may have holes, as in
+  // tokenizers, but the tables indexed by id stay the size of the file, not of its largest number.
+  int64_t id_limit = 0;
 
   // Where a document may be cut: 0 none, 1 before ' ' after printable ASCII, 2 after '\n'.
   int split_rule = 0;
@@ -289,8 +292,9 @@ void HfTokenizer::Impl::read_model(const json& m, const std::string& where) {
   IdMap model_spelled;
   model_spelled.reserve(n_model);
   for (const auto& [s, v] : m["vocab"].items()) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
-      throw_usage(where, ": model.vocab: token '", s, "' has id ", v.dump(), "; ids are integers >= 0");
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= id_limit)
+      throw_usage(where, ": model.vocab: token '", s, "' has id ", v.dump(), "; ids are integers from 0 below ", id_limit,
+                  " (the number of tokens plus 2^20: ids spread wider are not a vocabulary)");
     model_spelled[s] = static_cast<int32_t>(v.get<int64_t>());
   }
   for (const auto& [s, id] : model_spelled) {
@@ -491,7 +495,11 @@ void HfTokenizer::Impl::load(const std::string& text, const std::string& config_
     if (j.contains(k) && !j[k].is_null())
       throw_usage(where, ": ", k, " is set (", j[k].dump(), "); dlkit encodes whole documents, so it is not supported ",
                   "(supported: null)");
-  read_model(get_or(j, "model", json()), where);
+  const json model = get_or(j, "model", json());
+  id_limit = int64_t{1} << 20;
+  if (model.is_object() && model.contains("vocab") && model["vocab"].is_object()) id_limit += static_cast<int64_t>(model["vocab"].size());
+  if (j.contains("added_tokens") && j["added_tokens"].is_array()) id_limit += static_cast<int64_t>(j["added_tokens"].size());
+  read_model(model, where);
   read_normalizer(get_or(j, "normalizer", json()), where);
   read_pre_tokenizer(get_or(j, "pre_tokenizer", json()), where, false);
   read_decoder(get_or(j, "decoder", json()), where);
@@ -504,8 +512,11 @@ void HfTokenizer::Impl::load(const std::string& text, const std::string& config_
     for (const json& t : j["added_tokens"]) {
       const std::string at = where + ": added_tokens[" + std::to_string(k++) + "]";
       if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id") ||
-          !t["id"].is_number_integer() || t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() > INT32_MAX)
+          !t["id"].is_number_integer())
         throw_usage(at, ": expected {\"id\": N, \"content\": \"...\", ...}; got ", t.dump());
+      if (t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() >= id_limit)
+        throw_usage(at, ": id ", t["id"].dump(), " is not from 0 below ", id_limit,
+                    " (the number of tokens plus 2^20: ids spread wider are not a vocabulary)");
       for (const char* flag : {"single_word", "lstrip", "rstrip"})
         if (get_or(t, flag, false))
           throw_usage(at, " '", t["content"].get<std::string>(), "': ", flag, " true is not supported (supported: false)");
