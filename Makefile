@@ -52,6 +52,7 @@ bench: deps
 	./scripts/bench-dist.sh $(BUILD)
 	./scripts/bench-sweep.sh $(BUILD)
 	./scripts/bench-tokenize.sh $(BUILD)
+	./scripts/bench-hf-tokenizer.sh $(BUILD)
 	./scripts/bench-init-from.sh $(BUILD)
 
 clean:

@@ -1,5 +1,6 @@
-// GPT-2 tokenizing speed on one thread, for scripts/bench-tokenize.sh: loads the tokenizer from
-// DIR, encodes TEXT_FILE REPEATS times (a fresh merge cache each time, as a new process would
+// Tokenizing speed on one thread, for scripts/bench-tokenize.sh (GPT-2) and
+// scripts/bench-hf-tokenizer.sh (tokenizer.json): loads the tokenizer DIR holds (load_tokenizer:
+// vocab.json + merges.txt, else tokenizer.json), encodes TEXT_FILE REPEATS times (a fresh merge cache each time, as a new process would
 // have) and prints one JSON line with the median time, MB/s and tokens/s.
 //   bench_tokenize DIR TEXT_FILE [REPEATS]
 #include <algorithm>
@@ -11,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dl/data/gpt2_tokenizer.hpp"
+#include "dl/data/dataset.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
   }
   const int repeats = argc > 3 ? std::atoi(argv[3]) : 5;
   try {
-    const dl::Gpt2Tokenizer tok(argv[1]);
+    const auto tok = dl::load_tokenizer(argv[1]);
     std::ifstream in(argv[2], std::ios::binary);
     std::ostringstream ss;
     ss << in.rdbuf();
@@ -29,7 +30,7 @@ int main(int argc, char** argv) {
     size_t tokens = 0;
     for (int r = 0; r < repeats; ++r) {
       std::vector<int32_t> ids;
-      auto enc = tok.make_encoder();
+      auto enc = tok->make_encoder();
       const auto t0 = std::chrono::steady_clock::now();
       enc->encode_append(text, ids);
       times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

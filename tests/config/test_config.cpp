@@ -491,8 +491,11 @@ TEST_CASE("data.tokenizer: bytes, or gpt2:DIR resolved like data paths; text: ma
         (dir / "configs/bad.toml").string() + ":2: data.tokenizer: no such folder: " + (base / "configs/none").string() +
             " (paths are relative to the config file's folder)");
   CHECK(parse_error("[data]\ntokenizer = \"bpe\"\n") ==
-        "x.toml:2: data.tokenizer must be \"bytes\" or \"gpt2:DIR\" (a folder with vocab.json + merges.txt or "
-        "tokenizer.json); got \"bpe\"");
+        "x.toml:2: data.tokenizer must be \"bytes\", \"gpt2:DIR\" (a folder with vocab.json + merges.txt or "
+        "tokenizer.json) or \"hf:DIR\" (a folder with a Hugging Face tokenizer.json); got \"bpe\"");
+  write_file(dir / "configs/hf.toml", "[data]\nsource = \"text:*.txt\"\ntokenizer = \"hf:gpt2\"\n");
+  CHECK(load_config(dir / "configs/hf.toml").data.tokenizer == "hf:" + (base / "configs/gpt2").string());
+  CHECK(parse_error("[data]\ntokenizer = \"hf:\"\n").find("must be \"bytes\", \"gpt2:DIR\"") != std::string::npos);
 }
 
 TEST_CASE("a missing config file") {
@@ -658,6 +661,10 @@ TEST_CASE("model.init_from: the folder's config.json sets the shape; a set key t
   fs::remove(dir / "gpt2/merges.txt");
   CHECK(load_config(dir / "run.toml").data.tokenizer == "bytes");  // vocab.json alone is not a tokenizer
   fs::remove(dir / "gpt2/vocab.json");
+  // A tokenizer.json alone (a Llama folder's) is a Hugging Face tokenizer.
+  write_file(dir / "gpt2/tokenizer.json", "{}");
+  CHECK(load_config(dir / "run.toml").data.tokenizer == "hf:" + (base / "gpt2").string());
+  fs::remove(dir / "gpt2/tokenizer.json");
   write_file(dir / "bad.toml", "[model]\ntype = \"mlp\"\ninit_from = \"gpt2\"\n");
   CHECK(contains(usage_error([&] { load_config(dir / "bad.toml"); }), "bad.toml:2: model.init_from starts a gpt model"));
   write_file(dir / "missing.toml", "[model]\ninit_from = \"nowhere\"\n");

@@ -89,3 +89,43 @@ TEST_CASE("a model vocabulary past the tokenizer's trains (ids beyond it are pad
   auto r = run(tool("dl-train"), {(d / "run.toml").string(), "--run-dir", (d / "run").string(), "--quiet"});
   CHECK_MESSAGE(r.exit_code == 0, r.err);
 }
+
+TEST_CASE("an hf-tokenizer run keeps its tokenizer.json for sample and eval") {
+  // GPT-2's BPE as a Hugging Face tokenizer.json (ByteLevel), in a folder of its own.
+  TempDir d("hfrun");
+  const fs::path gpt2 = shared_path("data/gpt2");
+  nlohmann::json merges = nlohmann::json::array();
+  for (const std::string& line : lines(read_file(gpt2 / "merges.txt")))
+    if (!line.empty() && !line.starts_with("#version")) merges.push_back(line);
+  const nlohmann::json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  // Without <|endoftext|>, which Gpt2Tokenizer requires: read as "gpt2:" the run's copy would be refused.
+  nlohmann::json vocab = nlohmann::json::parse(read_file(gpt2 / "vocab.json"));
+  vocab.erase("<|endoftext|>");
+  const nlohmann::json tok = {{"pre_tokenizer", byte_level},
+                              {"decoder", byte_level},
+                              {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+  fs::create_directories(d / "tok");
+  write_file(d / "tok" / "tokenizer.json", tok.dump());
+  std::string story;
+  for (int i = 0; i < 40; ++i) story += "The quick brown fox jumps over the lazy dog, isn't it? ";
+  write_file(d / "a.txt", story);
+  std::string cfg = config("a.txt", 50304);
+  cfg.replace(cfg.find("gpt2:tok"), 8, "hf:tok");
+  write_file(d / "run.toml", cfg);
+  const fs::path run_dir = d / "run";
+  auto r = run(tool("dl-train"), {(d / "run.toml").string(), "--run-dir", run_dir.string(), "--quiet"});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_file(run_dir / "tokenizer" / "tokenizer.json") == read_file(d / "tok" / "tokenizer.json"));
+
+  // The folder is gone: the run's copy serves, read as tokenizer.json again.
+  fs::rename(d / "tok", d / "tok-moved");
+  r = run(tool("dl-train"), {"sample", "--run-dir", run_dir.string(), "--prompt", "Hello world", "--tokens", "4",
+                             "--format", "json"});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(has(r.out, "Hello world"));
+  r = run(tool("dl-train"), {"eval", "--run-dir", run_dir.string(), "--data", "text:" + (d / "a.txt").string(),
+                             "--format", "json"});
+  CHECK_MESSAGE(r.exit_code == 0, r.err);
+}

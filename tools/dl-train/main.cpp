@@ -165,8 +165,9 @@ int main(int argc, char** argv) {
   runs->add_flag("--log-y", r_log, "Logarithmic y axis (with --plot)");
   auto* tokenize = app.add_subcommand("tokenize", "Tokenize text files into llm.c token shards (for tokens: data)");
   tokenize->footer(
-      "Files are documents: GPT-2's <|endoftext|> goes between them. Shards are OUT/train_NNNNNN.bin\n"
-      "(and OUT/val_NNNNNN.bin), the same ids as text: data with data.tokenizer = \"gpt2:DIR\".\n"
+      "Files are documents: the tokenizer's separator (GPT-2's <|endoftext|>, a tokenizer.json's eos token)\n"
+      "goes between them. Shards are OUT/train_NNNNNN.bin (and OUT/val_NNNNNN.bin), the same ids as text:\n"
+      "data with data.tokenizer = \"gpt2:DIR\" or \"hf:DIR\" (DIR with vocab.json + merges.txt, or tokenizer.json).\n"
       "Examples:\n"
       "  dl-train tokenize book.txt --tokenizer gpt2 -o data/book --val-fraction 0.05\n"
       "  dl-train tokenize 'corpus/*.txt' --tokenizer gpt2 -o data/corpus --shard-tokens 100000000\n"
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
   dl::TokenizeOptions t_opt;
   std::string t_tokenizer;
   tokenize->add_option("sources", t_opt.sources, "Text files or globs (quoted), in order")->required();
-  tokenize->add_option("--tokenizer", t_tokenizer, "Folder with GPT-2's vocab.json + merges.txt or tokenizer.json")
+  tokenize->add_option("--tokenizer", t_tokenizer, "Folder with GPT-2's vocab.json + merges.txt, or a Hugging Face tokenizer.json")
       ->required();
   tokenize->add_option("-o,--out", t_opt.out_dir, "Output folder (new or without shards)")->required();
   tokenize->add_option("--shard-tokens", t_opt.shard_tokens, "Tokens per shard")
@@ -244,8 +245,8 @@ int main(int argc, char** argv) {
       const std::vector<fs::path> inputs(t_opt.sources.begin(), t_opt.sources.end());
       // Not a device or a file, not inside a source; a symlink leads to its folder (README "Outputs").
       t_opt.out_dir = dl::output_folder(t_opt.out_dir, inputs).string();
-      dl::Gpt2Tokenizer tok(t_tokenizer);
-      const dl::TokenizeSummary s = dl::tokenize_to_shards(tok, t_opt);
+      const auto tok = dl::load_tokenizer(t_tokenizer);
+      const dl::TokenizeSummary s = dl::tokenize_to_shards(*tok, t_opt);
       std::cerr << dl::describe_tokenize_summary(s);
       std::cout << dl::format_tokenize_shards(s);
       return dl::kExitOk;

@@ -398,15 +398,16 @@ struct Checker {
   // Checks a tokenizer and makes its folder absolute.
   void resolve_tokenizer(const std::string& key, std::string& v) {
     if (v == "bytes") return;
-    if (!v.starts_with("gpt2:") || v.size() == 5)
-      throw_usage(where(key), ": ", key, " must be \"bytes\" or \"gpt2:DIR\" (a folder with vocab.json + merges.txt or ",
-                  "tokenizer.json); got ", quote(v));
-    const fs::path p(v.substr(5));
+    const std::string scheme = v.starts_with("gpt2:") ? "gpt2:" : v.starts_with("hf:") ? "hf:" : "";
+    if (scheme.empty() || v.size() == scheme.size())
+      throw_usage(where(key), ": ", key, " must be \"bytes\", \"gpt2:DIR\" (a folder with vocab.json + merges.txt or ",
+                  "tokenizer.json) or \"hf:DIR\" (a folder with a Hugging Face tokenizer.json); got ", quote(v));
+    const fs::path p(v.substr(scheme.size()));
     const auto [base, note] = path_base(key, p);
     const fs::path abs = p.is_relative() ? (base / p).lexically_normal() : p.lexically_normal();
     std::error_code ec;
     if (!fs::is_directory(abs, ec)) throw_usage(where(key), ": ", key, ": no such folder: ", abs.string(), note);
-    v = "gpt2:" + abs.string();
+    v = scheme + abs.string();
   }
 
   // Where a relative path in `key` resolves from, and the note errors about it add.
@@ -540,10 +541,13 @@ struct Checker {
     // were trained on, unless data.tokenizer says otherwise.
     const fs::path dir(m.init_from);
     std::error_code ec;
-    if (!origins.count(key_of(&cfg.data.tokenizer)) &&
-        ((fs::is_regular_file(dir / "vocab.json", ec) && fs::is_regular_file(dir / "merges.txt", ec)) ||
-         fs::is_regular_file(dir / "tokenizer.json", ec)))
-      cfg.data.tokenizer = "gpt2:" + dir.string();
+    // GPT-2's vocab.json + merges.txt where the folder has them, else its tokenizer.json.
+    if (!origins.count(key_of(&cfg.data.tokenizer))) {
+      if (fs::is_regular_file(dir / "vocab.json", ec) && fs::is_regular_file(dir / "merges.txt", ec))
+        cfg.data.tokenizer = "gpt2:" + dir.string();
+      else if (fs::is_regular_file(dir / "tokenizer.json", ec))
+        cfg.data.tokenizer = "hf:" + dir.string();
+    }
   }
 
   void run() {

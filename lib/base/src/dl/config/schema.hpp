@@ -73,7 +73,7 @@ void visit_config(C& c, V&& v) {
   // [data]
   v("data", "source", c.data.source, help("training data; relative paths are from the config file's folder").data_source());
   v("data", "val_source", c.data.val_source, help("separate validation data, same forms as data.source; empty: hold out data.val_fraction of the training data").data_source().optional());
-  v("data", "tokenizer", c.data.tokenizer, help("how text: data, sample prompts and eval text become ids: \"bytes\" or \"gpt2:DIR\" (GPT-2's BPE from DIR's vocab.json + merges.txt or tokenizer.json); default: model.init_from's folder when it holds those files, else bytes").tokenizer_spec());
+  v("data", "tokenizer", c.data.tokenizer, help("how text: data, sample prompts and eval text become ids: \"bytes\", \"gpt2:DIR\" (GPT-2's BPE from DIR's vocab.json + merges.txt or tokenizer.json) or \"hf:DIR\" (DIR's Hugging Face tokenizer.json: ByteLevel, Llama 3 / Qwen2 Split, SentencePiece-style BPE); default: model.init_from's folder when it holds those files, else bytes").tokenizer_spec());
   v("data", "val_fraction", c.data.val_fraction, help("fraction of the data held out for validation when data.val_source is empty").min(0).max(0.5));
   v("data", "digits", c.data.digits, help("synthetic:addition: digits per operand").min(1).max(18));
   v("data", "label_column", c.data.label_column, help("csv: column holding the class label; negative counts from the end"));

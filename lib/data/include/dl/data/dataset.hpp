@@ -37,8 +37,8 @@ struct PromptExample {
   std::string expected;  // the completion a perfect model generates, e.g. "975;"
 };
 
-enum class TokenizerKind { bytes, ids, gpt2 };
-inline constexpr std::string_view kTokenizerNames[] = {"bytes", "ids", "gpt2"};
+enum class TokenizerKind { bytes, ids, gpt2, hf };
+inline constexpr std::string_view kTokenizerNames[] = {"bytes", "ids", "gpt2", "hf"};
 constexpr std::span<const std::string_view> choice_names(TokenizerKind) { return kTokenizerNames; }
 
 class Tokenizer {
@@ -47,7 +47,7 @@ class Tokenizer {
   virtual std::vector<int32_t> encode(const std::string& text) const = 0;
   virtual std::string decode(const std::vector<int32_t>& ids) const = 0;
   virtual TokenizerKind kind() const = 0;
-  std::string name() const { return std::string(choice_name(kind())); }  // "bytes" | "ids" | "gpt2"
+  std::string name() const { return std::string(choice_name(kind())); }  // "bytes" | "ids" | "gpt2" | "hf"
   // Number of ids the tokenizer can decode (0: any id, e.g. the ids tokenizer).
   virtual int64_t vocab_size() const { return 0; }
   // The id put between documents of a multi-file source (GPT-2's <|endoftext|>); none for bytes.
@@ -63,6 +63,9 @@ class Tokenizer {
    public:
     virtual ~Encoder() = default;
     virtual void encode_append(std::string_view text, std::vector<int32_t>& out) = 0;
+    // Text that continues a document already begun (a chunk after a split point): a tokenizer
+    // that marks where its text starts (a prefix space, SentencePiece's "▁") leaves it out.
+    virtual void encode_append_continued(std::string_view text, std::vector<int32_t>& out) { encode_append(text, out); }
   };
   virtual std::unique_ptr<Encoder> make_encoder() const;
 };
@@ -70,9 +73,16 @@ class Tokenizer {
 std::unique_ptr<Tokenizer> make_byte_tokenizer();
 // For token shards whose vocabulary dlkit does not ship: text is whitespace-separated ids.
 std::unique_ptr<Tokenizer> make_id_tokenizer();
-// data.tokenizer: "bytes" (the byte tokenizer) or "gpt2:DIR" (GPT-2's BPE from DIR's vocab.json +
-// merges.txt or tokenizer.json; gpt2_tokenizer.hpp). Throws dl::Error(usage) naming what is wrong.
+// data.tokenizer: "bytes" (the byte tokenizer), "gpt2:DIR" (GPT-2's BPE from DIR's vocab.json +
+// merges.txt or tokenizer.json; gpt2_tokenizer.hpp) or "hf:DIR" (DIR/tokenizer.json;
+// hf_tokenizer.hpp). Throws dl::Error(usage) naming what is wrong.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec);
+// The tokenizer a folder holds: GPT-2's vocab.json + merges.txt when it has them, else its
+// tokenizer.json (a Hugging Face folder, an init_from folder). Throws dl::Error(usage) for a
+// folder with neither.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& folder);
+// The data.tokenizer spec of load_tokenizer(folder): "gpt2:FOLDER" or "hf:FOLDER".
+std::string tokenizer_spec_of_folder(const std::string& folder);
 
 class Dataset {
  public:

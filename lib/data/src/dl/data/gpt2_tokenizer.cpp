@@ -11,6 +11,8 @@
 #include <unordered_map>
 
 #include "dl/core/error.hpp"
+#include "dl/data/bpe_merge.hpp"
+#include "dl/data/text_pieces.hpp"
 #include "dl/io/input_file.hpp"
 
 namespace dl {
@@ -19,109 +21,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// ---- Unicode classes ---------------------------------------------------------------------------
+using data::char_class;
+using data::Cls;
+using data::kLetter;
+using data::kNumber;
+using data::kOther;
+using data::kSpace;
+using data::SmallClassTable;
+using data::small_classes;
 
-struct UnicodeRange {
-  uint32_t first, last;
-  uint8_t cls;
-};
-#include "dl/data/unicode_classes.inc"
-
-enum Cls : uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpace = 3 };
-
-Cls class_of(uint32_t cp) {
-  auto it = std::upper_bound(std::begin(kUnicodeRanges), std::end(kUnicodeRanges), cp,
-                             [](uint32_t c, const UnicodeRange& r) { return c < r.first; });
-  if (it == std::begin(kUnicodeRanges)) return kOther;
-  --it;
-  return cp <= it->last ? static_cast<Cls>(it->cls) : kOther;
-}
-
-// Classes of the ASCII bytes and of every code point below U+0800 (one or two UTF-8 bytes), the
-// characters of most text, so that only rarer ones take the binary search.
-struct SmallClassTable {
-  Cls cls[0x800];
-  SmallClassTable() {
-    for (uint32_t cp = 0; cp < 0x800; ++cp) cls[cp] = class_of(cp);
-  }
-};
-const SmallClassTable& small_classes() {
-  static const SmallClassTable t;
-  return t;
-}
-
-// The class and byte length of the character at p[0] (n >= 1 bytes available). A byte that does
-// not start a well-formed UTF-8 sequence (Unicode table 3-7) is one "other" character.
-inline Cls char_class(const unsigned char* p, size_t n, const SmallClassTable& t, size_t& len) {
-  const unsigned char b = p[0];
-  if (b < 0x80) {
-    len = 1;
-    return t.cls[b];
-  }
-  len = 1;
-  if (b >= 0xC2 && b <= 0xDF) {
-    if (n >= 2 && (p[1] & 0xC0) == 0x80) {
-      len = 2;
-      return t.cls[((b & 0x1Fu) << 6) | (p[1] & 0x3Fu)];
-    }
-    return kOther;
-  }
-  if (b >= 0xE0 && b <= 0xEF) {
-    if (n < 3 || (p[2] & 0xC0) != 0x80) return kOther;
-    const unsigned char lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-    if (p[1] < lo || p[1] > hi) return kOther;
-    len = 3;
-    return class_of(((b & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu));
-  }
-  if (b >= 0xF0 && b <= 0xF4) {
-    if (n < 4 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return kOther;
-    const unsigned char lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-    if (p[1] < lo || p[1] > hi) return kOther;
-    len = 4;
-    return class_of(((b & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu));
-  }
-  return kOther;
-}
-
-// End of the piece that starts at p[i]: GPT-2's alternatives in their order, leftmost first.
 size_t piece_end(const unsigned char* p, size_t i, size_t n, const SmallClassTable& t) {
-  const unsigned char b = p[i];
-  // 's|'t|'re|'ve|'m|'ll|'d, lower case only
-  if (b == '\'' && i + 1 < n) {
-    const unsigned char c = p[i + 1];
-    if (c == 's' || c == 't' || c == 'm' || c == 'd') return i + 2;
-    if (i + 2 < n) {
-      const unsigned char d = p[i + 2];
-      if ((c == 'r' && d == 'e') || (c == 'v' && d == 'e') || (c == 'l' && d == 'l')) return i + 3;
-    }
-  }
-  size_t j = i, len = 0;
-  Cls c = char_class(p + i, n - i, t, len);
-  // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`: an optional leading space (U+0020 only)
-  if (b == ' ' && i + 1 < n) {
-    size_t len2 = 0;
-    const Cls c2 = char_class(p + i + 1, n - i - 1, t, len2);
-    if (c2 != kSpace) {
-      c = c2;
-      j = i + 1;
-      len = len2;
-    }
-  }
-  if (c != kSpace) {
-    j += len;
-    while (j < n && char_class(p + j, n - j, t, len) == c) j += len;
-    return j;
-  }
-  // `\s+(?!\S)|\s+`: a run of white space; when a non-space follows, its last character is left
-  // to start the next piece (the look-ahead backtracks one character), unless it is the only one.
-  size_t last = j;
-  j += len;
-  while (j < n && char_class(p + j, n - j, t, len) == kSpace) {
-    last = j;
-    j += len;
-  }
-  if (j == n) return n;
-  return last > i ? last : j;
+  return data::gpt2_piece_end(p, i, n, t);
 }
 
 void append_utf8(std::string& out, uint32_t cp) {
@@ -196,45 +106,8 @@ uint32_t gpt2_byte_to_unicode(unsigned char b) {
   return 0x100 + k;
 }
 
-// (left, right) token pair -> (rank, merged token): open addressing with linear probing.
-struct Gpt2Tokenizer::PairTable {
-  struct Slot {
-    uint64_t key = kEmpty;
-    uint32_t rank = 0;
-    int32_t merged = 0;
-  };
-  static constexpr uint64_t kEmpty = std::numeric_limits<uint64_t>::max();
-  std::vector<Slot> slots;
-  uint64_t mask = 0;
-  int shift = 0;
-
-  explicit PairTable(size_t n) {
-    size_t cap = 16;
-    while (cap < 2 * n) cap *= 2;
-    slots.resize(cap);
-    mask = cap - 1;
-    shift = 64 - std::countr_zero(cap);
-  }
-  static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
-  size_t home(uint64_t k) const { return static_cast<size_t>((k * 0x9E3779B97F4A7C15ull) >> shift); }
-  // false when the pair is already present
-  bool insert(int32_t a, int32_t b, uint32_t rank, int32_t merged) {
-    const uint64_t k = key(a, b);
-    for (size_t s = home(k);; s = (s + 1) & mask) {
-      if (slots[s].key == k) return false;
-      if (slots[s].key == kEmpty) {
-        slots[s] = {k, rank, merged};
-        return true;
-      }
-    }
-  }
-  const Slot* find(int32_t a, int32_t b) const {
-    const uint64_t k = key(a, b);
-    for (size_t s = home(k);; s = (s + 1) & mask) {
-      if (slots[s].key == k) return &slots[s];
-      if (slots[s].key == kEmpty) return nullptr;
-    }
-  }
+struct Gpt2Tokenizer::PairTable : data::BpePairTable {
+  using BpePairTable::BpePairTable;
 };
 
 Gpt2Tokenizer::~Gpt2Tokenizer() = default;
@@ -382,27 +255,9 @@ void Gpt2Tokenizer::encode_append(std::string_view text, std::vector<int32_t>& o
     }
     // Merge: repeatedly the lowest-ranked adjacent pair, the leftmost of equal ranks.
     auto& parts = cache.parts_;
-    auto& ranks = cache.ranks_;
-    constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
     parts.resize(len);
     for (size_t k = 0; k < len; ++k) parts[k] = byte_token_[static_cast<unsigned char>(piece[k])];
-    auto rank_at = [&](size_t k) {
-      const PairTable::Slot* s = pairs_->find(parts[k], parts[k + 1]);
-      return s ? s->rank : kNone;
-    };
-    ranks.resize(len - 1);
-    for (size_t k = 0; k + 1 < len; ++k) ranks[k] = rank_at(k);
-    while (parts.size() > 1) {
-      size_t best = 0;
-      for (size_t k = 1; k < ranks.size(); ++k)
-        if (ranks[k] < ranks[best]) best = k;
-      if (ranks[best] == kNone) break;
-      parts[best] = pairs_->find(parts[best], parts[best + 1])->merged;
-      parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(best) + 1);
-      ranks.erase(ranks.begin() + static_cast<std::ptrdiff_t>(best));
-      if (best < ranks.size()) ranks[best] = rank_at(best);
-      if (best > 0) ranks[best - 1] = rank_at(best - 1);
-    }
+    data::merge_lowest_rank_first(parts, cache.ranks_, *pairs_);
     if (cache.map_.size() >= Cache::kMaxEntries) {
       cache.map_.clear();
       cache.pool_.clear();

@@ -64,7 +64,9 @@ TokenStreamStats tokenize_stream(const Tokenizer& tok, const std::vector<std::st
         Chunk& c = batch[k];
         const std::string_view text(reinterpret_cast<const char*>(c.file->data()) + c.begin, c.end - c.begin);
         c.ids.reserve(text.size() / 3);
-        encoders[static_cast<size_t>(t)]->encode_append(text, c.ids);
+        // A chunk after a split point continues its file's document.
+        if (c.begin > 0) encoders[static_cast<size_t>(t)]->encode_append_continued(text, c.ids);
+        else encoders[static_cast<size_t>(t)]->encode_append(text, c.ids);
       }
     };
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,10 +1,15 @@
-// The tokenizers dlkit ships: raw bytes, whitespace-separated decimal ids, and (gpt2_tokenizer.cpp)
-// GPT-2's BPE, chosen by make_tokenizer.
+// The tokenizers dlkit ships: raw bytes, whitespace-separated decimal ids, GPT-2's BPE
+// (gpt2_tokenizer.cpp) and Hugging Face's tokenizer.json (hf_tokenizer.cpp), chosen by
+// make_tokenizer (a spec) or load_tokenizer (a folder).
 #include <cctype>
 #include <charconv>
 
 #include "dl/data/dataset.hpp"
+#include <filesystem>
+
+#include "dl/core/error.hpp"
 #include "dl/data/gpt2_tokenizer.hpp"
+#include "dl/data/hf_tokenizer.hpp"
 
 namespace dl {
 
@@ -90,8 +95,21 @@ std::unique_ptr<Tokenizer> make_id_tokenizer() { return std::make_unique<IdToken
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
   if (spec == "bytes") return make_byte_tokenizer();
   if (spec.starts_with("gpt2:") && spec.size() > 5) return std::make_unique<Gpt2Tokenizer>(spec.substr(5));
-  throw_usage("data.tokenizer = \"", spec, "\" is not a tokenizer; use \"bytes\" or \"gpt2:DIR\" (a folder with ",
-              "vocab.json + merges.txt or tokenizer.json)");
+  if (spec.starts_with("hf:") && spec.size() > 3) return std::make_unique<HfTokenizer>(spec.substr(3));
+  throw_usage("data.tokenizer = \"", spec, "\" is not a tokenizer; use \"bytes\", \"gpt2:DIR\" (a folder with ",
+              "vocab.json + merges.txt or tokenizer.json) or \"hf:DIR\" (a folder with a Hugging Face tokenizer.json)");
 }
+
+std::string tokenizer_spec_of_folder(const std::string& folder) {
+  namespace fs = std::filesystem;
+  const fs::path d(folder);
+  std::error_code ec;
+  if (!fs::is_directory(d, ec)) throw_usage("tokenizer folder '", folder, "' does not exist");
+  if (fs::exists(d / "vocab.json", ec) && fs::exists(d / "merges.txt", ec)) return "gpt2:" + folder;
+  if (fs::exists(d / "tokenizer.json", ec)) return "hf:" + folder;
+  throw_usage("tokenizer folder '", folder, "' holds neither vocab.json + merges.txt (GPT-2) nor tokenizer.json (Hugging Face)");
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& folder) { return make_tokenizer(tokenizer_spec_of_folder(folder)); }
 
 }  // namespace dl

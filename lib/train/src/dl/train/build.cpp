@@ -5,6 +5,8 @@
 #include <exception>
 #include <thread>
 
+#include <toml++/toml.h>
+
 #include "dl/cli/app.hpp"
 #include "dl/core/parallel.hpp"
 #include "dl/checkpoint/format.hpp"
@@ -193,9 +195,19 @@ Config load_run_config(const fs::path& run_dir, const std::vector<std::string>& 
   fs::path cfg = run_dir / "config.toml";
   if (!fs::exists(cfg)) throw_usage(run_dir.string(), " is not a dl-train run directory (no config.toml)");
   // The run's copy of its tokenizer, wherever the folder it was trained with is now.
+  // Its kind is the one the run was trained with (a GPT-2 tokenizer.json stays "gpt2:").
   std::vector<std::string> sets = overrides;
-  if (fs::is_directory(run_dir / kRunTokenizerDir))
-    sets.insert(sets.begin(), "data.tokenizer=\"gpt2:" + fs::absolute(run_dir / kRunTokenizerDir).string() + "\"");
+  if (fs::is_directory(run_dir / kRunTokenizerDir)) {
+    // Read as written: the folder it names may be gone, which loading the config would refuse.
+    bool hf = false;
+    try {
+      hf = toml::parse_file(cfg.string())["data"]["tokenizer"].value_or(std::string()).starts_with("hf:");
+    } catch (const toml::parse_error&) {
+      // load_config below says what is wrong with the file
+    }
+    sets.insert(sets.begin(), "data.tokenizer=\"" + std::string(hf ? "hf:" : "gpt2:") +
+                                  fs::absolute(run_dir / kRunTokenizerDir).string() + "\"");
+  }
   // model.init_from's folder is a record here: the weights come from the run's checkpoints.
   return load_config(cfg, sets, InitFromUse::recorded);
 }
