@@ -29,7 +29,7 @@ namespace {
 const dl::OptionNames kFlags = {{"nproc_per_node", "--nproc-per-node"}, {"nnodes", "--nnodes"},
                                 {"node_rank", "--node-rank"},           {"rdzv", "--rdzv"},
                                 {"shard_tokens", "--shard-tokens"},     {"val_fraction", "--val-fraction"},
-                                {"log_y", "--log-y"}};
+                                {"log_y", "--log-y"},                   {"steps", "--steps"}};
 
 std::string keys_help() {
   std::string s = "Config keys (--set KEY=VALUE; see configs/ for examples):\n";
@@ -140,13 +140,16 @@ int main(int argc, char** argv) {
       "  dl-train sweep configs/lr.sweep.toml --format json > trials.json\n"
       "The sweep file's format, the methods and how resume stays exact: docs/SWEEPS.md.");
   std::string w_file, w_dir, w_resume, w_format = "table";
-  int64_t w_jobs = 0;
+  int64_t w_jobs = 0, w_steps = 0;
   bool w_quiet = false;
   sweep->add_option("sweep_file", w_file, "Sweep file (TOML); not with --resume");
   sweep->add_option("--dir", w_dir, "Sweep directory to create (default sweeps/<sweep>-<time>)");
   sweep->add_option("--resume", w_resume, "Continue the sweep in DIR (not while another process runs it)");
   sweep->add_option("--jobs", w_jobs, "Trials at once (default: the sweep file's jobs, else 1); they share the cores")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  sweep->add_option("--steps", w_steps, "Train every trial N steps (overrides the base config's train.steps and, with "
+                                       "asha, early_stopping.max_steps; like dl-train --steps)")
+      ->check(CLI::Range(int64_t{1}, dl::kMaxTrainSteps));
   sweep->add_option("--format", w_format, "table | json | jsonl | csv | md");
   sweep->add_flag("-q,--quiet", w_quiet, "No per-trial log lines on stderr");
 
@@ -210,6 +213,7 @@ int main(int argc, char** argv) {
         o.dir = w_dir.empty() ? dl::timestamped_dir("sweeps", w_file).string() : w_dir;
       }
       o.jobs = w_jobs;
+      o.steps = w_steps;
       o.quiet = w_quiet;
       o.progress = !w_quiet && dl::stderr_is_terminal();
       o.trainer = fs::read_symlink("/proc/self/exe");
