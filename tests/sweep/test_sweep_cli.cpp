@@ -164,7 +164,9 @@ TEST_CASE("Ctrl-C stops every trial with a checkpoint (exit 130); kill -9 at ran
   const json& reference = sweep_rows("asha.toml", "asha");
   // SIGINT once two trials run: those running stop at a checkpoint, the sweep exits 130. Whether a
   // trial is still running when the signal lands is a race with its 10-step rung on a loaded
-  // machine, so a try where none was caught running is repeated in a fresh directory.
+  // machine, so a try where none was caught running is repeated in a fresh directory. The signal
+  // goes 50 ms after trial 1's log appears: a whole trial of this size takes 0.3 to 0.5 s, and at
+  // 300 ms every try could miss it (a trial signalled before its handlers exist exits 130 too).
   fs::path dir;
   int interrupted = 0;
   for (int attempt = 0; attempt < 5 && interrupted == 0; ++attempt) {
@@ -174,7 +176,7 @@ TEST_CASE("Ctrl-C stops every trial with a checkpoint (exit 130); kill -9 at ran
     Process p(tool("dl-train"), first);
     for (int i = 0; i < 400 && !fs::exists(dir / "logs" / "trial-0001.log"); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     p.send_signal(SIGINT);
     CHECK(p.wait(60) == 130);
     const json state = json::parse(read_file(dir / "sweep.json"));
