@@ -60,7 +60,7 @@ TEST_CASE("empty text gives the documented defaults") {
   CHECK(c.data.source == "synthetic:addition");
   CHECK(c.data.val_source.empty());
   CHECK(c.optim.lr == 1e-3);
-  CHECK(c.parallel.dp == 1);
+  CHECK(c.parallel.dp == -1);  // "auto": every process not taken by tp and pp is data parallel
   CHECK(c.log.progress == Progress::automatic);
 }
 
@@ -173,10 +173,10 @@ samples = 0
 }
 
 TEST_CASE("dotted keys and integer-valued floats") {
-  Config c = parse("model.n_layer = 3\noptim.lr = 1\nparallel.dp = -1\n");
+  Config c = parse("model.n_layer = 3\noptim.lr = 1\nparallel.dp = 2\n");
   CHECK(c.model.n_layer == 3);
   CHECK(c.optim.lr == 1.0);
-  CHECK(c.parallel.dp == -1);
+  CHECK(c.parallel.dp == 2);
 }
 
 TEST_CASE("TOML syntax errors give file, line and column") {

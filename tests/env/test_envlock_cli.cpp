@@ -459,3 +459,44 @@ TEST_CASE("resolve: the interpreter a constraints file names runs only when --py
   CHECK(has(named.out, "\"component\": \"python.\\\"" + interp + "\\\".packages.numpy\",\n      \"version\": \"1.24.2\""));
   CHECK(has(test::read_file(h.marker), "ran: " + interp + " -m pip list"));
 }
+
+TEST_CASE("sync --dry-run compares the interpreter's installed packages: only differences get pip install; local versions are manual") {
+  test::TempDir dir("sync-python");
+  const fs::path interp = dir / "python", marker = dir / "marker";
+  // A fake interpreter: Python 3.11.2 with numpy 1.24.2, scipy 1.9.0 and a source build of torch.
+  write_script(interp, "#!/bin/sh\n"
+                       "echo \"ran: $*\" >> " + marker.string() + "\n"
+                       "if [ \"$1\" = --version ]; then echo 'Python 3.11.2'; exit 0; fi\n"
+                       "echo '[{\"name\": \"numpy\", \"version\": \"1.24.2\"}, {\"name\": \"scipy\", \"version\": \"1.9.0\"},"
+                       " {\"name\": \"torch\", \"version\": \"1.13.0a0+gitunknown\"}]'\n");
+  Lock l;
+  l.add({"python", interp.string()}, "3.11.2").set("executable", interp.string());
+  l.add({"python", interp.string(), "packages", "numpy"}, "1.24.2");
+  l.add({"python", interp.string(), "packages", "scipy"}, "1.10.0");
+  l.add({"python", interp.string(), "packages", "torch"}, "1.13.0a0+gitunknown");
+  l.add({"python", interp.string(), "packages", "mylib"}, "0.1+local");
+  seal(l);
+  write_lock(dir / "env.lock", l);
+
+  // Not named: the lock's interpreter is not run, and every public version is proposed.
+  auto unnamed = envlock({"sync", (dir / "env.lock").string(), "--dry-run"});
+  CHECK_MESSAGE(unnamed.exit_code == 0, unnamed.err);
+  CHECK_FALSE(fs::exists(marker));
+  CHECK(has(unnamed.out, "\n" + interp.string() + " -m pip install numpy==1.24.2 scipy==1.10.0\n"));
+  CHECK(has(unnamed.out, "# " + interp.string() + ": installed packages not read"));
+  CHECK(has(unnamed.out, "--python " + interp.string() + " compares them"));
+
+  auto named = envlock({"sync", (dir / "env.lock").string(), "--dry-run", "--python", interp.string()});
+  CHECK_MESSAGE(named.exit_code == 0, named.err);
+  CHECK(has(test::read_file(marker), "ran: -m pip list"));
+  CHECK(has(named.out, "# Python packages: 1 to install or change, 2 already at the locked version\n"));
+  CHECK(has(named.out, "\n" + interp.string() + " -m pip install scipy==1.10.0\n"));
+  CHECK_FALSE(has(named.out, "numpy=="));
+  CHECK_FALSE(has(named.out, "torch"));  // installed at its locked source build
+  CHECK(has(named.out, "#   python.\"" + interp.string() + "\".packages.mylib 0.1+local: a local version (+local): no public "
+                       "package index serves it; not installed;"));
+  auto json = envlock({"sync", (dir / "env.lock").string(), "--dry-run", "--python", interp.string(), "--format", "json"});
+  CHECK(json.exit_code == 0);
+  CHECK(has(json.out, "\"pip_satisfied\": ["));
+  CHECK(has(json.out, "\"detail\": \"installed 1.13.0a0+gitunknown\""));
+}

@@ -115,11 +115,12 @@ TEST_CASE("impossible layouts are clear errors") {
     std::string expect;
   };
   std::vector<Case> cases = {
-      {2, {"parallel.tp=3"}, "dp x tp x pp"},
+      {2, {"parallel.tp=3"}, "not divisible by parallel.tp x parallel.pp = 3 x 1 = 3"},
+      {2, {"parallel.tp=3", "parallel.dp=1"}, "parallel.dp x parallel.tp x parallel.pp = 1 x 3 x 1 = 3 ranks, but 2"},
       {3, {"parallel.tp=3"}, "must divide model.n_head"},
-      {2, {"parallel.pp=4"}, "dp x tp x pp"},
+      {2, {"parallel.pp=4"}, "not divisible by parallel.tp x parallel.pp = 1 x 4 = 4"},
       {4, {"parallel.pp=4", "model.n_layer=2"}, "must divide model.n_layer"},
-      {2, {"parallel.dp=1"}, "dp x tp x pp = 1 x 1 x 1 = 1 ranks, but 2 processes"},
+      {2, {"parallel.dp=1"}, "parallel.dp x parallel.tp x parallel.pp = 1 x 1 x 1 = 1 ranks, but 2 processes"},
       {1, {"parallel.dp=2"}, "--nproc-per-node"},
       {2, {"parallel.pp=2", "parallel.zero=2"}, "zero = 2 with pipeline parallel"},
   };

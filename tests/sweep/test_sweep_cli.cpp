@@ -164,7 +164,9 @@ TEST_CASE("Ctrl-C stops every trial with a checkpoint (exit 130); kill -9 at ran
   const json& reference = sweep_rows("asha.toml", "asha");
   // SIGINT once two trials run: those running stop at a checkpoint, the sweep exits 130. Whether a
   // trial is still running when the signal lands is a race with its 10-step rung on a loaded
-  // machine, so a try where none was caught running is repeated in a fresh directory.
+  // machine, so a try where none was caught running is repeated in a fresh directory. The signal
+  // goes 50 ms after trial 1's log appears: a whole trial of this size takes 0.3 to 0.5 s, and at
+  // 300 ms every try could miss it (a trial signalled before its handlers exist exits 130 too).
   fs::path dir;
   int interrupted = 0;
   for (int attempt = 0; attempt < 5 && interrupted == 0; ++attempt) {
@@ -174,7 +176,7 @@ TEST_CASE("Ctrl-C stops every trial with a checkpoint (exit 130); kill -9 at ran
     Process p(tool("dl-train"), first);
     for (int i = 0; i < 400 && !fs::exists(dir / "logs" / "trial-0001.log"); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     p.send_signal(SIGINT);
     CHECK(p.wait(60) == 130);
     const json state = json::parse(read_file(dir / "sweep.json"));
@@ -384,4 +386,44 @@ TEST_CASE("the shipped example sweep of the help and docs/SWEEPS.md exists and i
   const auto rows = json::parse(r.out);
   CHECK(rows.is_array());
   CHECK(!rows.empty());
+}
+
+TEST_CASE("sweep --steps N trains every trial N steps, like dl-train --steps; best.toml and --resume keep it") {
+  write_file(fixture().dir / "two.toml", "base = \"tiny.toml\"\n[method]\nname = \"grid\"\n[parameters]\n"
+                                         "\"optim.lr\" = [1e-3, 3e-3]\n");
+  const fs::path dir = fixture().dir / "short";
+  auto r = train({"sweep", (fixture().dir / "two.toml").string(), "--dir", dir.string(), "--steps", "20", "--format",
+                  "json", "-q"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);  // main: "The following argument was not expected: --steps" (exit 2)
+  const json rows = json::parse(r.out);
+  REQUIRE(rows.size() == 2);
+  for (const auto& row : rows) {
+    CHECK(row["status"] == "completed");
+    CHECK(row["steps"] == 20);  // the base config's train.steps is 90
+  }
+  CHECK(dl::load_config(dir / "trial-0000" / "config.toml").train.steps == 20);
+  CHECK(dl::load_config(dir / "best.toml").train.steps == 20);
+  // A finished sweep resumed trains nothing more: the state kept 20 steps.
+  auto again = train({"sweep", "--resume", dir.string(), "--format", "json", "-q"});
+  REQUIRE(again.exit_code == 0);
+  CHECK(table_of(again.out) == table_of(r.out));
+  auto resumed = train({"sweep", "--resume", dir.string(), "--steps", "30"});
+  CHECK(resumed.exit_code == 2);
+  CHECK(resumed.err.find("--steps goes with a new sweep") != std::string::npos);
+
+  // With asha the steps are the last rung: 10, then 30.
+  auto a = train({"sweep", (fixture().dir / "asha.toml").string(), "--dir", (fixture().dir / "asha-short").string(),
+                  "--steps", "30", "--format", "json", "-q"});
+  INFO(a.err);
+  REQUIRE(a.exit_code == 0);
+  int64_t most = 0;
+  for (const auto& row : json::parse(a.out)) most = std::max(most, row["steps"].get<int64_t>());
+  CHECK(most == 30);
+  auto below = train({"sweep", (fixture().dir / "asha.toml").string(), "--dir", (fixture().dir / "asha-below").string(),
+                      "--steps", "5"});
+  CHECK(below.exit_code == 2);
+  CHECK(below.err.find("--steps 5 is below") != std::string::npos);
+  CHECK(below.err.find("early_stopping.min_steps = 10") != std::string::npos);
+  CHECK_FALSE(fs::exists(fixture().dir / "asha-below"));
 }

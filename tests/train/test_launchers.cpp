@@ -200,3 +200,41 @@ TEST_CASE("a missing or contradictory launch environment is an error, not a hang
   CHECK(r.err.find("cannot reach the rendezvous store") != std::string::npos);
   CHECK(r.err.find("after 2 s") != std::string::npos);
 }
+
+TEST_CASE("nodes with different run directories stop before training, saying they must share one") {
+  TempDir dir("layout-rundirs");
+  write_file(dir / "c.toml", kLayoutGpt);
+  // Two "nodes" (a launcher each, --nnodes 2) meeting through a shared folder, each given its own
+  // --run-dir, as two machines each with a local disk would be. Main trained all 20 steps and
+  // failed at the first checkpoint, writing into rank 1's missing directory.
+  const std::string rdzv = (dir / "rdzv").string();
+  std::vector<std::unique_ptr<Process>> nodes;
+  for (int node = 0; node < 2; ++node)
+    nodes.push_back(std::make_unique<Process>(
+        tool("dl-train"),
+        std::vector<std::string>{(dir / "c.toml").string(), "--run-dir", (dir / ("node" + std::to_string(node))).string(),
+                                 "--json", "--set", "train.batch_size=4", "--nproc-per-node", "1", "--nnodes", "2",
+                                 "--node-rank", std::to_string(node), "--rdzv", rdzv},
+        std::vector<std::string>{}));
+  for (int node = 0; node < 2; ++node) {
+    const int code = nodes[node]->wait(120);
+    CAPTURE(node);
+    INFO(nodes[node]->err());
+    CHECK(code == 2);
+    CHECK(nodes[node]->err().find("rank 1 of 2 cannot see the run directory rank 0 took") != std::string::npos);
+    CHECK(nodes[node]->err().find("nodes must share the run directory") != std::string::npos);
+    CHECK(curves_of(nodes[node]->out_lines()).loss.empty());  // not one step trained
+  }
+  CHECK(nodes[0]->err().find((dir / "node0").string()) != std::string::npos);
+  CHECK(nodes[1]->err().find((dir / "node1").string()) != std::string::npos);
+  CHECK_FALSE(fs::exists(dir / "node0" / "checkpoints"));
+  CHECK_FALSE(fs::exists(dir / "node0" / ".rank0-token"));  // rank 0's token is gone: the folder can be taken again
+  CHECK_FALSE(fs::exists(dir / "node1"));
+
+  // Without --run-dir each node's launcher would stamp its own default: refused before any rank starts.
+  RunResult r = run(tool("dl-train"), {(dir / "c.toml").string(), "--nproc-per-node", "1", "--nnodes", "2", "--node-rank",
+                                       "0", "--rdzv", rdzv},
+                    "", {}, 60);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--nnodes 2: pass the same --run-dir to every node") != std::string::npos);
+}

@@ -1,6 +1,7 @@
 // The trainer's promises end to end (dl/train/trainer.cpp through dl-train): gradient
-// accumulation and parallel.dp = "auto" give the single-process batch's losses and gradient
-// norms, and `eval --data SPEC` evaluates exactly the data it names.
+// accumulation and parallel.dp = "auto" (the default) give the single-process batch's losses and
+// gradient norms, a layout that contradicts the process count is refused once, and
+// `eval --data SPEC` evaluates exactly the data it names.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -68,16 +69,39 @@ TEST_CASE("train.grad_accum = 2 at batch 4 and parallel.dp = \"auto\" over 2 ran
   const Curve ref = train(d, "ref", {});
   check_same_curve(train(d, "accum", {"--set", "train.batch_size=4", "--set", "train.grad_accum=2"}), ref);
 
-  // "auto" fills dp from the process count: 2 ranks of batch 4 are the same global batch of 8.
-  std::string cfg = kTinyGpt;
-  cfg += "\n[parallel]\ndp = \"auto\"\n";
-  write_file(d / "c.toml", cfg);
+  // A config without [parallel], as torchrun + DDP users write it: "auto", the default, fills dp
+  // from the process count, so 2 ranks of batch 4 are the same global batch of 8 (main exited 2).
   check_same_curve(train(d, "auto", {"--set", "train.batch_size=4", "--nproc-per-node", "2"}), ref);
   json summary = json::parse(read_file(d / "auto" / "summary.json"));
   CHECK(summary["layout"]["dp"] == 2);
   json memory = json::parse(read_file(d / "auto" / "memory.json"));
   CHECK(memory["layout"]["dp"] == 2);
   CHECK(memory["ranks"].size() == 2);
+}
+
+TEST_CASE("an explicit parallel.dp that contradicts --nproc-per-node exits 2 with one message naming the keys") {
+  TempDir d("dp-contradiction");
+  write_file(d / "c.toml", kTinyGpt);
+  RunResult r = run(tool("dl-train"), {(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--nproc-per-node",
+                                       "2", "--set", "parallel.dp=3"},
+                    "", {}, 120);
+  INFO(r.err);
+  CHECK(r.exit_code == 2);
+  const std::string message = "parallel.dp x parallel.tp x parallel.pp = 3 x 1 x 1 = 3 ranks, but 2 processes were started";
+  // Said once, by the launcher (main printed it once per rank, behind "[rank N]").
+  const size_t first = r.err.find(message);
+  REQUIRE(first != std::string::npos);
+  CHECK(r.err.find(message, first + 1) == std::string::npos);
+  CHECK(r.err.rfind("dl-train: error: " + message, 0) == 0);
+  CHECK_FALSE(fs::exists(d / "run"));
+  // The same under an outside launcher: each rank decides alone, and only rank 0 says why.
+  RunResult rank1 = run(tool("dl-train"), {(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--set",
+                                           "parallel.dp=3"},
+                        "", {"RANK=1", "WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"}, 60);
+  CHECK(rank1.exit_code == 2);
+  CHECK(rank1.err.find(message) == std::string::npos);
+  CHECK(rank1.err.find("rank 1 of 2: the config's [parallel] layout is refused (rank 0 says why)") !=
+        std::string::npos);
 }
 
 TEST_CASE("dl-train eval --data evaluates the data it names; a bad spec exits 2") {

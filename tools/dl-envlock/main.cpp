@@ -122,14 +122,19 @@ int main(int argc, char** argv) {
   sync->add_option("lock", ya.lock, "Lock file")->required();
   sync->add_flag("--dry-run", ya.dry_run, "Only print the commands (the default unless --yes)");
   sync->add_flag("--yes,--run", ya.yes, "Run the apt-get command (through sudo when not root); pip commands are never run");
+  sync->add_option("--python", ya.pythons,
+                   "Compare the packages of the lock's interpreter that this is (default: python3 on PATH); repeatable")
+      ->type_name("PATH");
   sync->add_option("--format", ya.format, "table | json | toml (default table)");
-  sync->add_option("--probe-timeout", ya.probe_timeout_s, "Seconds dpkg-query may take (default 10)")->type_name("SECONDS");
+  sync->add_option("--probe-timeout", ya.probe_timeout_s, "Seconds dpkg-query or the interpreter may take (default 10)")
+      ->type_name("SECONDS");
   sync->footer(
       "Examples:\n"
       "  dl-envlock sync env.lock --dry-run\n"
       "  dl-envlock sync env.lock --yes                     # runs: [sudo] apt-get install -y pkg=version ...\n"
       "\n"
-      "The NVIDIA driver and CUDA/cuDNN/NCCL installed from outside Debian are listed, not installed.");
+      "Python packages already at their locked version are left out; local versions (1.13.0a0+gitunknown)\n"
+      "no index serves, the NVIDIA driver and CUDA/cuDNN/NCCL from outside Debian are listed, not installed.");
 
   if (const auto code = dl::parse_command_line(app, argc, argv, "dl-envlock")) return *code;
 

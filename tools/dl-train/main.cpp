@@ -29,7 +29,7 @@ namespace {
 const dl::OptionNames kFlags = {{"nproc_per_node", "--nproc-per-node"}, {"nnodes", "--nnodes"},
                                 {"node_rank", "--node-rank"},           {"rdzv", "--rdzv"},
                                 {"shard_tokens", "--shard-tokens"},     {"val_fraction", "--val-fraction"},
-                                {"log_y", "--log-y"}};
+                                {"log_y", "--log-y"},                   {"steps", "--steps"}};
 
 std::string keys_help() {
   std::string s = "Config keys (--set KEY=VALUE; see configs/ for examples):\n";
@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
       "  dl-train configs/addition.toml --run-dir runs/a --json > metrics.jsonl\n"
       "  dl-train --resume runs/a --steps 2000               # continue a run, bit for bit\n"
       "  dl-train configs/addition.toml --env-lock env.lock  # only on a machine matching the lock\n"
-      "  dl-train configs/addition.toml --nproc-per-node 4 --set parallel.tp=2 --set parallel.dp=2\n"
+      "  dl-train configs/addition.toml --nproc-per-node 4 --set parallel.tp=2   # dp: \"auto\", 4 / (tp x pp) = 2\n"
       "  srun -N2 --ntasks-per-node 8 dl-train big.toml --run-dir runs/big   # Slurm, torchrun, mpirun work too\n"
       "  dl-train sample --run-dir runs/a --prompt '123+456='\n"
       "  dl-train eval --run-dir runs/a --format json\n"
@@ -87,9 +87,10 @@ int main(int argc, char** argv) {
   app.add_option("--env-lock", env_lock,
                  "Refuse to start when this machine has drifted from a dl-envlock lock (CUDA/driver major)");
   app.add_option("--nproc-per-node", nproc_per_node,
-                 "Start N ranks on this node (like torchrun); [parallel] dp x tp x pp must equal the world size")
+                 "Start N ranks on this node (like torchrun); parallel.dp defaults to the world size / (tp x pp)")
       ->check(CLI::Range(1, 4096));
-  app.add_option("--nnodes", nnodes, "Nodes in the job (each runs this command with its --node-rank)")
+  app.add_option("--nnodes", nnodes, "Nodes in the job (each runs this command with its --node-rank and the same --run-dir, "
+                                     "on a filesystem every node shares)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--node-rank", node_rank, "This node's index, 0..nnodes-1");
   app.add_option("--rdzv", rdzv, "Rendezvous: a folder every node sees, or host:port of node 0 (default: a local folder)");
@@ -140,13 +141,16 @@ int main(int argc, char** argv) {
       "  dl-train sweep configs/lr.sweep.toml --format json > trials.json\n"
       "The sweep file's format, the methods and how resume stays exact: docs/SWEEPS.md.");
   std::string w_file, w_dir, w_resume, w_format = "table";
-  int64_t w_jobs = 0;
+  int64_t w_jobs = 0, w_steps = 0;
   bool w_quiet = false;
   sweep->add_option("sweep_file", w_file, "Sweep file (TOML); not with --resume");
   sweep->add_option("--dir", w_dir, "Sweep directory to create (default sweeps/<sweep>-<time>)");
   sweep->add_option("--resume", w_resume, "Continue the sweep in DIR (not while another process runs it)");
   sweep->add_option("--jobs", w_jobs, "Trials at once (default: the sweep file's jobs, else 1); they share the cores")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}));
+  sweep->add_option("--steps", w_steps, "Train every trial N steps (overrides the base config's train.steps and, with "
+                                       "asha, early_stopping.max_steps; like dl-train --steps)")
+      ->check(CLI::Range(int64_t{1}, dl::kMaxTrainSteps));
   sweep->add_option("--format", w_format, "table | json | jsonl | csv | md");
   sweep->add_flag("-q,--quiet", w_quiet, "No per-trial log lines on stderr");
 
@@ -211,6 +215,7 @@ int main(int argc, char** argv) {
         o.dir = w_dir.empty() ? dl::timestamped_dir("sweeps", w_file).string() : w_dir;
       }
       o.jobs = w_jobs;
+      o.steps = w_steps;
       o.quiet = w_quiet;
       o.progress = !w_quiet && dl::stderr_is_terminal();
       o.trainer = fs::read_symlink("/proc/self/exe");
@@ -284,6 +289,12 @@ int main(int argc, char** argv) {
     o.max_steps_here = dl::example_cap("DL_EXAMPLE_MAX_STEPS").value_or(-1);
     const auto role = dl::dist::launch_role(nproc_per_node, nnodes, env);
     if (role == dl::dist::LaunchRole::launcher) {
+      // Refused here once rather than by every rank: a layout that does not fit the world.
+      dl::check_launch(o.config, nproc_per_node * nnodes, nproc_per_node);
+      // Each node's launcher would stamp its own default directory.
+      if (nnodes > 1 && run_dir.empty() && resume_dir.empty() && !dl::default_run_dir_is_shared(env))
+        dl::throw_usage("--nnodes ", nnodes, ": pass the same --run-dir to every node, on a filesystem they share "
+                        "(every rank writes its part of each checkpoint there)");
       // Every rank runs this same command line (plus the run directory chosen here, so all of
       // them agree on it).
       dl::dist::LaunchOptions lo;

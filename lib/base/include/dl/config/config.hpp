@@ -99,7 +99,7 @@ struct TrainConfig {
 };
 
 struct ParallelConfig {
-  int64_t dp = 1;  // -1 means "auto": world / (tp * pp)
+  int64_t dp = -1;  // -1 means "auto" (the default): world / (tp * pp), as torchrun + DDP users expect
   int64_t tp = 1;
   int64_t pp = 1;
   int64_t zero = 0;                 // 0..3

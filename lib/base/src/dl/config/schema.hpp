@@ -109,7 +109,7 @@ void visit_config(C& c, V&& v) {
   v("train", "checkpoint_every", c.train.checkpoint_every, help("steps between checkpoints; 0: only at the end").min(0));
   v("train", "keep_checkpoints", c.train.keep_checkpoints, help("newest checkpoints kept").min(1));
   // [parallel]
-  v("parallel", "dp", c.parallel.dp, help("data-parallel ranks; \"auto\": world size / (tp * pp)").min(1).or_auto());
+  v("parallel", "dp", c.parallel.dp, help("data-parallel ranks; \"auto\" (the default): world size / (tp * pp), so N processes with tp and pp left at 1 train data parallel over all N").min(1).or_auto());
   v("parallel", "tp", c.parallel.tp, help("tensor-parallel ranks").min(1));
   v("parallel", "pp", c.parallel.pp, help("pipeline stages").min(1));
   v("parallel", "zero", c.parallel.zero, help("ZeRO stage: 0 off, 1 optimizer states, 2 + gradients, 3 + parameters").min(0).max(3));

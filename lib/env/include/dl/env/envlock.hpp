@@ -50,6 +50,9 @@ struct SyncArgs {
   std::string lock;
   bool dry_run = false;
   bool yes = false;  // consent to run the apt-get command
+  // Interpreters whose installed packages are compared (--python); empty: python3 on PATH. A lock's
+  // interpreter runs only when one of these is it (same_interpreter).
+  std::vector<std::string> pythons;
   std::string format = "table";
   double probe_timeout_s = 10;
 };

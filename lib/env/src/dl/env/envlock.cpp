@@ -88,6 +88,28 @@ void warn_hash(const std::string& path, const LockRead& lr) {
   log_warn(path + ": " + why + "; using its content as it is");
 }
 
+// The packages of each interpreter the lock names that may run: one --python names (else python3
+// on PATH) is it. Interpreters left out were not run, or their pip list failed.
+PythonInstalled installed_python_packages(const Lock& lock, const std::vector<std::string>& pythons, double timeout_s) {
+  const SnapshotOptions named = snapshot_options_for(lock, pythons.empty() ? std::vector<std::string>{"python3"} : pythons);
+  SnapshotOptions so;
+  so.probe_stack = false;
+  so.hash_libraries = false;
+  so.pythons = named.pythons;
+  so.python_runs = named.python_runs;
+  so.probe_timeout_s = timeout_s;
+  const Lock found = take_snapshot(so);
+  PythonInstalled out;
+  for (const auto& py : so.pythons) {
+    if (found.probe("python:" + py) != "ok") continue;
+    auto& packages = out[py];
+    for (const auto& c : found.components)
+      if (c.path.size() == 4 && c.path[0] == "python" && c.path[1] == py && c.path[2] == "packages")
+        packages[c.path[3]] = c.version;
+  }
+  return out;
+}
+
 }  // namespace
 
 int envlock_snapshot(const SnapshotArgs& a, std::ostream& out) {
@@ -191,7 +213,8 @@ int envlock_sync(const SyncArgs& a, std::ostream& out) {
   warn_hash(a.lock, lr);
   check_sync_lock(lr.lock, a.lock);  // hostile names are refused before dpkg-query sees them
   auto installed = installed_deb_versions(sync_packages(lr.lock), a.probe_timeout_s);
-  SyncPlan plan = plan_sync(lr.lock, installed, ::geteuid() == 0, a.lock);
+  SyncPlan plan = plan_sync(lr.lock, installed, ::geteuid() == 0, a.lock,
+                            installed_python_packages(lr.lock, a.pythons, a.probe_timeout_s));
   out << render_sync_plan(plan, a.lock, fmt);
   out.flush();
   if (a.dry_run || plan.apt_argv.empty()) return kExitOk;

@@ -104,6 +104,19 @@ std::string comment_text(const std::string& s) {
   return out;
 }
 
+bool same_pep440(const std::string& a, const std::string& b) {
+  const auto va = parse_pep440(a), vb = parse_pep440(b);
+  return va && vb ? pep440_compare(*va, *vb) == 0 : a == b;
+}
+
+// PEP 440: a local version (+label) is a build of its own; public indexes (PyPI) refuse them,
+// so pip install name==1.13.0a0+gitunknown cannot succeed from PyPI.
+std::string local_version_advice(const std::string& package, const std::string& version, const std::string& found) {
+  return str("a local version (+", version.substr(version.find('+') + 1), "): no public package index serves it; ",
+             found, "; install that build by hand (from its source, or pip's --index-url of the index that built it: ",
+             "PyTorch's for +cpu/+cuXXX) or re-lock with a public version of ", package);
+}
+
 }  // namespace
 
 std::vector<std::string> SyncPlan::command() const {
@@ -162,7 +175,7 @@ void check_sync_lock(const Lock& lock, const std::string& lock_name) {
 }
 
 SyncPlan plan_sync(const Lock& lock, const std::map<std::string, std::string>& installed, bool is_root,
-                   const std::string& lock_name) {
+                   const std::string& lock_name, const PythonInstalled& python_installed) {
   check_sync_lock(lock, lock_name);
   SyncPlan plan;
   std::vector<std::string> pins;
@@ -195,8 +208,28 @@ SyncPlan plan_sync(const Lock& lock, const std::map<std::string, std::string>& i
       continue;
     }
     if (c.path.size() == 4 && c.path[0] == "python" && c.path[2] == "packages" && real_version(c.version)) {
-      if (!pip_pins.count(c.path[1])) pip_order.push_back(c.path[1]);
-      pip_pins[c.path[1]].push_back(c.path[3] + "==" + c.version);
+      const std::string& py = c.path[1];
+      const auto run = python_installed.find(py);
+      std::string have;
+      if (run == python_installed.end()) {
+        if (std::find(plan.pythons_not_run.begin(), plan.pythons_not_run.end(), py) == plan.pythons_not_run.end())
+          plan.pythons_not_run.push_back(py);
+      } else {
+        const auto it = run->second.find(c.path[3]);
+        if (it != run->second.end()) have = it->second;
+        if (!have.empty() && same_pep440(have, c.version)) {
+          plan.pip_satisfied.push_back({c.key(), c.version, "installed " + have});
+          continue;
+        }
+      }
+      const std::string found = run == python_installed.end() ? "not compared" : have.empty() ? "not installed" : "installed " + have;
+      if (parse_pep440(c.version)->has_local()) {
+        plan.manual.push_back({c.key(), c.version, local_version_advice(c.path[3], c.version, found)});
+        continue;
+      }
+      if (!pip_pins.count(py)) pip_order.push_back(py);
+      pip_pins[py].push_back(c.path[3] + "==" + c.version);
+      plan.pip_install.push_back({c.key(), c.version, found});
       continue;
     }
     if (manual_candidate(c)) plan.manual.push_back({c.key(), c.version, manual_advice(c)});
@@ -230,6 +263,9 @@ std::string render_sync_plan(const SyncPlan& plan, const std::string& lock_name,
     nlohmann::ordered_json pip = nlohmann::ordered_json::array();
     for (const auto& [py, argv] : plan.pip) pip.push_back({{"interpreter", py}, {"command", argv}});
     j["pip_commands"] = pip;
+    j["pip_install"] = items(plan.pip_install);
+    j["pip_satisfied"] = items(plan.pip_satisfied);
+    j["pythons_not_run"] = plan.pythons_not_run;
     j["manual"] = items(plan.manual);
     return j.dump(2) + "\n";
   }
@@ -244,6 +280,7 @@ std::string render_sync_plan(const SyncPlan& plan, const std::string& lock_name,
     };
     std::string out = "lock = " + toml_string(lock_name) + "\n";
     out += "apt-command = " + arr(plan.command()) + "\n";
+    out += "pythons-not-run = " + arr(plan.pythons_not_run) + "\n";
     auto items = [&](const char* name, const std::vector<SyncItem>& v) {
       for (const auto& i : v) {
         out += std::string("\n[[") + name + "]]\n";
@@ -253,6 +290,8 @@ std::string render_sync_plan(const SyncPlan& plan, const std::string& lock_name,
     items("install", plan.install);
     items("satisfied", plan.satisfied);
     for (const auto& [py, argv] : plan.pip) out += "\n[[pip]]\ninterpreter = " + toml_string(py) + "\ncommand = " + arr(argv) + "\n";
+    items("pip-install", plan.pip_install);
+    items("pip-satisfied", plan.pip_satisfied);
     items("manual", plan.manual);
     return out;
   }
@@ -262,6 +301,15 @@ std::string render_sync_plan(const SyncPlan& plan, const std::string& lock_name,
   for (const auto& i : plan.install)
     out += "#   " + comment_text(i.component + " " + i.version + " (" + i.detail + ")") + "\n";
   if (!plan.apt_argv.empty()) out += shell_quote_command(plan.command()) + "\n";
+  if (!plan.pip_install.empty() || !plan.pip_satisfied.empty())
+    out += str("# Python packages: ", plan.pip_install.size(), " to install or change, ", plan.pip_satisfied.size(),
+               " already at the locked version\n");
+  for (const auto& i : plan.pip_install)
+    out += "#   " + comment_text(i.component + " " + i.version + " (" + i.detail + ")") + "\n";
+  for (const auto& py : plan.pythons_not_run)
+    out += "# " + comment_text(py) + ": installed packages not read (an interpreter runs only when --python names it, "
+           "else when it is python3 on PATH): all its locked packages are proposed; dl-envlock sync --python " +
+           comment_text(py) + " compares them\n";
   for (const auto& [py, argv] : plan.pip) {
     out += "# Python packages of " + comment_text(py) + " (dl-envlock prints this command but never runs it):\n";
     out += shell_quote_command(argv) + "\n";

@@ -14,15 +14,19 @@ MeshShape resolve_mesh(const ParallelConfig& p, const ModelConfig& model, int wo
   m.pp = static_cast<int>(p.pp);
   if (p.dp < 0) {
     if (world % (m.tp * m.pp) != 0)
-      throw_usage("parallel.dp = \"auto\": the world of ", world, " ranks is not divisible by tp x pp = ", m.tp * m.pp);
+      throw_usage("parallel.dp = \"auto\" (the default): the world of ", world,
+                  " ranks is not divisible by parallel.tp x parallel.pp = ", m.tp, " x ", m.pp, " = ", m.tp * m.pp,
+                  ": start a multiple of ", m.tp * m.pp, " processes, or change parallel.tp or parallel.pp");
     m.dp = world / (m.tp * m.pp);
   } else {
     m.dp = static_cast<int>(p.dp);
   }
   if (m.world() != world)
-    throw_usage("parallel: dp x tp x pp = ", m.dp, " x ", m.tp, " x ", m.pp, " = ", m.world(), " ranks, but ", world,
+    throw_usage("parallel.dp x parallel.tp x parallel.pp = ", m.dp, " x ", m.tp, " x ", m.pp, " = ", m.world(),
+                " ranks, but ", world,
                 world == 1 ? " process runs (start ranks with --nproc-per-node N or a launcher such as torchrun/srun)"
-                           : " processes were started; make them equal (dp = \"auto\" fills in the rest)");
+                           : " processes were started: make them equal, or leave parallel.dp out (its default "
+                             "\"auto\" takes world / (tp x pp))");
   if (model.type != ModelType::gpt && (m.tp > 1 || m.pp > 1))
     throw_usage("parallel.tp and parallel.pp need model.type = \"gpt\"; an mlp runs data parallel (dp, zero) only");
   if (model.type == ModelType::gpt) {

@@ -73,7 +73,8 @@ struct SweepSpec {
   std::optional<Asha> asha;
   int64_t jobs = 1;          // trials at once (--jobs overrides)
   int64_t nproc_per_node = 1;  // ranks per trial (dl-train --nproc-per-node)
-  int64_t base_steps = 0;    // the base config's train.steps
+  int64_t base_steps = 0;    // the base config's train.steps, or the steps given to load_sweep
+  int64_t steps_override = 0;  // dl-train sweep --steps: every trial's train.steps (0: the base config's)
   bool base_decay_steps_set = false;  // the base config fixes schedule.decay_steps itself
 
   // Steps a trial trains when it is not stopped early.
@@ -83,7 +84,11 @@ struct SweepSpec {
 
 // Reads and validates a sweep file. `text` replaces the file's content when given (a sweep
 // resumed from its state file); relative paths still resolve against the file's folder.
-SweepSpec load_sweep(const std::filesystem::path& file, const std::optional<std::string>& text = std::nullopt);
+// `steps` > 0 (dl-train sweep --steps) replaces the base config's train.steps for every trial, and
+// with asha early_stopping.max_steps, the last rung (a usage error naming {steps} when it is below
+// min_steps), as dl-train --steps replaces train.steps.
+SweepSpec load_sweep(const std::filesystem::path& file, const std::optional<std::string>& text = std::nullopt,
+                     int64_t steps = 0);
 
 // True when a TOML file is a sweep file (it has a [parameters] table), not a training config.
 bool is_sweep_file(const std::filesystem::path& file);

@@ -22,6 +22,7 @@ struct SweepOptions {
   std::filesystem::path dir;         // the sweep directory (must be new or empty unless resume)
   bool resume = false;
   int64_t jobs = 0;                  // 0: the sweep file's `jobs`
+  int64_t steps = 0;                 // > 0: every trial's train.steps (a new sweep; kept for its resume)
   std::filesystem::path trainer;     // the dl-train executable the trials run
   bool quiet = false;                // no per-trial log lines
   bool progress = false;             // the one-line progress display (a terminal)

@@ -12,6 +12,7 @@
 
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/core/strings.hpp"
 #include "dl/data/sources.hpp"
 #include "dl/io/input_file.hpp"
@@ -242,7 +243,7 @@ bool is_sweep_file(const fs::path& file) {
   }
 }
 
-SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& given_text) {
+SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& given_text, int64_t steps) {
   const std::string text = given_text ? *given_text : read_sweep_file(file);
   toml::table root;
   try {
@@ -264,7 +265,8 @@ SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& giv
   } catch (const Error& e) {
     throw_usage(top.where("base"), ": base = \"", *base, "\": ", e.what());
   }
-  s.base_steps = base_cfg.train.steps;
+  s.base_steps = steps > 0 ? steps : base_cfg.train.steps;
+  s.steps_override = steps > 0 ? steps : 0;
   s.base_decay_steps_set = base_cfg.schedule.decay_steps > 0;
   if (auto m = top.string("metric")) s.metric = *m;
   const auto metrics = reported_metrics(base_cfg);
@@ -337,6 +339,12 @@ SweepSpec load_sweep(const fs::path& file, const std::optional<std::string>& giv
       a.min_steps = *min;
       a.eta = r.integer("eta", 2, kMaxTrainSteps).value_or(3);
       a.max_steps = r.integer("max_steps", 1, kMaxTrainSteps).value_or(s.base_steps);
+      if (steps > 0) {
+        if (steps < a.min_steps)
+          throw_option_error("{steps} ", steps, " is below early_stopping.min_steps = ", a.min_steps, " (",
+                             r.where("min_steps"), "), the first rung: give at least ", a.min_steps, " steps");
+        a.max_steps = steps;
+      }
       if (a.max_steps < a.min_steps)
         throw_usage(r.where(r.table.get("max_steps") ? "max_steps" : "min_steps"), ": early_stopping: max_steps (",
                     a.max_steps, ") must be >= min_steps (", a.min_steps, ")");

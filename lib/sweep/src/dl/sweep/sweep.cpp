@@ -24,6 +24,7 @@
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/limits.hpp"
+#include "dl/core/option_error.hpp"
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/dir_lock.hpp"
 #include "dl/io/jsonl.hpp"
@@ -74,7 +75,8 @@ struct State {
   std::vector<TrialRecord> trials;  // started trials, by id (ids are 0..size-1)
 
   void save() const {
-    json j{{"version", 1}, {"sweep_file", fs::absolute(sweep_file).string()}, {"sweep_text", sweep_text}};
+    json j{{"version", 1}, {"sweep_file", fs::absolute(sweep_file).string()}, {"sweep_text", sweep_text},
+           {"steps", spec.steps_override}};
     json ts = json::array();
     for (const auto& t : trials) ts.push_back(to_json(t, spec));
     j["trials"] = ts;
@@ -95,7 +97,8 @@ State load_state(const fs::path& dir) {
   try {
     s.sweep_file = j.at("sweep_file").get<std::string>();
     s.sweep_text = j.at("sweep_text").get<std::string>();
-    s.spec = load_sweep(s.sweep_file, s.sweep_text);
+    // "steps" is absent from the state files of sweeps started before --steps existed.
+    s.spec = load_sweep(s.sweep_file, s.sweep_text, j.value("steps", int64_t{0}));
     for (const auto& t : j.at("trials")) s.trials.push_back(from_json(t, s.spec));
   } catch (const json::exception& e) {
     throw_usage(f.string(), ": not a sweep state file this version writes (", e.what(), ")");
@@ -462,6 +465,8 @@ SweepResult run_sweep(const SweepOptions& o) {
   st.dir = o.dir;
   if (o.resume) {
     require_sweep_dir(o.dir);
+    if (o.steps > 0)
+      throw_option_error("{steps} goes with a new sweep: --resume continues ", o.dir.string(), " with the steps it started with");
     lock = lock_dir(o.dir, what);
     st = load_state(o.dir);
     st.dir = o.dir;
@@ -469,7 +474,7 @@ SweepResult run_sweep(const SweepOptions& o) {
       if (t.status == TrialStatus::running) t.status = TrialStatus::interrupted;  // the sweep died while it ran
   } else {
     st.sweep_file = fs::absolute(o.sweep_file);
-    st.spec = load_sweep(o.sweep_file);
+    st.spec = load_sweep(o.sweep_file, std::nullopt, o.steps);
     st.sweep_text = read_file_text(o.sweep_file);
     lock = create_locked_dir(o.dir, what, str("continue it with dl-train sweep --resume ", o.dir.string(), ", or choose another --dir"));
     st.save();
@@ -526,6 +531,7 @@ std::string best_config_toml(const SweepResult& r) {
   const TrialRecord& best = *b;
   std::vector<std::string> sets;
   for (size_t i = 0; i < r.spec.params.size(); ++i) sets.push_back(r.spec.params[i].key + "=" + best.values[i]);
+  if (r.spec.steps_override > 0 && !r.spec.asha) sets.push_back("train.steps=" + std::to_string(r.spec.steps_override));
   if (r.spec.asha) {
     sets.push_back("train.steps=" + std::to_string(r.spec.asha->max_steps));
     if (!r.spec.base_decay_steps_set) sets.push_back("schedule.decay_steps=" + std::to_string(r.spec.asha->max_steps));

@@ -70,6 +70,11 @@ struct TrainSummary {
 // interrupted after SIGINT/SIGTERM once a checkpoint is written.
 TrainSummary run_training(const TrainOptions& options);
 
+// What dl-train's launcher checks once before it starts `world` ranks, `local` of them on this
+// node, so that a config every rank would refuse is reported once, not once per rank: the layout
+// (parallel.dp x tp x pp against the world size) and this machine's limits (threads, memory).
+void check_launch(const Config& config, int world, int local);
+
 // The resolved config of an existing run directory (RUN/config.toml) with overrides applied.
 Config load_run_config(const std::filesystem::path& run_dir, const std::vector<std::string>& overrides = {});
 

@@ -1,14 +1,18 @@
 // Building a run from a config: threads, the communicators, the model; loading a finished run.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <exception>
+#include <fstream>
+#include <random>
 #include <thread>
 
 #include <toml++/toml.h>
 
 #include "dl/cli/app.hpp"
 #include "dl/core/parallel.hpp"
+#include "dl/core/strings.hpp"
 #include "dl/checkpoint/format.hpp"
 #include "dl/core/version.hpp"
 #include "dl/dist/device_comm.hpp"
@@ -126,9 +130,57 @@ int64_t count_params(Model& model, Mesh& mesh) {
 namespace {
 
 constexpr const char* kRunDirWhat = "run directory";
+// Written by rank 0 into the run directory it took, read by every other rank, removed once all
+// have looked (check_shared_run_dir).
+constexpr const char* kRankTokenFile = ".rank0-token";
 
 std::string continue_it_hint(const fs::path& run_dir) {
   return str("continue it with --resume ", run_dir.string(), ", or choose another --run-dir");
+}
+
+int64_t random_token() {
+  std::random_device rd;
+  return static_cast<int64_t>((static_cast<uint64_t>(rd()) << 32 | rd()) >> 1);
+}
+
+// Whether `file` holds `token`. A shared filesystem may show a file written on another node a
+// moment late (NFS caches directory lookups), so a missing or other token is looked at again for
+// up to two seconds.
+bool sees_token(const fs::path& file, int64_t token) {
+  const std::string want = std::to_string(token);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (;;) {
+    std::ifstream in(file);
+    std::string got;
+    if (in && std::getline(in, got) && got == want) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// Every rank writes its part of each checkpoint into the run directory, so every rank must see
+// the directory rank 0 took; ranks given different --run-dirs, or nodes each with a disk of its
+// own, would otherwise train to the end and fail at the first checkpoint. Rank 0 wrote `token`
+// into it; every rank looks for it in its own run_dir, and all of them stop (usage) when any
+// does not find it.
+void check_shared_run_dir(const fs::path& dir, int64_t token, dist::Comm& world) {
+  Tensor unseen = Tensor::zeros({world.size()}, DType::i64);
+  if (world.rank() != 0 && !sees_token(dir / kRankTokenFile, token)) unseen.data<int64_t>()[world.rank()] = 1;
+  world.allreduce(unseen);
+  if (world.rank() == 0) {
+    std::error_code ec;
+    fs::remove(dir / kRankTokenFile, ec);
+  }
+  std::vector<std::string> ranks;
+  for (int r = 0; r < world.size(); ++r)
+    if (unseen.data<int64_t>()[r] != 0) ranks.push_back(std::to_string(r));
+  if (ranks.empty()) return;
+  const std::string who = str(ranks.size() == 1 ? "rank " : "ranks ", join(ranks, ", "));
+  throw_usage(who, " of ", world.size(), " cannot see the run directory rank 0 took",
+              world.rank() == 0 ? ", " + dir.string() : std::string(), " (the ", kRankTokenFile, " rank 0 wrote is not in ",
+              world.rank() == 0 ? "the --run-dir of " + who : dir.string(), "): nodes must share the run directory: give "
+              "every node the same --run-dir on a filesystem they all mount (NFS, Lustre, ...), where every rank writes "
+              "its part of each checkpoint");
 }
 
 }  // namespace
@@ -147,7 +199,8 @@ void check_run_dir(const TrainOptions& opt) {
 
 RunDir take_run_dir(const TrainOptions& opt, dist::Comm& world) {
   RunDir r;
-  Tensor taken = Tensor::zeros({2}, DType::i64);  // rank 0 holds the lock; the run has a checkpoint
+  // Rank 0 holds the lock; the run has a checkpoint; the token rank 0 wrote into it.
+  Tensor taken = Tensor::zeros({3}, DType::i64);
   std::exception_ptr refused;
   if (world.rank() == 0) {
     try {
@@ -155,6 +208,10 @@ RunDir take_run_dir(const TrainOptions& opt, dist::Comm& world) {
                           : create_locked_dir(opt.run_dir, kRunDirWhat, continue_it_hint(opt.run_dir));
       taken.data<int64_t>()[0] = 1;
       taken.data<int64_t>()[1] = opt.resume && !list_checkpoints(opt.run_dir / "checkpoints").empty();
+      if (world.size() > 1) {
+        taken.data<int64_t>()[2] = random_token();
+        write_file_atomic(opt.run_dir / kRankTokenFile, std::to_string(taken.data<int64_t>()[2]) + "\n");
+      }
     } catch (...) {
       refused = std::current_exception();
     }
@@ -164,6 +221,7 @@ RunDir take_run_dir(const TrainOptions& opt, dist::Comm& world) {
   if (taken.data<int64_t>()[0] == 0)
     throw_usage("rank 0 could not take the run directory ", opt.run_dir.string(), " (its message says why)");
   r.checkpoint = taken.data<int64_t>()[1] != 0;
+  if (world.size() > 1) check_shared_run_dir(opt.run_dir, taken.data<int64_t>()[2], world);
   return r;
 }
 

@@ -7,6 +7,7 @@
 #include "dl/core/limits.hpp"
 #include "dl/parallel/mesh.hpp"
 #include "dl/plan/plan.hpp"
+#include "dl/train/trainer.hpp"
 
 namespace dl {
 
@@ -47,6 +48,13 @@ bool host_holds_model(const Config& cfg) {
 }
 
 }  // namespace
+
+void check_launch(const Config& config, int world, int local) {
+  dist::LaunchEnv env;
+  env.world = world;
+  env.local_world = local;
+  check_run_limits(config, env);
+}
 
 void check_run_limits(const Config& cfg, const dist::LaunchEnv& env) {
   check_thread_count(cfg.train.threads, "train.threads");

@@ -197,19 +197,31 @@ struct Session {
   }
 };
 
+// The mesh of this world. Every rank refuses a layout that does not fit the world for the same
+// reason, so rank 0 alone says why (an outside launcher such as torchrun shows every rank's
+// output; dlkit's launcher checks the layout before it starts ranks: check_launch).
+parallel::MeshShape layout_for(const Config& cfg, const dist::LaunchEnv& env) {
+  try {
+    return parallel::resolve_mesh(cfg.parallel, cfg.model, env.world);
+  } catch (const Error& e) {
+    if (env.rank == 0 || e.kind() != ErrorKind::usage) throw;
+    throw_usage("rank ", env.rank, " of ", env.world, ": the config's [parallel] layout is refused (rank 0 says why)");
+  }
+}
+
 }  // namespace
 
 TrainSummary run_training(const TrainOptions& opt) {
   const Config& cfg = opt.config;
   const dist::LaunchEnv env = dist::detect_launch_env(dist::process_environment());
   const bool root = env.rank == 0;
+  const parallel::MeshShape shape = layout_for(cfg, env);
   check_run_limits(cfg, env);  // threads and memory against this machine, before anything is made
   set_log_quiet(opt.quiet || !root);
   set_num_threads(threads_for(cfg.train, env.local_world));
   Backend& be = select_backend(cfg, root);  // device selection: device_select.cpp
   const uint64_t seed = static_cast<uint64_t>(cfg.train.seed);
   // Everything that can reject the run happens before the run directory exists.
-  const parallel::MeshShape shape = parallel::resolve_mesh(cfg.parallel, cfg.model, env.world);
   if (!opt.env_lock.empty() && root) check_machine_against(opt.env_lock);
   DataSplits data = open_datasets(cfg.data, cfg.model.block_size, seed);
   // A new run's pretrained weights, checked (headers only) before anything is written.
