@@ -250,7 +250,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   // Micro-batches per step: gradient accumulation times pipeline micro-batches.
   const int64_t B = cfg.train.batch_size, A = micro_batches_per_step(cfg), total = cfg.train.steps;
   const int64_t units = units_per_example(*model, cfg), global_examples = B * A * shape.dp;
-  const bool tokens = model->type() == ModelType::gpt;
+  const bool tokens = is_token_model(model->type());
   const std::string unit = tokens ? "tok/s" : "ex/s";
   TrainSummary summary;
   summary.run_dir = opt.run_dir;
