@@ -200,7 +200,9 @@ TEST_CASE("unknown keys and sections suggest the closest known key") {
   // nothing close: list what exists
   CHECK(parse_error("[model]\nwibble = 1\n") ==
         "x.toml:2: unknown key 'model.wibble'; the keys of [model] are type, n_layer, n_head, n_embd, block_size, "
-        "vocab_size, init_std, tie_embeddings, init_from, hidden, activation");
+        "vocab_size, init_std, tie_embeddings, init_from, n_kv_head, ffn_hidden, rms_norm_eps, rope_theta, "
+        "rope_scaling, rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position, hidden, "
+        "activation");
   CHECK(parse_error("[zzzzzzzz]\n") ==
         "x.toml:1: unknown section 'zzzzzzzz'; the sections are model, data, optim, schedule, train, parallel, dist, log");
   // a sub-table under a known section is an unknown key
@@ -340,7 +342,21 @@ TEST_CASE("every declared range and choice is enforced") {
     });
     CHECK_MESSAGE(stored == 1, key, "=", good, " was not stored");
   });
-  CHECK(checked == 50);  // the constrained keys of schema.hpp
+  CHECK(checked == 59);  // the constrained keys of schema.hpp
+}
+
+TEST_CASE("llama's cross-field checks name the key and its line") {
+  CHECK(parse_error("[model]\ntype = \"llama\"\nn_head = 4\nn_kv_head = 3\n") ==
+        "x.toml:4: model.n_kv_head (3) must divide model.n_head (4): each K/V head serves a whole group of query heads");
+  CHECK(parse_error("[model]\ntype = \"llama\"\nn_head = 4\nn_embd = 36\n") ==
+        "x.toml:4: model.n_embd (36) must be model.n_head (4) heads of an even size for a llama model (rotary "
+        "embeddings rotate pairs)");
+  CHECK(parse_error("[model]\ntype = \"llama\"\nrope_scaling = \"llama3\"\nrope_high_freq_factor = 0.5\n") ==
+        "x.toml:4: model.rope_high_freq_factor (0.5) must be above model.rope_low_freq_factor (1) for rope_scaling = "
+        "\"llama3\"");
+  CHECK(parse_error("[model]\ntype = \"llama\"\nrope_scaling = \"yarn\"\n").find("x.toml:3") == 0);
+  // A gpt config ignores the llama keys' cross-checks.
+  CHECK_NOTHROW(parse_config("[model]\nn_kv_head = 3\n", "x.toml", "."));
 }
 
 TEST_CASE("cross-field checks name the first named key that was set") {
@@ -594,7 +610,7 @@ TEST_CASE("config_to_toml lists every section and key in declaration order") {
 
 TEST_CASE("config_key_docs has one entry per key with type, default and help") {
   auto docs = config_key_docs();
-  CHECK(docs.size() == 59);
+  CHECK(docs.size() == 68);
   std::set<std::string> names;
   for (const auto& d : docs) {
     CAPTURE(d.key);
@@ -611,7 +627,7 @@ TEST_CASE("config_key_docs has one entry per key with type, default and help") {
   ConfigKeyDoc d = find("model.n_layer");
   CHECK(d.type == "int");
   CHECK(d.default_value == "4");
-  CHECK(d.help == "gpt: number of transformer blocks");
+  CHECK(d.help == "gpt, llama: number of transformer blocks");
   CHECK(d.allowed == ">= 1");
   CHECK(find("parallel.dp").type == "int or \"auto\"");
   CHECK(find("parallel.dp").allowed == ">= 1, or \"auto\"");

@@ -1,8 +1,13 @@
 // Whole-model gradients against finite differences in double precision, on sampled parameter
-// elements, and the parameter counts from REFERENCE.md.
+// elements, and the parameter counts from REFERENCE.md; the llama's names, published parameter
+// counts and rotary frequencies.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <numbers>
+
 #include "dl/nn/gpt.hpp"
+#include "dl/nn/llama.hpp"
 #include "dl/nn/mlp.hpp"
 #include "support/numeric.hpp"
 
@@ -41,6 +46,34 @@ void check_model_grads(Model& model, const Batch& batch, int per_param, double t
     CHECK(std::sqrt(num2) <= tol * std::max(std::sqrt(den2), 1e-12));
   }
 }
+
+// A llama small enough for finite differences: 2 blocks of 4 query heads of size 4.
+LlamaConfig tiny(int n_kv_head, bool tied) {
+  LlamaConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_kv_head = n_kv_head;
+  c.n_embd = 16;
+  c.ffn_hidden = 12;
+  c.block_size = 6;
+  c.vocab_size = 11;
+  c.init_std = 0.3;  // large enough that every path carries signal
+  c.tie_embeddings = tied;
+  return c;
+}
+
+// Two rows of 5 tokens below 11, one target ignored.
+Batch tiny_batch() {
+  Batch b;
+  b.inputs = Tensor::empty({2, 5}, DType::i32);
+  b.targets = Tensor::empty({2, 5}, DType::i32);
+  for (int i = 0; i < 10; ++i) {
+    b.inputs.data<int32_t>()[i] = (i * 3 + 1) % 11;
+    b.targets.data<int32_t>()[i] = i == 4 ? -1 : (i * 5 + 2) % 11;
+  }
+  return b;
+}
+
 }  // namespace
 
 TEST_CASE("GPT-2 124M parameter count matches REFERENCE.md") {
@@ -65,14 +98,34 @@ TEST_CASE("GPT gradients match finite differences (f64)") {
   c.init_std = 0.3;  // large enough that every path carries signal
   GptModel model(c, cpu_backend(), DType::f64);
   model.params().initialize(7);
-  Batch b;
-  b.inputs = Tensor::empty({2, 5}, DType::i32);
-  b.targets = Tensor::empty({2, 5}, DType::i32);
-  for (int i = 0; i < 10; ++i) {
-    b.inputs.data<int32_t>()[i] = (i * 3 + 1) % 11;
-    b.targets.data<int32_t>()[i] = i == 4 ? -1 : (i * 5 + 2) % 11;
+  check_model_grads(model, tiny_batch(), 12, 1e-6);
+}
+
+TEST_CASE("llama gradients match finite differences (f64): GQA, MQA, tied and untied, rope scaling") {
+  struct Shape_ {
+    int kv;
+    bool tied;
+    RopeScaling scaling;
+  };
+  for (Shape_ s : {Shape_{2, false, RopeScaling::none}, Shape_{1, true, RopeScaling::llama3},
+                   Shape_{4, false, RopeScaling::linear}}) {
+    CAPTURE(s.kv);
+    CAPTURE(s.tied);
+    LlamaConfig c = tiny(s.kv, s.tied);
+    c.rope_scaling = s.scaling;
+    c.rope_factor = 2;
+    c.rope_original_max_position = 8;  // so llama3's three bands all occur at head size 4
+    c.rope_theta = 50;
+    LlamaModel model(c, cpu_backend(), DType::f64);
+    model.params().initialize(7);
+    // Norm weights away from 1, so their gradients and the scaling by them are both exercised.
+    for (size_t i = 0; i < model.params().size(); ++i)
+      if (model.params().info(i).init == ParamInit::ones) {
+        Tensor& w = model.params().value(i);
+        for (int64_t e = 0; e < w.numel(); ++e) set(w, e, 0.8 + 0.03 * double(e % 13));
+      }
+    check_model_grads(model, tiny_batch(), 12, 1e-6);
   }
-  check_model_grads(model, b, 12, 1e-6);
 }
 
 TEST_CASE("MLP gradients match finite differences (f64), relu and gelu") {
@@ -124,4 +177,64 @@ TEST_CASE("initial weights are a pure function of (seed, name, index)") {
   GptModel e(c, cpu_backend());
   e.params().initialize(43);
   CHECK(max_abs_diff(a.params().flat_values(), e.params().flat_values()) > 0.0);
+}
+
+TEST_CASE("llama parameter counts match the published TinyLlama 1.1B and Llama 3 8B") {
+  LlamaConfig t;  // TinyLlama-1.1B: 22 layers, 2048 wide, 32 heads over 4 K/V heads, MLP 5632
+  t.n_layer = 22, t.n_embd = 2048, t.n_head = 32, t.n_kv_head = 4, t.ffn_hidden = 5632, t.vocab_size = 32000;
+  CHECK(llama_param_count(t) == 1100048384);
+  LlamaConfig l;  // Meta-Llama-3-8B
+  l.n_layer = 32, l.n_embd = 4096, l.n_head = 32, l.n_kv_head = 8, l.ffn_hidden = 14336, l.vocab_size = 128256;
+  CHECK(llama_param_count(l) == 8030261248);
+}
+
+TEST_CASE("llama parameters carry LlamaForCausalLM's names and nn.Linear's [out, in] shapes") {
+  LlamaConfig c = tiny(2, false);
+  const ParamSet p = LlamaModel::declarations(c, GptParallel{});
+  CHECK(p.numel() == llama_param_count(c));
+  CHECK(p.info(p.index("model.embed_tokens.weight")).shape == Shape{11, 16});
+  CHECK(p.info(p.index("model.layers.1.self_attn.q_proj.weight")).shape == Shape{16, 16});
+  CHECK(p.info(p.index("model.layers.1.self_attn.k_proj.weight")).shape == Shape{8, 16});  // 2 K/V heads of 4
+  CHECK(p.info(p.index("model.layers.1.self_attn.v_proj.weight")).shape == Shape{8, 16});
+  CHECK(p.info(p.index("model.layers.0.mlp.gate_proj.weight")).shape == Shape{12, 16});
+  CHECK(p.info(p.index("model.layers.0.mlp.down_proj.weight")).shape == Shape{16, 12});
+  CHECK(p.info(p.index("model.norm.weight")).shape == Shape{16});
+  CHECK(p.info(p.index("lm_head.weight")).shape == Shape{11, 16});
+  CHECK_FALSE(LlamaModel::declarations(tiny(2, true), GptParallel{}).contains("lm_head.weight"));
+}
+
+TEST_CASE("llama rotary frequencies: theta, linear and llama3 scaling as transformers computes them") {
+  LlamaConfig c;
+  c.n_embd = 64 * 4, c.n_head = 4;  // head size 64
+  c.rope_theta = 500000.0;
+  const std::vector<float> plain = llama_inv_freq(c);
+  REQUIRE(plain.size() == 32);
+  CHECK(plain[0] == 1.0f);
+  CHECK(plain[16] == doctest::Approx(std::pow(500000.0, -0.5)).epsilon(1e-6));
+  c.rope_scaling = RopeScaling::linear;
+  c.rope_factor = 4;
+  CHECK(llama_inv_freq(c)[5] == doctest::Approx(plain[5] / 4).epsilon(1e-6));
+  // Llama 3.1: factor 8, low 1, high 4, original 8192. Wavelengths below 8192/4 keep their
+  // frequency, above 8192 are divided by 8, in between blend.
+  c.rope_scaling = RopeScaling::llama3;
+  c.rope_factor = 8, c.rope_low_freq_factor = 1, c.rope_high_freq_factor = 4, c.rope_original_max_position = 8192;
+  const std::vector<float> scaled = llama_inv_freq(c);
+  int kept = 0, divided = 0, blended = 0;
+  for (size_t i = 0; i < plain.size(); ++i) {
+    const double wavelen = 2 * std::numbers::pi / plain[i];
+    if (wavelen < 2048) kept += scaled[i] == plain[i];
+    else if (wavelen > 8192) divided += scaled[i] == doctest::Approx(plain[i] / 8).epsilon(1e-6);
+    else blended += scaled[i] < plain[i] && scaled[i] > plain[i] / 8;
+  }
+  CHECK(kept + divided + blended == 32);
+  CHECK(kept > 0);
+  CHECK(divided > 0);
+  CHECK(blended > 0);
+}
+
+TEST_CASE("llama refuses shapes it cannot split, by key name") {
+  GptParallel par;
+  par.tp_size = 2;
+  CHECK_THROWS_WITH(LlamaModel::declarations(tiny(1, false), par),
+                    doctest::Contains("needs model.n_kv_head (1) divisible by it"));
 }

@@ -8,6 +8,7 @@
 #include "dl/core/rng.hpp"
 #include "dl/io/safetensors.hpp"
 #include "dl/nn/gpt.hpp"
+#include "dl/nn/llama.hpp"
 #include "dl/nn/mlp.hpp"
 #include "dl/dist/comm.hpp"
 #include "dl/optim/optimizer.hpp"
@@ -21,6 +22,33 @@ using namespace dl::test;
 using nlohmann::json;
 
 
+namespace {
+
+// kParitySteps batches of random tokens [4, 32] below `vocab`, every 7th target ignored (as the
+// synthetic tasks do).
+std::vector<Batch> token_batches(const std::string& name, int vocab) {
+  std::vector<Batch> batches;
+  for (int k = 0; k < kParitySteps; ++k) {
+    Batch b{Tensor::empty({4, 32}, DType::i32), Tensor::empty({4, 32}, DType::i32)};
+    uint64_t key = stream_key(7, "parity/" + name + "/" + std::to_string(k));
+    for (int64_t i = 0; i < 128; ++i) {
+      b.inputs.data<int32_t>()[i] = static_cast<int32_t>(below_at(key, i, vocab));
+      b.targets.data<int32_t>()[i] = i % 7 == 3 ? -1 : static_cast<int32_t>(below_at(key, i, vocab, 1));
+    }
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
+void check_parity(const json& r) {
+  INFO(r.dump());
+  CHECK(r["loss_rel"].get<double>() < 1e-5);
+  CHECK(r["grad_rel_max"].get<double>() < 1e-5);
+  CHECK(r["steps_rel_max"].get<double>() < 1e-5);
+}
+
+}  // namespace
+
 TEST_CASE("GPT loss, gradients and 10 AdamW steps match PyTorch") {
   GptConfig c;
   c.n_layer = 2;
@@ -29,23 +57,49 @@ TEST_CASE("GPT loss, gradients and 10 AdamW steps match PyTorch") {
   c.block_size = 32;
   c.vocab_size = 256;
   GptModel model(c, cpu_backend());
-  std::vector<Batch> batches;
-  for (int k = 0; k < kParitySteps; ++k) {
-    Batch b{Tensor::empty({4, 32}, DType::i32), Tensor::empty({4, 32}, DType::i32)};
-    uint64_t key = stream_key(7, "parity/gpt/" + std::to_string(k));
-    for (int64_t i = 0; i < 128; ++i) {
-      b.inputs.data<int32_t>()[i] = static_cast<int32_t>(below_at(key, i, 256));
-      // Every 7th target ignored, as the synthetic tasks do.
-      b.targets.data<int32_t>()[i] = i % 7 == 3 ? -1 : static_cast<int32_t>(below_at(key, i, 256, 1));
-    }
-    batches.push_back(std::move(b));
-  }
   json spec{{"model", "gpt"}, {"n_layer", c.n_layer}, {"n_head", c.n_head}, {"n_embd", c.n_embd}};
-  json r = run_torch_parity(model, cpu_backend(), batches, spec);
-  INFO(r.dump());
-  CHECK(r["loss_rel"].get<double>() < 1e-5);
-  CHECK(r["grad_rel_max"].get<double>() < 1e-5);
-  CHECK(r["steps_rel_max"].get<double>() < 1e-5);
+  check_parity(run_torch_parity(model, cpu_backend(), token_batches("gpt", 256), spec));
+}
+
+// Against tests/scripts/torch_llama.py: GQA 4:2 untied, MQA 4:1 tied with llama3 rope scaling,
+// GQA 4:2 tied with linear scaling.
+TEST_CASE("llama loss, gradients and 10 AdamW steps match PyTorch: GQA and MQA, tied and untied, rope scaling") {
+  struct Variant {
+    int kv;
+    bool tied;
+    RopeScaling scaling;
+  };
+  for (Variant v : {Variant{2, false, RopeScaling::none}, Variant{1, true, RopeScaling::llama3},
+                    Variant{2, true, RopeScaling::linear}}) {
+    CAPTURE(v.kv);
+    CAPTURE(v.tied);
+    LlamaConfig c;
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_kv_head = v.kv;
+    c.n_embd = 64;
+    c.ffn_hidden = 96;
+    c.block_size = 32;
+    c.vocab_size = 256;
+    c.rms_norm_eps = 1e-6;
+    c.rope_theta = 500.0;  // angles that wrap within 32 positions, so every frequency matters
+    c.tie_embeddings = v.tied;
+    c.rope_scaling = v.scaling;
+    c.rope_factor = 4;
+    c.rope_low_freq_factor = 1;
+    c.rope_high_freq_factor = 4;
+    c.rope_original_max_position = 64;  // wavelengths of 2pi .. 2pi 500^(7/8) cross all three llama3 bands
+    LlamaModel model(c, cpu_backend());
+    json scaling = nullptr;
+    if (v.scaling != RopeScaling::none)
+      scaling = {{"rope_type", std::string(choice_name(v.scaling))}, {"factor", c.rope_factor},
+                 {"low_freq_factor", c.rope_low_freq_factor}, {"high_freq_factor", c.rope_high_freq_factor},
+                 {"original_max_position_embeddings", c.rope_original_max_position}};
+    json spec{{"model", "llama"},          {"n_layer", c.n_layer},         {"n_head", c.n_head},
+              {"n_kv_head", c.n_kv_head},  {"n_embd", c.n_embd},           {"rms_norm_eps", c.rms_norm_eps},
+              {"rope_theta", c.rope_theta}, {"rope_scaling", scaling},     {"tie_word_embeddings", c.tie_embeddings}};
+    check_parity(run_torch_parity(model, cpu_backend(), token_batches("llama", 256), spec));
+  }
 }
 
 TEST_CASE("MLP loss, gradients and 10 AdamW steps match PyTorch") {
@@ -64,10 +118,6 @@ TEST_CASE("MLP loss, gradients and 10 AdamW steps match PyTorch") {
         b.targets.data<int32_t>()[i] = static_cast<int32_t>(below_at(stream_key(9, "parity/mlp"), k * 24 + i, 5));
       batches.push_back(std::move(b));
     }
-    json r = run_torch_parity(model, cpu_backend(), batches, json{{"model", "mlp"}, {"activation", act}});
-    INFO(r.dump());
-    CHECK(r["loss_rel"].get<double>() < 1e-5);
-    CHECK(r["grad_rel_max"].get<double>() < 1e-5);
-    CHECK(r["steps_rel_max"].get<double>() < 1e-5);
+    check_parity(run_torch_parity(model, cpu_backend(), batches, json{{"model", "mlp"}, {"activation", act}}));
   }
 }

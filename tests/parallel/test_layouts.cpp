@@ -16,30 +16,31 @@
 using namespace dl::test;
 using nlohmann::json;
 
+// Every layout, at global batch 8 sequences everywhere: batch_size x microbatches x dp.
+const std::vector<Layout> kLayouts = {
+    {"dp=2", 2, {"parallel.dp=2", "train.batch_size=4"}},
+    {"dp=2 zero=1", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=1"}},
+    {"dp=2 zero=2", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=2"}},
+    {"dp=2 zero=3", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3"}},
+    {"dp=2 zero=3 offload", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3", "parallel.offload=cpu"}},
+    {"tp=2", 2, {"parallel.tp=2"}},
+    {"pp=2 gpipe m=4", 2, {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4", "parallel.schedule=gpipe"}},
+    {"pp=2 1f1b m=4", 2, {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4", "parallel.schedule=1f1b"}},
+    {"dp=2 x tp=2", 4, {"parallel.dp=2", "parallel.tp=2", "train.batch_size=4"}},
+    {"dp=2 x pp=2", 4, {"parallel.dp=2", "parallel.pp=2", "train.batch_size=2", "parallel.microbatches=2"}},
+    {"tp=2 x pp=2", 4, {"parallel.tp=2", "parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4"}},
+    {"dp=2 x tp=2 x pp=2", 8,
+     {"parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "train.batch_size=2", "parallel.microbatches=2"}},
+    {"activation checkpointing", 1, {"parallel.activation_checkpointing=true"}},
+    {"dp=2 zero=1 activation checkpointing", 2,
+     {"parallel.dp=2", "train.batch_size=4", "parallel.zero=1", "parallel.activation_checkpointing=true"}},
+};
+
 TEST_CASE("every parallel layout gives the single-process losses and gradient norms") {
   const auto& ref = reference();
-  // Global batch 8 sequences everywhere: batch_size x microbatches x dp.
-  std::vector<Layout> layouts = {
-      {"dp=2", 2, {"parallel.dp=2", "train.batch_size=4"}},
-      {"dp=2 zero=1", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=1"}},
-      {"dp=2 zero=2", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=2"}},
-      {"dp=2 zero=3", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3"}},
-      {"dp=2 zero=3 offload", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3", "parallel.offload=cpu"}},
-      {"tp=2", 2, {"parallel.tp=2"}},
-      {"pp=2 gpipe m=4", 2, {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4", "parallel.schedule=gpipe"}},
-      {"pp=2 1f1b m=4", 2, {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4", "parallel.schedule=1f1b"}},
-      {"dp=2 x tp=2", 4, {"parallel.dp=2", "parallel.tp=2", "train.batch_size=4"}},
-      {"dp=2 x pp=2", 4, {"parallel.dp=2", "parallel.pp=2", "train.batch_size=2", "parallel.microbatches=2"}},
-      {"tp=2 x pp=2", 4, {"parallel.tp=2", "parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4"}},
-      {"dp=2 x tp=2 x pp=2", 8,
-       {"parallel.dp=2", "parallel.tp=2", "parallel.pp=2", "train.batch_size=2", "parallel.microbatches=2"}},
-      {"activation checkpointing", 1, {"parallel.activation_checkpointing=true"}},
-      {"dp=2 zero=1 activation checkpointing", 2,
-       {"parallel.dp=2", "train.batch_size=4", "parallel.zero=1", "parallel.activation_checkpointing=true"}},
-  };
   TempDir dir("layouts");
   write_file(dir / "c.toml", kLayoutGpt);
-  check_layouts(dir / "c.toml", dir.path(), layouts, ref, 20);
+  check_layouts(dir / "c.toml", dir.path(), kLayouts, ref, 20);
 }
 
 TEST_CASE("SGD without clipping: dp=2 zero=2 and tp=2 give the single-process losses and gradient norms") {
@@ -167,4 +168,42 @@ TEST_CASE("bf16 with dp=2 and every ZeRO stage gives the single-rank bf16 losses
       CHECK(total == formula);  // no padding: every parameter group's size is even
     }
   }
+}
+
+// The llama (GQA 4:2, untied head, rope scaling) through the same layouts as the GPT: tp = 2
+// gives each rank 2 query heads and their 1 K/V head. And a checkpoint of a sharded run resumes
+// bit for bit.
+TEST_CASE("llama: every parallel layout gives the single-process losses and gradient norms; resume is bit for bit") {
+  TempDir dir("layouts-llama");
+  write_file(dir / "c.toml",
+             layout_gpt({{"model.type", "\"llama\""}, {"model.n_kv_head", "2"}, {"model.ffn_hidden", "40"},
+                         {"model.tie_embeddings", "false"}, {"model.rope_scaling", "\"llama3\""},
+                         {"model.rope_original_max_position", "16"}, {"optim.lr", "3e-3"},
+                         {"schedule.warmup_steps", "4"}, {"schedule.decay_steps", "20"}, {"train.steps", "20"}}));
+  Run single = train(dir / "c.toml", dir / "single", 1, {});
+  INFO(single.err);
+  REQUIRE(single.code == 0);
+  REQUIRE(single.loss.size() == 20);
+  CHECK(single.loss.rbegin()->second < single.loss.begin()->second);
+  check_layouts(dir / "c.toml", dir.path(), kLayouts, single, 20, "llama ");
+
+  const std::vector<std::string> zero3 = {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3"};
+  Run first = train(dir / "c.toml", dir / "split", 2, zero3, {"--steps", "10"});
+  REQUIRE(first.code == 0);
+  Run rest = resume(dir / "split", 2, {"train.steps=20"});
+  INFO(rest.err);
+  REQUIRE(rest.code == 0);
+  append(first, rest);
+  Run whole = train(dir / "c.toml", dir / "whole", 2, zero3);
+  REQUIRE(whole.code == 0);
+  CHECK(identical(first.loss, whole.loss));
+  CHECK(identical(first.grad_norm, whole.grad_norm));
+}
+
+TEST_CASE("llama: tensor parallel needs whole K/V groups per rank, said by key name") {
+  TempDir dir("layouts-llama-kv");
+  write_file(dir / "c.toml", layout_gpt({{"model.type", "\"llama\""}, {"model.n_kv_head", "1"}}));
+  Run r = train(dir / "c.toml", dir / "run", 2, {"parallel.tp=2"});
+  CHECK(r.code == 2);
+  CHECK(r.err.find("parallel.tp = 2 must divide model.n_kv_head = 1") != std::string::npos);
 }

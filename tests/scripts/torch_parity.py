@@ -7,7 +7,7 @@ DIR holds what the C++ test wrote: weights.safetensors (initial parameters, dlki
 names and layouts), batches.safetensors (inputs.K / targets.K for K = 0..steps-1),
 grads.safetensors (dlkit's gradients for batch 0 at the initial weights) and spec.json (model
 shape and optimizer settings, dlkit's loss for batch 0 and its losses over the AdamW steps).
-The script rebuilds the model in PyTorch (plain tensor ops, fp32; on the GPU when spec.json says
+The script rebuilds the model in PyTorch (the llama: torch_llama.py) (plain tensor ops, fp32; on the GPU when spec.json says
 "device": "cuda"), computes the loss and
 gradients for batch 0, then runs the same AdamW steps with torch.optim.AdamW and
 clip_grad_norm_, and prints one JSON object with the relative errors.
@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st  # noqa: E402
+from torch_llama import llama_loss  # noqa: E402
 
 
 def gpt_loss(W, idx, tgt, spec):
@@ -78,7 +79,7 @@ def main():
     grads, _ = st.load(os.path.join(d, "grads.safetensors"))
     names = spec["param_order"]
     W = {k: torch.tensor(weights[k], device=dev, requires_grad=True) for k in names}
-    loss_fn = gpt_loss if spec["model"] == "gpt" else mlp_loss
+    loss_fn = {"gpt": gpt_loss, "mlp": mlp_loss, "llama": llama_loss}[spec["model"]]
 
     def batch(k):
         return torch.tensor(batches[f"inputs.{k}"], device=dev), torch.tensor(batches[f"targets.{k}"], device=dev)

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "dl/config/config.hpp"
@@ -471,6 +472,29 @@ TEST_CASE("the MLP learns the iris data from CSV") {
   REQUIRE(r.exit_code == 0);
   json summary = json::parse(read_file(d / "run" / "summary.json"));
   CHECK(summary["final_eval"]["val_accuracy"].get<double>() >= 0.9);
+}
+
+// configs/llama-tiny.toml as shipped (its data path, its model), shortened to 12 small steps:
+// the loss falls and the checkpoint's config.json is transformers' LlamaConfig.
+TEST_CASE("configs/llama-tiny.toml trains out of the box") {
+  TempDir d("llama-tiny");
+  RunResult r = train({source_path("configs/llama-tiny.toml").string(), "--run-dir", (d / "run").string(), "--json",
+                       "--set", "train.steps=12", "--set", "train.batch_size=4", "--set", "schedule.warmup_steps=3",
+                       "--set", "train.eval_every=0", "--set", "log.samples=0", "--set", "log.every=1",
+                       "--set", "train.checkpoint_every=12"});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::map<int64_t, double> loss;
+  for (const auto& l : lines(r.out))
+    if (!l.empty() && l[0] == '{')
+      if (json j = json::parse(l); j.contains("loss")) loss[j["step"].get<int64_t>()] = j["loss"].get<double>();
+  REQUIRE(loss.size() == 12);
+  CHECK(loss[12] < loss[1] - 0.5);
+  json hf = json::parse(read_file(d / "run" / "checkpoints" / "step_00000012" / "config.json"));
+  CHECK(hf["model_type"] == "llama");
+  CHECK(hf["num_key_value_heads"] == 2);
+  CHECK(hf["intermediate_size"] == 512);
+  CHECK(hf["tie_word_embeddings"] == false);
 }
 
 TEST_CASE("text and token-shard data train end to end") {

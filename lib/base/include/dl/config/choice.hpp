@@ -23,7 +23,8 @@
 
 namespace dl {
 
-enum class ModelType { gpt, mlp };
+enum class ModelType { gpt, mlp, llama };
+enum class RopeScaling { none, linear, llama3 };  // config.json's rope_scaling.rope_type
 enum class Activation { relu, gelu };
 enum class OptimizerKind { adamw, sgd };
 enum class Decay { cosine, linear, constant };
@@ -38,7 +39,8 @@ enum class MathPrecision { fp32, tf32, bf16, fp16 };
 enum class StateOptimizer { adamw, sgd_momentum, sgd };
 
 namespace choice_names_table {
-inline constexpr std::string_view model_type[] = {"gpt", "mlp"};
+inline constexpr std::string_view model_type[] = {"gpt", "mlp", "llama"};
+inline constexpr std::string_view rope_scaling[] = {"none", "linear", "llama3"};
 inline constexpr std::string_view activation[] = {"relu", "gelu"};
 inline constexpr std::string_view optimizer[] = {"adamw", "sgd"};
 inline constexpr std::string_view decay[] = {"cosine", "linear", "constant"};
@@ -55,6 +57,7 @@ inline constexpr std::string_view state_optimizer[] = {"adamw", "sgd-momentum", 
 
 // The names of E's values, indexed by the enum's value.
 constexpr std::span<const std::string_view> choice_names(ModelType) { return choice_names_table::model_type; }
+constexpr std::span<const std::string_view> choice_names(RopeScaling) { return choice_names_table::rope_scaling; }
 constexpr std::span<const std::string_view> choice_names(Activation) { return choice_names_table::activation; }
 constexpr std::span<const std::string_view> choice_names(OptimizerKind) { return choice_names_table::optimizer; }
 constexpr std::span<const std::string_view> choice_names(Decay) { return choice_names_table::decay; }
@@ -112,6 +115,9 @@ E choice_from_name(std::string_view name, std::string_view what = "choice") {
   if (auto e = parse_choice<E>(name)) return *e;
   throw_usage("unknown ", what, " '", name, "' (one of ", choice_list<E>(), ")");
 }
+
+// A decoder over token sequences (gpt, llama), as opposed to the mlp over feature rows.
+constexpr bool is_token_model(ModelType t) { return t != ModelType::mlp; }
 
 // The arithmetic a training precision runs its GEMMs in (fp32 training: plain fp32).
 constexpr MathPrecision math_precision(Precision p) {

@@ -29,6 +29,16 @@ struct ModelConfig {
   // checkpoint); its config.json fixes n_layer, n_head, n_embd, block_size and vocab_size. The
   // loaded config holds the absolute path.
   std::string init_from;
+  // llama (n_layer, n_head, n_embd, block_size, vocab_size, init_std and tie_embeddings too)
+  int64_t n_kv_head = 0;   // K/V heads (grouped-query attention); 0: n_head
+  int64_t ffn_hidden = 0;  // the SwiGLU MLP's width (intermediate_size); 0: 4 x n_embd
+  double rms_norm_eps = 1e-5;
+  double rope_theta = 10000.0;
+  Choice<RopeScaling> rope_scaling = RopeScaling::none;
+  double rope_factor = 8.0;
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int64_t rope_original_max_position = 8192;
   // mlp
   std::vector<int64_t> hidden = {64, 64};
   Choice<Activation> activation = Activation::relu;

@@ -559,6 +559,18 @@ struct Checker {
     if (m.type == ModelType::gpt && m.n_embd % m.n_head != 0)
       fail({&m.n_embd, &m.n_head}, key_of(&m.n_embd), " (", m.n_embd, ") must be divisible by ", key_of(&m.n_head),
            " (", m.n_head, ") for a gpt model");
+    if (m.type == ModelType::llama) {
+      if (m.n_embd % m.n_head != 0 || (m.n_embd / m.n_head) % 2 != 0)
+        fail({&m.n_embd, &m.n_head}, key_of(&m.n_embd), " (", m.n_embd, ") must be ", key_of(&m.n_head), " (", m.n_head,
+             ") heads of an even size for a llama model (rotary embeddings rotate pairs)");
+      if (m.n_kv_head > 0 && m.n_head % m.n_kv_head != 0)
+        fail({&m.n_kv_head, &m.n_head}, key_of(&m.n_kv_head), " (", m.n_kv_head, ") must divide ", key_of(&m.n_head),
+             " (", m.n_head, "): each K/V head serves a whole group of query heads");
+      if (m.rope_scaling == RopeScaling::llama3 && !(m.rope_high_freq_factor > m.rope_low_freq_factor))
+        fail({&m.rope_high_freq_factor, &m.rope_low_freq_factor, &m.rope_scaling}, key_of(&m.rope_high_freq_factor),
+             " (", m.rope_high_freq_factor, ") must be above ", key_of(&m.rope_low_freq_factor), " (",
+             m.rope_low_freq_factor, ") for rope_scaling = \"llama3\"");
+    }
     // torch.optim.SGD refuses the same: Nesterov's look-ahead is defined for undamped momentum.
     const auto& o = cfg.optim;
     if (o.name == OptimizerKind::sgd && o.nesterov && (o.momentum == 0.0 || o.dampening != 0.0))

@@ -59,15 +59,24 @@ inline constexpr double kIntMax = 2147483647.0;
 template <class C, class V>
 void visit_config(C& c, V&& v) {
   // [model]
-  v("model", "type", c.model.type, help("model family: a GPT-2 style decoder or a multi-layer perceptron classifier"));
-  v("model", "n_layer", c.model.n_layer, help("gpt: number of transformer blocks").min(1).max(kIntMax));
-  v("model", "n_head", c.model.n_head, help("gpt: attention heads per block; must divide model.n_embd").min(1).max(kIntMax));
-  v("model", "n_embd", c.model.n_embd, help("gpt: embedding (residual stream) width").min(1).max(kIntMax));
-  v("model", "block_size", c.model.block_size, help("gpt: training sequence length and size of the position table").min(1).max(kIntMax));
-  v("model", "vocab_size", c.model.vocab_size, help("gpt: vocabulary size (token ids 0 .. vocab_size-1)").min(2).max(kIntMax));
-  v("model", "init_std", c.model.init_std, help("gpt: initial weights ~ N(0, init_std); mlp layers use Kaiming normal").min(0));
-  v("model", "tie_embeddings", c.model.tie_embeddings, help("gpt: the LM head is the token embedding wte.weight (GPT-2); false: a separate output projection lm_head.weight [vocab_size, n_embd]; with model.init_from: config.json's tie_word_embeddings (false here unties a tied folder's head, starting it as a copy of wte.weight)"));
+  v("model", "type", c.model.type, help("model family: a GPT-2 style decoder, a multi-layer perceptron classifier, or a Llama-family decoder (RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases)"));
+  v("model", "n_layer", c.model.n_layer, help("gpt, llama: number of transformer blocks").min(1).max(kIntMax));
+  v("model", "n_head", c.model.n_head, help("gpt, llama: attention heads per block; must divide model.n_embd").min(1).max(kIntMax));
+  v("model", "n_embd", c.model.n_embd, help("gpt, llama: embedding (residual stream) width").min(1).max(kIntMax));
+  v("model", "block_size", c.model.block_size, help("gpt, llama: training sequence length and size of the position table").min(1).max(kIntMax));
+  v("model", "vocab_size", c.model.vocab_size, help("gpt, llama: vocabulary size (token ids 0 .. vocab_size-1)").min(2).max(kIntMax));
+  v("model", "init_std", c.model.init_std, help("gpt, llama: initial weights ~ N(0, init_std); mlp layers use Kaiming normal").min(0));
+  v("model", "tie_embeddings", c.model.tie_embeddings, help("gpt, llama: the LM head is the token embedding (wte.weight; llama: model.embed_tokens.weight); false: a separate output projection lm_head.weight [vocab_size, n_embd]; with model.init_from: config.json's tie_word_embeddings (false here unties a tied folder's head, starting it as a copy of wte.weight)"));
   v("model", "init_from", c.model.init_from, help("gpt: start from the weights in this folder (a Hugging Face GPT-2 folder: config.json with model.safetensors or its sharded index; or a dl-train checkpoint step_* folder); its config.json sets the model's shape; empty: random weights").existing_folder().optional());
+  v("model", "n_kv_head", c.model.n_kv_head, help("llama: key/value heads (grouped-query attention; 1: multi-query); must divide model.n_head; 0: model.n_head").min(0).max(kIntMax));
+  v("model", "ffn_hidden", c.model.ffn_hidden, help("llama: width of the SwiGLU MLP (intermediate_size); 0: 4 x model.n_embd").min(0).max(kIntMax));
+  v("model", "rms_norm_eps", c.model.rms_norm_eps, help("llama: RMSNorm's epsilon").above(0).max(1));
+  v("model", "rope_theta", c.model.rope_theta, help("llama: the rotary embedding's base").above(0));
+  v("model", "rope_scaling", c.model.rope_scaling, help("llama: rotary frequency scaling (config.json's rope_scaling.rope_type): none; linear divides every frequency by model.rope_factor; llama3 (Llama 3.1) divides the low ones, keeps the high ones and blends between"));
+  v("model", "rope_factor", c.model.rope_factor, help("llama: rope_scaling's factor (linear, llama3)").min(1));
+  v("model", "rope_low_freq_factor", c.model.rope_low_freq_factor, help("llama: rope_scaling = \"llama3\": low_freq_factor").above(0).max(1024));
+  v("model", "rope_high_freq_factor", c.model.rope_high_freq_factor, help("llama: rope_scaling = \"llama3\": high_freq_factor; above model.rope_low_freq_factor").above(0).max(1024));
+  v("model", "rope_original_max_position", c.model.rope_original_max_position, help("llama: rope_scaling = \"llama3\": original_max_position_embeddings").min(1).max(kIntMax));
   v("model", "hidden", c.model.hidden, help("mlp: widths of the hidden layers").min(1).max(kIntMax));
   v("model", "activation", c.model.activation, help("mlp: activation after each hidden layer"));
   // [data]

@@ -111,7 +111,7 @@ Report run_train_bench(const TrainBenchOptions& o, const CommonOptions& common) 
   t.median = summarize(run_medians).median;  // the median run's median step
   const double batch_tokens = std::round(timed.front().value("tokens_per_sec", 0.0) * timed.front().value("step_s", 0.0));
   const double tokens_per_sec = batch_tokens / t.median;
-  const double units = cfg.model.type == ModelType::gpt ? static_cast<double>(cfg.model.block_size) : 1.0;
+  const double units = is_token_model(cfg.model.type) ? static_cast<double>(cfg.model.block_size) : 1.0;
   const plan::ModelShape shape = plan::model_from_config(cfg, o.config_path);
   const double fpt = plan::flops_per_token(shape, o.formula);
   const int64_t world = dist::detect_launch_env(dist::process_environment()).world;

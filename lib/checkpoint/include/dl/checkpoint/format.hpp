@@ -174,5 +174,7 @@ class CheckpointReader {
 
 // config.json of an mlp checkpoint.
 std::string mlp_config_json(const ModelConfig& model);
+// A llama run's config.json, in transformers' LlamaConfig keys (model_type "llama").
+std::string llama_config_json(const ModelConfig& model);
 
 }  // namespace dl

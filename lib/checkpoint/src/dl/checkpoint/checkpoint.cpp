@@ -87,7 +87,9 @@ fs::path save_checkpoint(const fs::path& root, CheckpointSource& src, const Trai
       for (auto& [k, v] : f["tensors"].items()) tensors[k] = v;
       fs::remove(frag);
     }
-    std::string cfg = src.model.type() == ModelType::gpt ? hf_gpt2_config_json(config.model) : mlp_config_json(config.model);
+    std::string cfg = src.model.type() == ModelType::gpt     ? hf_gpt2_config_json(config.model)
+                      : src.model.type() == ModelType::llama ? llama_config_json(config.model)
+                                                             : mlp_config_json(config.model);
     write_file_atomic(tmp / "config.json", cfg);
     files["config.json"] = {{"crc32c", crc32c(cfg.data(), cfg.size())}, {"bytes", cfg.size()}};
     json optimizer{{"name", eng.optimizer().name()}, {"steps", eng.optimizer().step_count()}, {"state", state_names}};

@@ -56,6 +56,43 @@ std::string mlp_config_json(const ModelConfig& m) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+// The shape keys of a llama config.json and the [model] fields they hold (n_kv_head and
+// ffn_hidden resolved: 0 means n_head and 4 x n_embd).
+json llama_shape(const ModelConfig& m) {
+  return {{"num_hidden_layers", m.n_layer},
+          {"num_attention_heads", m.n_head},
+          {"num_key_value_heads", m.n_kv_head > 0 ? m.n_kv_head : m.n_head},
+          {"hidden_size", m.n_embd},
+          {"intermediate_size", m.ffn_hidden > 0 ? m.ffn_hidden : 4 * m.n_embd},
+          {"max_position_embeddings", m.block_size},
+          {"vocab_size", m.vocab_size},
+          {"rms_norm_eps", m.rms_norm_eps},
+          {"rope_theta", m.rope_theta},
+          {"tie_word_embeddings", m.tie_embeddings}};
+}
+}  // namespace
+
+std::string llama_config_json(const ModelConfig& m) {
+  json j = llama_shape(m);
+  j["model_type"] = "llama";
+  j["architectures"] = {"LlamaForCausalLM"};
+  j["hidden_act"] = "silu";
+  j["attention_bias"] = false;
+  j["mlp_bias"] = false;
+  j["torch_dtype"] = "float32";
+  j["rope_scaling"] = nullptr;
+  if (m.rope_scaling != RopeScaling::none) {
+    j["rope_scaling"] = {{"rope_type", m.rope_scaling}, {"factor", m.rope_factor}};
+    if (m.rope_scaling == RopeScaling::llama3) {
+      j["rope_scaling"]["low_freq_factor"] = m.rope_low_freq_factor;
+      j["rope_scaling"]["high_freq_factor"] = m.rope_high_freq_factor;
+      j["rope_scaling"]["original_max_position_embeddings"] = m.rope_original_max_position;
+    }
+  }
+  return j.dump(2) + "\n";
+}
+
 std::string checkpoint_rank_file(int rank, const char* ext) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "shards/rank%05d.%s", rank, ext);
@@ -468,9 +505,9 @@ void check_checkpoint_model(const fs::path& dir, const ModelConfig& want) {
   const fs::path file = dir / "config.json";
   const json j = read_json_file(file);
   const std::string type = j.is_object() ? j.value("model_type", "") : "";
-  if (type != "gpt2" && type != "dlkit-mlp")
+  if (type != "gpt2" && type != "dlkit-mlp" && type != "llama")
     throw_usage(file.string(), ": model_type is ", j.is_object() ? j.value("model_type", json()).dump() : "missing",
-                ", expected \"gpt2\" or \"dlkit-mlp\" (a damaged checkpoint config)");
+                ", expected \"gpt2\", \"llama\" or \"dlkit-mlp\" (a damaged checkpoint config)");
   auto differ = [&](const char* key, const auto& had, const auto& asked) {
     if (had == asked) return;
     auto text = [](const auto& v) { return json(v).dump(); };
@@ -478,8 +515,16 @@ void check_checkpoint_model(const fs::path& dir, const ModelConfig& want) {
                 " in the config: a resumed run continues the model it trained (set model.", key, " back to ", text(had),
                 ", or start a new run)");
   };
-  differ("type", std::string(type == "gpt2" ? "gpt" : "mlp"), std::string(want.type.name()));
-  if (want.type == ModelType::gpt) {
+  differ("type", std::string(type == "gpt2" ? "gpt" : type == "llama" ? "llama" : "mlp"), std::string(want.type.name()));
+  if (want.type == ModelType::llama) {
+    // The shape the run was started with: every key must still hold (named by its config.json key).
+    const json shape = llama_shape(want);
+    for (const auto& [key, asked] : shape.items())
+      if (j.value(key, json()) != asked)
+        throw_usage("model: ", key, " = ", j.value(key, json()).dump(), " in the checkpoint ", dir.string(), ", ",
+                    asked.dump(), " in the config: a resumed run continues the model it trained (start a new run "
+                    "to change the shape)");
+  } else if (want.type == ModelType::gpt) {
     const HfGpt2Shape s = read_hf_gpt2_config(file);
     differ("n_layer", s.n_layer, want.n_layer);
     differ("n_head", s.n_head, want.n_head);

@@ -4,9 +4,12 @@
 #pragma once
 #include "dl/config/config.hpp"
 #include "dl/nn/gpt.hpp"
+#include "dl/nn/llama.hpp"
 
 namespace dl {
 
 GptConfig gpt_config_from(const ModelConfig& m);
+// model.type = "llama": n_kv_head 0 becomes n_head, ffn_hidden 0 becomes 4 x n_embd.
+LlamaConfig llama_config_from(const ModelConfig& m);
 
 }  // namespace dl

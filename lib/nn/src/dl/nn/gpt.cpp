@@ -28,28 +28,23 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, DType dtype, GptPa
   params_.allocate(backend, dtype);
 }
 
+namespace {
+DecoderShape decoder_shape(const GptConfig& c) {
+  return {c.n_layer, c.n_embd, c.vocab_size, c.block_size, c.tie_embeddings, /*norm_mean=*/true};
+}
+}  // namespace
+
 GptModel::GptModel(const GptConfig& config, Backend& backend, DType dtype, GptParallel parallel, DeclareOnly)
-    : cfg_(config), be_(backend), dtype_(dtype), par_(parallel) {
-  const int T = par_.tp_size, P = par_.pp_size;
+    : DecoderModel(decoder_shape(config), backend, dtype, parallel, "gpt"), cfg_(config) {
+  const int T = par_.tp_size;
   DL_CHECK(cfg_.n_head > 0 && cfg_.n_embd % cfg_.n_head == 0, "n_embd ", cfg_.n_embd, " not divisible by n_head ",
            cfg_.n_head);
   if (T > 1 && cfg_.n_head % T != 0)
     throw_usage("tensor parallel tp = ", T, " needs model.n_head (", cfg_.n_head, ") divisible by it");
-  if (cfg_.vocab_size < T)
-    throw_usage("tensor parallel tp = ", T, " needs at least one vocabulary row per rank; model.vocab_size is ",
-                cfg_.vocab_size);
-  if (P > 1 && cfg_.n_layer % P != 0)
-    throw_usage("pipeline parallel pp = ", P, " needs model.n_layer (", cfg_.n_layer, ") divisible by it");
   C_ = cfg_.n_embd;
   Cl_ = C_ / T;
   Fl_ = 4 * C_ / T;
-  const VocabRange vocab = vocab_range(cfg_.vocab_size, T, par_.tp_rank);
-  v0_ = vocab.first;
-  Vl_ = vocab.count;
   Hl_ = cfg_.n_head / T;
-  const int per_stage = cfg_.n_layer / P;
-  l0_ = par_.pp_rank * per_stage;
-  l1_ = l0_ + per_stage;
   declare_params();
 }
 
@@ -73,13 +68,11 @@ void GptModel::declare_params() {
     return tp ? segments(dim, {{r * Cl_, Cl_}, {C + r * Cl_, Cl_}, {2 * C + r * Cl_, Cl_}}) : whole;
   };
   auto range = [&](int dim, int64_t start, int64_t len) { return tp ? segments(dim, {{start, len}}) : whole; };
-  auto group_begin = [&] { group_ranges_.emplace_back(Ps.size(), Ps.size()); };
-  auto group_end = [&] { group_ranges_.back().second = Ps.size(); };
 
   if (first_stage()) {
     group_begin();
-    wte_ = Ps.size();
-    Ps.declare_slice("wte.weight", {V, C}, range(0, v0_, Vl_), ParamInit::normal, std, true);
+    embed_ = Ps.size();
+    Ps.declare_slice("wte.weight", {V, C}, vocab_rows(), ParamInit::normal, std, true);
     wpe_ = Ps.size();
     Ps.declare("wpe.weight", {Tm, C}, ParamInit::normal, std, true);
     group_end();
@@ -109,15 +102,15 @@ void GptModel::declare_params() {
     lnf_b_ = Ps.size(); Ps.declare("ln_f.bias", {C}, ParamInit::zeros, 0, false);
     if (!cfg_.tie_embeddings) {
       head_ = Ps.size();
-      Ps.declare_slice("lm_head.weight", {V, C}, range(0, v0_, Vl_), ParamInit::normal, std, true);
+      Ps.declare_slice("lm_head.weight", {V, C}, vocab_rows(), ParamInit::normal, std, true);
     } else if (!first_stage()) {
       // The LM head is tied to the token embedding, which lives on the first stage: the last
       // stage keeps a copy, initialised identically and kept equal by summing both stages'
       // gradients before the (identical) optimizer updates.
-      wte_ = Ps.size();
-      Ps.declare_slice("wte.weight", {V, C}, range(0, v0_, Vl_), ParamInit::normal, std, true, /*tied_copy=*/true);
+      embed_ = Ps.size();
+      Ps.declare_slice("wte.weight", {V, C}, vocab_rows(), ParamInit::normal, std, true, /*tied_copy=*/true);
     }
-    if (cfg_.tie_embeddings) head_ = wte_;
+    if (cfg_.tie_embeddings) head_ = embed_;
     group_end();
   }
   if (par_.tp_size == 1 && par_.pp_size == 1) DL_CHECK(Ps.numel() == gpt_param_count(cfg_), "parameter count");
@@ -125,7 +118,7 @@ void GptModel::declare_params() {
 
 GptModel::Acts GptModel::make_acts(int64_t B, int64_t T) {
   const int64_t N = B * T;
-  auto make = [&](Shape s) { return be_.empty(std::move(s), dtype_); };
+  auto make = [&](Shape s) { return empty(std::move(s)); };
   Acts a;
   a.ln1 = make({B, T, C_});
   a.ln1_mean = make({N});
@@ -142,74 +135,14 @@ GptModel::Acts GptModel::make_acts(int64_t B, int64_t T) {
   return a;
 }
 
-void GptModel::ensure_scratch(int64_t B, int64_t T) {
-  if (B == scratch_B_ && T == scratch_T_) return;
-  auto make = [&](Shape s) { return be_.empty(std::move(s), dtype_); };
-  scratch_c_ = make({B, T, C_});
-  dres_ = make({B, T, C_});
-  dc_ = make({B, T, C_});
-  d3c_ = make({B, T, 3 * Cl_});
-  d4c_ = make({B, T, Fl_});
-  if (par_.activation_checkpointing) recompute_ = make_acts(B, T);
-  scratch_B_ = B;
-  scratch_T_ = T;
+std::vector<const Tensor*> GptModel::act_tensors(const Acts& a) const {
+  return {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.att, &a.residual2, &a.ln2, &a.ln2_mean, &a.ln2_rstd,
+          &a.fch, &a.fch_gelu};
 }
 
-GptModel::Slot& GptModel::slot_for(int slot, int64_t B, int64_t T) {
-  if (slot >= static_cast<int>(slots_.size())) slots_.resize(static_cast<size_t>(slot) + 1);
-  Slot& s = slots_[static_cast<size_t>(slot)];
-  ensure_scratch(B, T);
-  s.used = true;
-  if (s.B == B && s.T == T) return s;
-  const int64_t N = B * T, L = l1_ - l0_;
-  auto make = [&](Shape sh) { return be_.empty(std::move(sh), dtype_); };
-  s.residual.clear();
-  s.acts.clear();
-  for (int64_t i = 0; i <= L; ++i) s.residual.push_back(make({B, T, C_}));
-  if (!par_.activation_checkpointing)
-    for (int64_t i = 0; i < L; ++i) s.acts.push_back(make_acts(B, T));
-  if (last_stage()) {
-    s.lnf = make({B, T, C_});
-    s.lnf_mean = make({N});
-    s.lnf_rstd = make({N});
-    s.logits = make({N, Vl_});
-    // Row statistics stay in f32 under 16-bit compute: a bf16 loss keeps 3 significant digits.
-    auto make_rows = [&](Shape sh) { return be_.empty(std::move(sh), dtype_ == DType::f64 ? DType::f64 : DType::f32); };
-    s.losses = make_rows({N});
-    s.correct = Tensor::empty({N}, DType::i32);  // host memory on every backend: read there (stats, scores)
-    if (par_.tp_size > 1) {
-      s.row_max = make_rows({N});
-      s.sum_exp = make_rows({N});
-      s.picked = make_rows({N});
-    }
-  }
-  s.B = B;
-  s.T = T;
-  return s;
-}
-
-int64_t GptModel::activation_bytes() const {
-  int64_t n = 0;
-  auto add = [&](const Tensor& t) { n += t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; };
-  auto add_acts = [&](const Acts& a) {
-    for (const Tensor* t : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv, &a.atty, &a.att, &a.residual2, &a.ln2,
-                            &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu})
-      add(*t);
-  };
-  for (const auto& s : slots_) {
-    for (const auto& r : s.residual) add(r);
-    for (const auto& a : s.acts) add_acts(a);
-    for (const Tensor* t : {&s.lnf, &s.lnf_mean, &s.lnf_rstd, &s.logits, &s.losses, &s.correct, &s.row_max,
-                            &s.sum_exp, &s.picked})
-      add(*t);
-  }
-  add_acts(recompute_);
-  for (const Tensor* t : {&scratch_c_, &dres_, &dc_, &d3c_, &d4c_}) add(*t);
-  return n;
-}
-
-void GptModel::tp_allreduce(Tensor& t) {
-  if (par_.tp_size > 1) par_.tp->allreduce(t);
+void GptModel::make_model_scratch(int64_t B, int64_t T) {
+  d3c_ = empty({B, T, 3 * Cl_});
+  d4c_ = empty({B, T, Fl_});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -240,92 +173,14 @@ void GptModel::block_forward(int l, const Tensor& in, Acts& a, Tensor& out) {
   be_.add(out, a.residual2, scratch_c_);
 }
 
-ForwardStats GptModel::head_forward(Slot& s) {
-  const int64_t N = s.B * s.T;
-  be_.layernorm_forward(s.lnf, s.lnf_mean, s.lnf_rstd, s.residual.back(), P(lnf_w_), P(lnf_b_));
-  be_.matmul_forward(s.logits, s.lnf, P(head_), Tensor(), WeightLayout::out_in);
-  ForwardStats st;
-  if (!s.targets.defined()) return st;
-  if (s.targets.numel() != N)
-    throw_runtime("gpt forward: targets ", s.targets.describe(), " do not match ", N, " positions");
-  if (par_.tp_size == 1) {
-    be_.crossentropy_forward(s.losses, s.correct, s.logits, s.targets);
-  } else {
-    // Vocabulary-parallel loss (Megatron): global row max, then global sum of exponentials and
-    // the target's logit from whichever rank holds it.
-    const int64_t v0 = v0_;
-    be_.logits_row_max(s.row_max, s.logits);
-    par_.tp->allreduce(s.row_max, dist::ReduceOp::max);
-    be_.logits_sum_exp(s.sum_exp, s.logits, s.row_max);
-    be_.logits_pick(s.picked, s.logits, s.targets, v0);
-    par_.tp->allreduce(s.sum_exp);
-    par_.tp->allreduce(s.picked);
-    // Host arithmetic on [N] rows: the CPU backend's tensors are host memory.
-    const int32_t* t = s.targets.data<int32_t>();
-    int32_t* c = s.correct.data<int32_t>();
-    auto rows = [&](auto* loss, const auto* mx, const auto* se, const auto* pk) {
-      for (int64_t i = 0; i < N; ++i) {
-        bool valid = t[i] >= 0;
-        loss[i] = valid ? std::log(se[i]) + mx[i] - pk[i] : 0;
-        c[i] = valid && pk[i] >= mx[i];  // the target's logit is the row maximum
-      }
-    };
-    if (s.losses.dtype() == DType::f32)
-      rows(s.losses.data<float>(), s.row_max.data<float>(), s.sum_exp.data<float>(), s.picked.data<float>());
-    else
-      rows(s.losses.data<double>(), s.row_max.data<double>(), s.sum_exp.data<double>(), s.picked.data<double>());
-  }
-  st.loss_sum = be_.sum(s.losses);
-  const int32_t* t = s.targets.data<int32_t>();
-  const int32_t* c = s.correct.data<int32_t>();
-  for (int64_t i = 0; i < N; ++i) {
-    st.targets += t[i] >= 0;
-    st.correct += c[i];
-  }
-  return st;
+void GptModel::embed_forward(Slot& s) {
+  Tensor wpe = par_.tp_rank == 0 ? P(wpe_).rows(0, s.T) : Tensor();
+  be_.encoder_forward(s.residual[0], s.tokens, P(embed_), wpe, v0_, cfg_.vocab_size);
+  tp_allreduce(s.residual[0]);
 }
 
-ForwardStats GptModel::forward_stage(const Batch& batch, const Tensor& hidden_in, int slot, Tensor* hidden_out) {
-  int64_t B, T;
-  if (first_stage()) {
-    const Tensor& tokens = batch.inputs;
-    if (tokens.dtype() != DType::i32 || tokens.ndim() != 2)
-      throw_runtime("gpt forward: inputs must be i32[B,T], got ", tokens.describe());
-    B = tokens.size(0);
-    T = tokens.size(1);
-  } else {
-    B = hidden_in.size(0);
-    T = hidden_in.size(1);
-  }
-  if (T > cfg_.block_size) throw_usage("sequence length ", T, " exceeds model.block_size ", cfg_.block_size);
-  Slot& s = slot_for(slot, B, T);
-  s.tokens = batch.inputs;
-  s.targets = batch.targets;
-  if (first_stage()) {
-    hook(&ParamGroupHooks::before_forward, 0);
-    Tensor wpe = par_.tp_rank == 0 ? P(wpe_).rows(0, T) : Tensor();
-    be_.encoder_forward(s.residual[0], s.tokens, P(wte_), wpe, v0_, cfg_.vocab_size);
-    tp_allreduce(s.residual[0]);
-    if (!head_uses_embedding_group()) hook(&ParamGroupHooks::after_forward, 0);
-  } else {
-    be_.copy(s.residual[0], hidden_in);
-  }
-  for (int l = l0_; l < l1_; ++l) {
-    int i = l - l0_;
-    hook(&ParamGroupHooks::before_forward, block_group(l));
-    Acts& a = par_.activation_checkpointing ? recompute_ : s.acts[static_cast<size_t>(i)];
-    block_forward(l, s.residual[static_cast<size_t>(i)], a, s.residual[static_cast<size_t>(i) + 1]);
-    hook(&ParamGroupHooks::after_forward, block_group(l));
-  }
-  if (!last_stage()) {
-    if (hidden_out) *hidden_out = s.residual.back();
-    return {};
-  }
-  hook(&ParamGroupHooks::before_forward, head_group());
-  ForwardStats st = head_forward(s);
-  hook(&ParamGroupHooks::after_forward, head_group());
-  if (head_uses_embedding_group()) hook(&ParamGroupHooks::after_forward, 0);
-  return st;
+void GptModel::final_norm_forward(Slot& s) {
+  be_.layernorm_forward(s.normed, s.norm_mean, s.norm_rstd, s.residual.back(), P(lnf_w_), P(lnf_b_));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -350,76 +205,14 @@ void GptModel::block_backward(int l, const Tensor& in, Acts& a) {
   be_.layernorm_backward(dres_, G(L.ln1_w), G(L.ln1_b), dc_, in, P(L.ln1_w), a.ln1_mean, a.ln1_rstd, true);
 }
 
-void GptModel::head_backward(Slot& s, double dloss) {
-  if (par_.tp_size == 1) {
-    // The logits are not needed after the loss: their gradient overwrites them in place.
-    be_.crossentropy_backward(s.logits, s.logits, s.targets, dloss);
-  } else {
-    be_.crossentropy_backward_sharded(s.logits, s.logits, s.targets, s.row_max, s.sum_exp, v0_, dloss);
-  }
-  Tensor none;
-  be_.matmul_backward(dc_, G(head_), none, s.logits, s.lnf, P(head_), WeightLayout::out_in, false);
-  tp_allreduce(dc_);  // each rank saw only its vocabulary slice
-  be_.layernorm_backward(dres_, G(lnf_w_), G(lnf_b_), dc_, s.residual.back(), P(lnf_w_), s.lnf_mean, s.lnf_rstd, false);
+void GptModel::final_norm_backward(Slot& s, const Tensor& dnormed) {
+  be_.layernorm_backward(dres_, G(lnf_w_), G(lnf_b_), dnormed, s.residual.back(), P(lnf_w_), s.norm_mean, s.norm_rstd,
+                         false);
 }
 
-void GptModel::backward_stage(int slot, double dloss, const Tensor& dhidden_out, Tensor* dhidden_in) {
-  DL_CHECK(slot < static_cast<int>(slots_.size()) && slots_[static_cast<size_t>(slot)].used, "backward of slot ",
-           slot, " without its forward");
-  Slot& s = slots_[static_cast<size_t>(slot)];
-  if (last_stage()) {
-    DL_CHECK(s.targets.defined(), "backward without targets");
-    hook(&ParamGroupHooks::before_backward, head_group());
-    if (head_uses_embedding_group()) hook(&ParamGroupHooks::before_backward, 0);  // the tied embedding
-    head_backward(s, dloss);
-    hook(&ParamGroupHooks::after_backward, head_group());
-  } else {
-    be_.copy(dres_, dhidden_out);
-  }
-  for (int l = l1_ - 1; l >= l0_; --l) {
-    int i = l - l0_;
-    hook(&ParamGroupHooks::before_backward, block_group(l));
-    const Tensor& in = s.residual[static_cast<size_t>(i)];
-    if (par_.activation_checkpointing) {
-      // Recompute this block's activations from its saved input (the output is discarded).
-      block_forward(l, in, recompute_, scratch_c_);
-      block_backward(l, in, recompute_);
-    } else {
-      block_backward(l, in, s.acts[static_cast<size_t>(i)]);
-    }
-    hook(&ParamGroupHooks::after_backward, block_group(l));
-  }
-  if (first_stage()) {
-    if (!head_uses_embedding_group()) hook(&ParamGroupHooks::before_backward, 0);
-    Tensor wpe_grad = G(wpe_).rows(0, s.T);
-    be_.encoder_backward(G(wte_), wpe_grad, dres_, s.tokens, v0_);
-    hook(&ParamGroupHooks::after_backward, 0);
-  } else if (dhidden_in) {
-    *dhidden_in = dres_;
-  }
-  s.used = false;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The single-stage Model interface.
-
-ForwardStats GptModel::forward(const Batch& batch) { return forward_stage(batch, Tensor(), 0, nullptr); }
-
-void GptModel::backward(double dloss) { backward_stage(0, dloss, Tensor(), nullptr); }
-
-Tensor GptModel::tied_embedding_grad() {
-  if (par_.pp_size == 1 || !cfg_.tie_embeddings || !(first_stage() || last_stage())) return Tensor();
-  return G(wte_).view({params_.info(wte_).numel()});
-}
-
-const Tensor& GptModel::correct() const {
-  DL_CHECK(!slots_.empty(), "correct() before forward");
-  return slots_[0].correct;
-}
-
-const Tensor& GptModel::logits() const {
-  DL_CHECK(!slots_.empty(), "logits() before forward");
-  return slots_[0].logits;
+void GptModel::embed_backward(Slot& s) {
+  Tensor wpe_grad = G(wpe_).rows(0, s.T);
+  be_.encoder_backward(G(embed_), wpe_grad, dres_, s.tokens, v0_);
 }
 
 }  // namespace dl

@@ -27,11 +27,18 @@ MeshShape resolve_mesh(const ParallelConfig& p, const ModelConfig& model, int wo
                 world == 1 ? " process runs (start ranks with --nproc-per-node N or a launcher such as torchrun/srun)"
                            : " processes were started: make them equal, or leave parallel.dp out (its default "
                              "\"auto\" takes world / (tp x pp))");
-  if (model.type != ModelType::gpt && (m.tp > 1 || m.pp > 1))
-    throw_usage("parallel.tp and parallel.pp need model.type = \"gpt\"; an mlp runs data parallel (dp, zero) only");
-  if (model.type == ModelType::gpt) {
+  if (!is_token_model(model.type) && (m.tp > 1 || m.pp > 1))
+    throw_usage("parallel.tp and parallel.pp need model.type = \"gpt\" or \"llama\"; an mlp runs data parallel (dp, zero) only");
+  if (is_token_model(model.type)) {
     if (model.n_head % m.tp != 0)
       throw_usage("parallel.tp = ", m.tp, " must divide model.n_head = ", model.n_head, " (heads are split across ranks)");
+    const int64_t kv_heads = model.n_kv_head > 0 ? model.n_kv_head : model.n_head;
+    if (model.type == ModelType::llama && kv_heads % m.tp != 0)
+      throw_usage("parallel.tp = ", m.tp, " must divide model.n_kv_head = ", kv_heads,
+                  " (each rank holds whole groups of query heads with their K/V head)");
+    const int64_t ffn = model.ffn_hidden > 0 ? model.ffn_hidden : 4 * model.n_embd;
+    if (model.type == ModelType::llama && ffn % m.tp != 0)
+      throw_usage("parallel.tp = ", m.tp, " must divide model.ffn_hidden = ", ffn, " (the MLP is split across ranks)");
     if (model.vocab_size < m.tp)
       throw_usage("parallel.tp = ", m.tp, " exceeds model.vocab_size = ", model.vocab_size,
                   " (the embedding and the loss split the vocabulary's rows across ranks)");

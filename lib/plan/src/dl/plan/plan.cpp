@@ -73,8 +73,10 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
   ModelShape m;
   m.name = name.empty() ? std::string(c.model.type.name()) : name;
   m.type = c.model.type.get();
-  if (c.model.type == ModelType::gpt) {
-    m.params = static_cast<double>(gpt_param_count(gpt_config_from(c.model)));
+  if (is_token_model(c.model.type)) {
+    // A llama is planned with its exact parameter count and, for now, GPT-shaped activations.
+    m.params = static_cast<double>(c.model.type == ModelType::llama ? llama_param_count(llama_config_from(c.model))
+                                                                     : gpt_param_count(gpt_config_from(c.model)));
     m.n_layer = c.model.n_layer;
     m.hidden = c.model.n_embd;
     m.heads = c.model.n_head;

@@ -22,6 +22,7 @@
 #include "dl/io/dir_lock.hpp"
 #include "dl/nn/gpt.hpp"
 #include "dl/nn/gpt_from_config.hpp"
+#include "dl/nn/llama.hpp"
 #include "dl/nn/mlp.hpp"
 #include "dl/device/select.hpp"
 #include "dl/train/run.hpp"
@@ -84,9 +85,9 @@ std::unique_ptr<dist::Comm> open_world(const dist::LaunchEnv& env, const Config&
   return world;
 }
 std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backend& be, Mesh* mesh) {
-  if (c.model.type == ModelType::gpt) {
+  if (is_token_model(c.model.type)) {
     if (!train.is_sequence())
-      throw_usage("model.type = \"gpt\" needs token data, but data.source ", c.data.source,
+      throw_usage("model.type = \"", c.model.type, "\" needs token data, but data.source ", c.data.source,
                   " holds feature rows (use model.type = \"mlp\")");
     if (c.model.vocab_size < train.min_vocab_size())
       throw_usage("model.vocab_size = ", c.model.vocab_size, " is smaller than the data's vocabulary (",
@@ -100,10 +101,12 @@ std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backen
       par.pp_size = mesh->shape().pp;
       par.pp_rank = mesh->pp_rank();
     }
+    if (c.model.type == ModelType::llama)
+      return std::make_unique<LlamaModel>(llama_config_from(c.model), be, compute_dtype(c.train), par);
     return std::make_unique<GptModel>(gpt_config_from(c.model), be, compute_dtype(c.train), par);
   }
   if (c.train.precision != Precision::fp32)
-    throw_usage("train.precision = \"", c.train.precision, "\" applies to model.type = \"gpt\"; the mlp trains in fp32");
+    throw_usage("train.precision = \"", c.train.precision, "\" applies to model.type = \"gpt\" and \"llama\"; the mlp trains in fp32");
   if (train.is_sequence())
     throw_usage("model.type = \"mlp\" needs feature rows (csv:...), but data.source ", c.data.source, " holds tokens");
   MlpConfig m;
@@ -114,7 +117,7 @@ std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backen
   return std::make_unique<MlpModel>(m, be);
 }
 
-int64_t units_per_example(const Model& m, const Config& c) { return m.type() == ModelType::gpt ? c.model.block_size : 1; }
+int64_t units_per_example(const Model& m, const Config& c) { return is_token_model(m.type()) ? c.model.block_size : 1; }
 
 int64_t count_params(Model& model, Mesh& mesh) {
   ParamSet& P = model.params();

@@ -60,7 +60,7 @@ void check_run_limits(const Config& cfg, const dist::LaunchEnv& env) {
   check_thread_count(cfg.train.threads, "train.threads");
   if (cfg.train.threads == 0) env_thread_count();  // DL_NUM_THREADS, which then decides
 
-  const bool gpt = cfg.model.type == ModelType::gpt;
+  const bool gpt = is_token_model(cfg.model.type);  // gpt or llama: the GPT's rough count bounds both
   const std::string model_keys = gpt ? "model.n_layer, model.n_embd, model.vocab_size" : "model.hidden";
   const double rough = gpt ? rough_gpt_params(cfg.model) : rough_mlp_params(cfg.model);
   if (rough > kMaxParams)

@@ -263,7 +263,7 @@ TrainSummary run_training(const TrainOptions& opt) {
   const int64_t B = cfg.train.batch_size, A = micro_batches_per_step(cfg), total = cfg.train.steps;
   const int64_t stop_at = opt.max_steps_here < 0 ? total : std::min(total, state.step + opt.max_steps_here);
   const int64_t units = units_per_example(*model, cfg), global_examples = B * A * shape.dp;
-  const bool tokens = model->type() == ModelType::gpt;
+  const bool tokens = is_token_model(model->type());
   const std::string unit = tokens ? "tok/s" : "ex/s";
   TrainSummary summary;
   summary.run_dir = opt.run_dir;
