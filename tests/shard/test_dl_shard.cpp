@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "dl/core/strings.hpp"
 #include "dl/io/crc32c.hpp"
 #include "support/support.hpp"
 
@@ -40,6 +41,9 @@ dl::test::fs::path train_checkpoint(const dl::test::TempDir& dir) {
   REQUIRE(dl::test::fs::exists(ckpt / "trainer_state.json"));
   return ckpt;
 }
+
+// A CRC-32C as dl-shard shows it in every format: "0x1a2b3c4d".
+std::string crc_text(uint32_t crc) { return "0x" + dl::hex32(crc); }
 
 }  // namespace
 
@@ -402,15 +406,23 @@ TEST_CASE("inspect: a dl-train checkpoint, its tensors and checksums") {
   for (const auto& f : doc["files"]) {
     CAPTURE(f["file"]);
     CHECK(f["ok"] == true);
-    CHECK(f["crc32c"] == manifest["files"][f["file"].get<std::string>()]["crc32c"]);
+    CHECK(f["crc32c"] == crc_text(manifest["files"][f["file"].get<std::string>()]["crc32c"].get<uint32_t>()));
   }
   // A tensor's CRC is the CRC-32C of its bytes at its offset.
   std::string model_bytes = dl::test::read_file(ckpt / "model.safetensors");
   for (const auto& t : doc["tensors"]) {
     if (t["file"] != "model.safetensors" || t["tensor"] != "wpe.weight") continue;
     const auto off = t["offset"].get<size_t>(), n = t["bytes"].get<size_t>();
-    CHECK(t["crc32c"].get<uint32_t>() == dl::crc32c(model_bytes.data() + off, n));
+    // A hex string in json as in the table and csv (json said 1234567890 where the table said 499602d2).
+    const std::string crc = crc_text(dl::crc32c(model_bytes.data() + off, n));
+    CHECK(t["crc32c"] == crc);
     CHECK(t["shape"] == json::array({64, 128}));
+    for (const char* format : {"table", "csv", "md"}) {
+      CAPTURE(format);
+      CHECK(has(run(kShard, {"inspect", ckpt.string(), "--format", format}).out, crc));
+    }
+    const auto jsonl = run(kShard, {"inspect", ckpt.string(), "--format", "jsonl"}).out;
+    CHECK(has(jsonl, "\"crc32c\":\"" + crc + "\""));
   }
   // A run directory resolves to its newest checkpoint; the table names the file and the result.
   auto table = run(kShard, {"inspect", (dir / "run").string()});
