@@ -274,7 +274,7 @@ TEST_CASE("a real pipe: dl-bench ... --format json | dl-cost estimate CONFIG --b
   auto r = run("/bin/sh", {"-c", cmd});
   INFO("stderr: ", r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(has(r.out, "# bench: 1 rows without a gpu_model (CPU) ignored"));
+  CHECK(has(r.out, "# bench: 1 CPU (no gpu_model) rows of stdin ignored: a dl-bench row calibrates only a GPU of the model it measured"));
   CHECK(has(r.out, "$/h"));
   // A broken producer is not hidden: dl-cost names the empty stdin and exits 2.
   auto broken = run("/bin/sh", {"-c", kBench + " nosuch 2>/dev/null | " + tool("dl-cost") +

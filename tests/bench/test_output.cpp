@@ -3,11 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "dl/bench/collective.hpp"
 #include "dl/bench/gemm.hpp"
 #include "dl/bench/memory.hpp"
 #include "dl/bench/output.hpp"
+#include "dl/core/error.hpp"
 #include "dl/dist/comm.hpp"
 #include "dl/plan/bench_input.hpp"
 
@@ -80,6 +82,13 @@ TEST_CASE("dl-cost's reader takes json and jsonl output and finds the gemm and c
   for (dl::OutputFormat f : {dl::OutputFormat::json, dl::OutputFormat::jsonl}) {
     auto rows = dl::plan::parse_bench_rows(render_report(r, f), "bench");
     REQUIRE(rows.size() == r.rows.size());
+    // This machine's rows are CPU rows: they calibrate no GPU, and say so (plan/bench_input.hpp).
+    const auto on_cpu = dl::plan::summarize_bench(rows, dl::Precision::fp32);
+    CHECK(!on_cpu.gemm_flops);
+    REQUIRE(on_cpu.ignored.size() == 1);
+    CHECK(on_cpu.ignored[0].rfind(dl::str("bench: ", rows.size(), " CPU (no gpu_model) rows ignored"), 0) == 0);
+    // The same rows named as a GPU's: the reader finds their numbers.
+    for (auto& row : rows) row["gpu_model"] = "H100-SXM";
     auto s = dl::plan::summarize_bench(rows, dl::Precision::fp32);
     REQUIRE(s.gemm_flops);
     CHECK(s.gemm_dtype == "fp32");

@@ -373,6 +373,45 @@ TEST_CASE("--bench: measured FLOP/s and bandwidth replace datasheet values") {
   CHECK(has(bad.err, "bad.json"));
 }
 
+TEST_CASE("one rule in dl-shard and dl-cost: bench rows calibrate only a GPU of the model they measured") {
+  // A CPU machine's rows (dl-bench train and gemm on this box): dl-shard predicted hours per step
+  // from them for a GPU plan, with notes that contradicted each other; dl-cost ignored them.
+  dl::test::TempDir dir("shard-cpu-bench");
+  auto row = [](const std::string& benchmark, json extra) {
+    json r{{"schema", "dlkit-bench/1"}, {"benchmark", benchmark}, {"device_type", "cpu"}, {"device", "x86_64 (2 threads)"},
+           {"num_devices", 1}, {"dlkit_version", "0.1.0"}};
+    for (auto& [k, v] : extra.items()) r[k] = v;
+    return r;
+  };
+  const json cpu = json::array({row("gemm", {{"dtype", "fp32"}, {"m", 1024}, {"n", 1024}, {"k", 1024}, {"flops", 60e9}}),
+                                row("train", {{"config", "addition.toml"}, {"precision", "fp32"}, {"tokens_per_sec", 20000.0},
+                                              {"flops_per_token", 2e7}, {"num_devices", 1}})});
+  const std::string file = (dir / "cpu.json").string();
+  dl::test::write_file(file, cpu.dump(2));
+  const std::string note = "bench: 2 CPU (no gpu_model) rows of " + file +
+                           " ignored: a dl-bench row calibrates only a GPU of the model it measured";
+  const auto base = cat({"plan"}, cat(arch75(), {"--gpus", "8", "--zero", "1", "--gpu", "H100-SXM"}));
+  auto datasheet = run(kShard, cat(base, {"--format", "json"}));
+  auto with_cpu = run(kShard, cat(base, {"--bench", file, "--format", "json"}));
+  REQUIRE_MESSAGE(with_cpu.exit_code == 0, with_cpu.err);
+  CHECK(json::parse(with_cpu.out)[0]["step_s"] == json::parse(datasheet.out)[0]["step_s"]);
+  auto table = run(kShard, cat(base, {"--bench", file}));
+  CHECK(has(table.out, "# " + note));
+  CHECK(!has(table.out, "no MFU factor applied"));
+  CHECK(has(table.out, "datasheet values kept"));
+  auto cost = run(tool("dl-cost"), {"estimate", "--params", "7.5e9", "--tokens", "1B", "--gpu", "H100-SXM", "--bench", file});
+  REQUIRE_MESSAGE(cost.exit_code == 0, cost.err);
+  CHECK(has(cost.out, "# " + note));
+  // Rows of another GPU model than the plan's are set aside the same way (it was an error).
+  const json h100 = json::array({row("gemm", {{"dtype", "bf16"}, {"flops", 700e12}, {"gpu_model", "H100-SXM"},
+                                              {"device_type", "cuda"}})});
+  dl::test::write_file(dir / "h100.json", h100.dump());
+  auto other = run(kShard, cat({"plan"}, cat(arch75(), {"--gpus", "8", "--zero", "1", "--gpu", "A100-SXM-80GB", "--bench",
+                                                        (dir / "h100.json").string()})));
+  REQUIRE_MESSAGE(other.exit_code == 0, other.err);
+  CHECK(has(other.out, "# bench: 1 H100-SXM rows of " + (dir / "h100.json").string() + " ignored"));
+}
+
 TEST_CASE("inspect: a dl-train checkpoint, its tensors and checksums") {
   dl::test::TempDir dir("shard-inspect");
   auto ckpt = train_checkpoint(dir);

@@ -218,21 +218,21 @@ SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::ve
   // Measured: every file's rows, grouped by canonical GPU model.
   std::map<std::string, std::vector<nlohmann::json>> by_model;
   std::map<std::string, std::set<std::string>> files_of;
-  size_t cpu_rows = 0;
   for (const auto& path : bench) {
     const std::string name = path == "-" ? "stdin" : path;
+    size_t cpu_rows = 0;
     for (auto& row : plan::read_bench_rows(path)) {
-      std::string gm = row.contains("gpu_model") && row["gpu_model"].is_string() ? row["gpu_model"].get<std::string>() : "";
-      if (gm.empty()) {
+      // Each GPU model's rows price that model's offers; CPU rows price none (plan/bench_input.hpp).
+      const std::string canon = plan::bench_row_gpu(row);
+      if (canon.empty()) {
         ++cpu_rows;
         continue;
       }
-      std::string canon = plan::canonical_gpu(gm).value_or(gm);
       by_model[canon].push_back(std::move(row));
       files_of[canon].insert(name);
     }
+    if (cpu_rows) sm.notes.push_back(plan::ignored_bench_rows_note(cpu_rows, "CPU (no gpu_model)", name));
   }
-  if (cpu_rows) sm.notes.push_back(str("bench: ", cpu_rows, " rows without a gpu_model (CPU) ignored"));
   for (const auto& [model, rows] : by_model) {
     std::string files;
     for (const auto& f : files_of[model]) files += (files.empty() ? "" : ", ") + f;

@@ -116,21 +116,23 @@ Setup setup(const PlanInputs& in) {
     hw.gpu_model = "";
     hw.source = str("H100-SXM datasheet (default; give ", flag("gpu"), " MODEL or ", flag("bench"), " FILE)");
   }
+  // A train row of this GPU is achieved throughput: no MFU applies to it (apply_bench says so).
+  const bool achieved = bench && bench->train_flops;
   if (in.mfu) {
     if (!(*in.mfu > 0 && *in.mfu <= 1)) throw_option_error("{mfu}: a fraction in (0, 1], got ", *in.mfu);
     hw.achievable_fraction = *in.mfu;
-  } else {
+  } else if (!achieved) {
     // The calibrated MFU of this GPU at this model's size, as dl-cost uses (plan/speed.hpp).
     const GpuSpec g = spec ? *spec : *gpu_spec("H100-SXM");
     hw.achievable_fraction = calibrated_mfu(g, r.model.params);
     hw_notes.push_back("achievable fraction: the calibrated " + describe_mfu(g, r.model.params) + " (" + flag("mfu") + " to fix it)");
     // A measured GEMM replaces the peak; the calibrated MFU counts datasheet peaks, which a large
     // GEMM reaches kGemmOfPeak of.
-    if (bench && !bench->train_flops && bench->gemm_flops) hw.achievable_fraction /= kGemmOfPeak;
+    if (bench && bench->gemm_flops) hw.achievable_fraction /= kGemmOfPeak;
   }
   if (bench) {
     hw = apply_bench(hw, *bench, &hw_notes);
-    if (in.mfu && bench->train_flops) {
+    if (in.mfu && achieved) {
       hw_notes.push_back(flag("mfu") + " ignored: the train row's throughput is already achieved");
     }
   }
