@@ -123,6 +123,53 @@ TEST_CASE("plan: the ZeRO worked example, in every format") {
   CHECK(has(md.out, "| layout |"));
 }
 
+TEST_CASE("plan and recommend share their flags: --top and --flop-formula (plan had neither)") {
+  for (const char* sub : {"plan", "recommend"}) {
+    CAPTURE(sub);
+    auto help = run(kShard, {sub, "--help"});
+    CHECK(has(help.out, "--top"));
+    CHECK(has(help.out, "--flop-formula"));
+    CHECK(!has(help.out, "--flops"));  // dl-cost's --flops is a total FLOP count
+  }
+  // Four ZeRO stages, the first two shown.
+  auto all = run(kShard, {"plan", "--params", "7.5e9", "--gpus", "64", "--gpu-mem", "80GB", "--format", "json"});
+  REQUIRE_MESSAGE(all.exit_code == 0, all.err);
+  REQUIRE(json::parse(all.out).size() == 4);
+  auto two = run(kShard, {"plan", "--params", "7.5e9", "--gpus", "64", "--gpu-mem", "80GB", "--top", "2", "--format", "json"});
+  REQUIRE_MESSAGE(two.exit_code == 0, two.err);
+  const json rows = json::parse(two.out);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0] == json::parse(all.out)[0]);
+  CHECK(rows[1] == json::parse(all.out)[1]);
+  auto table = run(kShard, {"plan", "--params", "7.5e9", "--gpus", "64", "--gpu-mem", "80GB", "--top", "2"});
+  CHECK(has(table.out, "# showing 2 of 4 layouts (--top 0 shows all)"));
+  // The old spelling still works, with a warning.
+  auto old = run(kShard, {"plan", "--params", "7.5e9", "--gpus", "64", "--gpu-mem", "80GB", "--flops", "llmc", "--format", "json"});
+  REQUIRE_MESSAGE(old.exit_code == 0, old.err);
+  CHECK(has(old.err, "--flops is deprecated: it is --flop-formula"));
+}
+
+TEST_CASE("--gpu: an ambiguous name lists its candidates in dl-shard and dl-cost onprem alike (it said unknown GPU)") {
+  const std::string listed = "'A100' is ambiguous: A100-SXM-80GB, A100-SXM-40GB, A100-PCIe-80GB, A100-PCIe-40GB";
+  for (const char* sub : {"plan", "recommend"}) {
+    auto r = run(kShard, {sub, "--params", "124M", "--gpus", "8", "--gpu", "A100"});
+    CAPTURE(sub);
+    CHECK(r.exit_code == 2);
+    CHECK(has(r.err, "dl-shard: error: --gpu: " + listed));
+  }
+  auto onprem = run(tool("dl-cost"), {"onprem", "--price", "250k", "--watts", "3000", "--kwh-price", "0.15",
+                                      "--utilization", "0.6", "--years", "4", "--gpu", "A100"});
+  CHECK(onprem.exit_code == 2);
+  CHECK(has(onprem.err, "dl-cost: error: --gpu: " + listed));
+  // One spelling of one model is that model; a name near none says so and lists the known ones.
+  auto exact = run(kShard, {"plan", "--params", "124M", "--gpus", "8", "--gpu", "a100 pcie 40gb", "--format", "json"});
+  REQUIRE_MESSAGE(exact.exit_code == 0, exact.err);
+  CHECK(json::parse(exact.out)[0]["gpu_mem_bytes"].get<double>() == 40e9);
+  auto typo = run(kShard, {"plan", "--params", "124M", "--gpus", "8", "--gpu", "H100-SMX"});
+  CHECK(typo.exit_code == 2);
+  CHECK(has(typo.err, "unknown GPU 'H100-SMX' (did you mean 'H100-SXM'?); known: H100-SXM, "));
+}
+
 TEST_CASE("plan from a config: the parameter count dl-train reports") {
   dl::test::TempDir dir("shard-cfg");
   dl::test::write_file(dir / "gpt2.toml",
@@ -143,7 +190,7 @@ TEST_CASE("plan from a config: the parameter count dl-train reports") {
   CHECK(rows[0]["model_state_bytes"].get<double>() == doctest::Approx(124439808.0 * (4 + 12.0 / 8)));
   // --set reaches the config; the llm.c FLOP formula on request.
   auto s = run(kShard, {"plan", (dir / "gpt2.toml").string(), "--set", "model.vocab_size=50304", "--gpus", "1",
-                        "--gpu-mem", "80GB", "--zero", "0", "--flops", "llmc", "--format", "json"});
+                        "--gpu-mem", "80GB", "--zero", "0", "--flop-formula", "llmc", "--format", "json"});
   REQUIRE_MESSAGE(s.exit_code == 0, s.err);
   json srow = json::parse(s.out);
   CHECK(srow[0]["model_params"].get<double>() == 124475904.0);

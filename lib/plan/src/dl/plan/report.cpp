@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <filesystem>
+#include <span>
 #include <sstream>
 
 #include "dl/config/config.hpp"
@@ -17,12 +18,6 @@
 namespace dl::plan {
 
 namespace {
-
-std::string known_gpus() {
-  std::string s;
-  for (const auto& g : gpu_table()) s += (s.empty() ? "" : ", ") + g.model;
-  return s;
-}
 
 std::string gbps(double bytes_per_s) { return format_fixed(bytes_per_s / 1e9, bytes_per_s < 100e9 ? 1 : 0) + " GB/s"; }
 
@@ -96,10 +91,7 @@ Setup setup(const PlanInputs& in) {
 
   // Hardware: datasheet of --gpu (or of the bench rows' GPU), then measured values over it.
   std::optional<GpuSpec> spec;
-  if (!in.gpu.empty()) {
-    spec = gpu_spec(in.gpu);
-    if (!spec) throw_option_error("{gpu}: unknown GPU '", in.gpu, "' (known: ", known_gpus(), ")");
-  }
+  if (!in.gpu.empty()) spec = find_gpu(in.gpu);
   std::optional<BenchSummary> bench;
   if (!in.bench.empty()) {
     bench = read_bench_summary(in.bench, b.precision, in.gpu);
@@ -407,10 +399,12 @@ PlanReport make_recommendation(const PlanInputs& in) {
   return r;
 }
 
-std::string render_plan(const PlanReport& r, OutputFormat f) {
+std::string render_plan(const PlanReport& r, OutputFormat f, int64_t top) {
+  const size_t shown = top > 0 ? std::min(r.rows.size(), static_cast<size_t>(top)) : r.rows.size();
+  const std::span<const Estimate> rows(r.rows.data(), shown);
   if (machine(f)) {
     Table t(machine_columns(false));
-    for (const auto& e : r.rows) t.add_row(machine_row(r, e, std::nullopt));
+    for (const auto& e : rows) t.add_row(machine_row(r, e, std::nullopt));
     return t.render(f);
   }
   Table t({{"layout", "layout", false},
@@ -428,7 +422,7 @@ std::string render_plan(const PlanReport& r, OutputFormat f) {
            {"comm", "comm/step", true},
            {"bubble", "bubble", true},
            {"step", "step (est.)", true}});
-  for (const auto& e : r.rows) {
+  for (const auto& e : rows) {
     const auto& m = e.memory;
     t.add_row({Cell::str(short_layout(e.layout)), bytes_cell(m.model_states()), bytes_cell(m.params),
                bytes_cell(m.grads), bytes_cell(m.optimizer), bytes_cell(m.activations), bytes_cell(m.comm_buffers),
@@ -436,8 +430,10 @@ std::string render_plan(const PlanReport& r, OutputFormat f) {
                m.host_offload > 0 ? bytes_cell(m.host_offload) : Cell::null(), bytes_cell(e.comm.total()),
                Cell::num(e.bubble, pct(e.bubble)), seconds_cell(e.step_seconds)});
   }
-  for (const auto& e : r.rows)
+  for (const auto& e : rows)
     if (!e.fits) t.add_note(str("# ", short_layout(e.layout), " does not fit: ", e.why_not));
+  if (shown < r.rows.size())
+    t.add_note(str("# showing ", shown, " of ", r.rows.size(), " layouts (", option_flag(r.flags, "top"), " 0 shows all)"));
   for (const auto& n : r.notes) t.add_note(n);
   return t.render(f);
 }
