@@ -60,7 +60,7 @@ coll="$out/dist-allreduce.jsonl"
 echo "bench-dist: Gloo allreduce, 2 ranks, $grad_bytes and $bucket_bytes bytes" >&2
 : > "$coll"
 for bytes in "$grad_bytes" "$bucket_bytes"; do
-  "$BUILD/bin/dl-bench" collective allreduce --nproc 2 -b "$bytes" -e "$bytes" --repeat 20 --warmup 5 \
+  "$BUILD/bin/dl-bench" collective allreduce --nproc-per-node 2 -b "$bytes" -e "$bytes" --repeat 20 --warmup 5 \
     --format jsonl >> "$coll"
 done
 

@@ -505,7 +505,7 @@ PY
   # NCCL through dl-bench collective: one rank per GPU this machine has, every output verified.
   # With one GPU that is one rank: NCCL's own path and the check, no traffic (busbw 0 by definition).
   ranks=$((gpus > 0 ? gpus : 1))
-  run_for 120 "$BUILD/bin/dl-bench" collective allreduce --device cuda --nproc "$ranks" -b 8 -e 1G -f 4 \
+  run_for 120 "$BUILD/bin/dl-bench" collective allreduce --device cuda --nproc-per-node "$ranks" -b 8 -e 1G -f 4 \
     > "$LOGS/nccl-allreduce.txt" 2> "$LOGS/nccl-allreduce.err"
   rc=$?
   if [ $rc = 0 ]; then

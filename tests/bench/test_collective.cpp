@@ -20,7 +20,7 @@ using namespace dl::bench;
 namespace {
 
 // dl-bench's flags for the options these errors name.
-const dl::OptionNames kFlags = {{"backend", "--backend"}, {"nproc", "--nproc"}, {"oversubscribe", "--oversubscribe"}};
+const dl::OptionNames kFlags = {{"backend", "--backend"}, {"nproc", "--nproc-per-node"}, {"oversubscribe", "--oversubscribe"}};
 
 std::string named_error(const std::function<void()>& call) { return dl::test::named_option_error(call, kFlags); }
 
@@ -117,7 +117,7 @@ TEST_CASE("local ranks: one per core, more with --oversubscribe and a warning th
   CHECK(check_local_ranks(2, 2, false).empty());
   CHECK(check_local_ranks(2, 2, true).empty());
   CHECK(has(named_error([] { check_local_ranks(4, 2, false); }), "--oversubscribe allows more"));
-  CHECK(has(named_error([] { check_local_ranks(0, 2, true); }), "--nproc 0"));
+  CHECK(has(named_error([] { check_local_ranks(0, 2, true); }), "--nproc-per-node 0"));
   CHECK(dl::name_options(check_local_ranks(4, 2, true), kFlags) ==
         "--oversubscribe: 4 ranks on 2 CPU cores: the times include the scheduler switching between ranks, not "
         "only the transport");
@@ -125,16 +125,16 @@ TEST_CASE("local ranks: one per core, more with --oversubscribe and a warning th
   CHECK_THROWS_WITH_AS(check_local_ranks(17, 2, true), doctest::Contains("8 per CPU core"), dl::Error);
 }
 
-TEST_CASE("the help's --nproc 4 example runs here with --oversubscribe (a smaller sweep), and not without it") {
+TEST_CASE("the help's --nproc-per-node 4 example runs here with --oversubscribe (a smaller sweep), and not without it") {
   const std::string bench = dl::test::tool("dl-bench");
   auto help = dl::test::run(bench, {"collective", "--help"});
   REQUIRE(help.exit_code == 0);
-  // The example line, as the help prints it: "dl-bench collective broadcast --nproc 4 --oversubscribe ...".
+  // The example line, as the help prints it: "dl-bench collective broadcast --nproc-per-node 4 --oversubscribe ...".
   std::istringstream lines(help.out);
   std::string line;
   std::vector<std::string> args;
   while (std::getline(lines, line)) {
-    if (line.find("--nproc 4") == std::string::npos) continue;
+    if (line.find("--nproc-per-node 4") == std::string::npos) continue;
     std::istringstream words(line.substr(0, line.find('#')));
     for (std::string w; words >> w;) args.push_back(w);
   }
@@ -158,7 +158,7 @@ TEST_CASE("the help's --nproc 4 example runs here with --oversubscribe (a smalle
     args.erase(std::find(args.begin(), args.end(), "--oversubscribe"));
     auto refused = dl::test::run(bench, args);
     CHECK(refused.exit_code == 2);
-    CHECK(refused.err.find("--nproc 4: this machine runs 1 to") != std::string::npos);
+    CHECK(refused.err.find("--nproc-per-node 4: this machine runs 1 to") != std::string::npos);
     CHECK(refused.out.empty());
   }
 }

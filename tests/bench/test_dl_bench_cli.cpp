@@ -11,6 +11,7 @@
 #include "dl/bench/collective.hpp"
 #include "dl/bench/common.hpp"
 #include "dl/bench/output.hpp"
+#include "dl/cli/app.hpp"
 #include "support/support.hpp"
 
 using dl::test::has;
@@ -33,7 +34,7 @@ json rows_of(const dl::test::RunResult& r) {
 }  // namespace
 
 TEST_CASE("a 2-rank Gloo all-reduce: #wrong 0, nccl-tests' sizes, algbw = size / time, busbw = algbw x 2(n-1)/n") {
-  auto r = run(kBench, {"collective", "allreduce", "--nproc", "2", "-b", "8", "-e", "1M", "-f", "4", "-n", "5", "-w", "2",
+  auto r = run(kBench, {"collective", "allreduce", "--nproc-per-node", "2", "-b", "8", "-e", "1M", "-f", "4", "-n", "5", "-w", "2",
                         "--format", "json"});
   json rows = rows_of(r);
   REQUIRE(rows.size() == 9);  // 8, 32, ..., 524288
@@ -68,7 +69,7 @@ TEST_CASE("a 2-rank Gloo all-reduce: #wrong 0, nccl-tests' sizes, algbw = size /
   CHECK(std::count(r.out.begin(), r.out.end(), '[') == 1);
 
   // The table is nccl-tests' layout with its footer.
-  auto t = run(kBench, {"collective", "allreduce", "--nproc", "2", "-b", "1K", "-e", "4K", "-f", "2", "-n", "3", "-w", "1", "-q"});
+  auto t = run(kBench, {"collective", "allreduce", "--nproc-per-node", "2", "-b", "1K", "-e", "4K", "-f", "2", "-n", "3", "-w", "1", "-q"});
   REQUIRE(t.exit_code == 0);
   CHECK(has(t.out, "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong"));
   CHECK(has(t.out, "        1024           256     float     sum      -1"));
@@ -86,7 +87,7 @@ TEST_CASE("every collective on 2 ranks verifies its output: #wrong 0, the count 
   for (const Case& c : {Case{"allgather", 512, "none", -1}, Case{"reducescatter", 512, "sum", -1},
                         Case{"broadcast", 1024, "none", 1}, Case{"sendrecv", 1024, "sum", -1}}) {
     CAPTURE(c.op);
-    auto r = run(kBench, {"collective", c.op, "--nproc", "2", "-b", "4K", "-e", "256K", "-f", "64", "-r", "1", "-n", "3",
+    auto r = run(kBench, {"collective", c.op, "--nproc-per-node", "2", "-b", "4K", "-e", "256K", "-f", "64", "-r", "1", "-n", "3",
                           "-w", "1", "--format", "jsonl", "-q"});
     INFO("stderr: ", r.err);
     REQUIRE(r.exit_code == 0);
@@ -226,8 +227,8 @@ TEST_CASE("bad input: a clear message and exit 2") {
            {{"collective", "alltoall"}, "use allreduce"},
            {{"collective", "allreduce", "-b", "8Q"}, "-b"},
            {{"collective", "allreduce", "-b", "1M", "-e", "1K"}, "larger than -e"},
-           {{"collective", "allreduce", "--nproc", "100000"}, "--nproc 100000"},
-           {{"collective", "broadcast", "--nproc", "2", "-r", "5"}, "root"},
+           {{"collective", "allreduce", "--nproc-per-node", "100000"}, "--nproc-per-node 100000"},
+           {{"collective", "broadcast", "--nproc-per-node", "2", "-r", "5"}, "root"},
            {{"train", missing}, missing},
            {{"train", dl::test::source_path("configs/addition.toml").string(), "--set", "model.n_layer=banana"}, "n_layer"},
        }) {
@@ -248,7 +249,7 @@ TEST_CASE("bad input: a clear message and exit 2") {
     CHECK(has(coll.err, "--device cuda: "));
   }
   // More NCCL ranks than any machine here has GPUs (or no GPU, or no CUDA build): exit 2 either way.
-  auto nccl = run(kBench, {"collective", "allreduce", "--backend", "nccl", "--nproc", "64"});
+  auto nccl = run(kBench, {"collective", "allreduce", "--backend", "nccl", "--nproc-per-node", "64"});
   CHECK(nccl.exit_code == 2);
   CHECK(has(nccl.err, "--backend nccl"));
   auto max_rs = run(kBench, {"collective", "reducescatter", "-o", "max"});
@@ -262,7 +263,7 @@ TEST_CASE("bad input: a clear message and exit 2") {
   CHECK(has(none.err, "config"));
   auto help = run(kBench, {"collective", "--help"});
   CHECK(help.exit_code == 0);
-  CHECK(has(help.out, "dl-bench collective allreduce --nproc 2 -b 8 -e 128M -f 2"));
+  CHECK(has(help.out, "dl-bench collective allreduce --nproc-per-node 2 -b 8 -e 128M -f 2"));
 }
 
 TEST_CASE("a real pipe: dl-bench ... --format json | dl-cost estimate CONFIG --bench -") {
@@ -274,7 +275,7 @@ TEST_CASE("a real pipe: dl-bench ... --format json | dl-cost estimate CONFIG --b
   auto r = run("/bin/sh", {"-c", cmd});
   INFO("stderr: ", r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(has(r.out, "# bench: 1 rows without a gpu_model (CPU) ignored"));
+  CHECK(has(r.out, "# bench: 1 CPU (no gpu_model) rows of stdin ignored: a dl-bench row calibrates only a GPU of the model it measured"));
   CHECK(has(r.out, "$/h"));
   // A broken producer is not hidden: dl-cost names the empty stdin and exits 2.
   auto broken = run("/bin/sh", {"-c", kBench + " nosuch 2>/dev/null | " + tool("dl-cost") +
@@ -290,7 +291,7 @@ TEST_CASE("collective sizes beyond this machine's memory exit 2 naming -e, befor
   // buffers be allocated). The old dl-bench allocated them until ulimit -v stopped it with exit 1.
   for (const std::string nproc : {"1", "2"}) {
     CAPTURE(nproc);
-    const auto r = dl::test::run_limited(kBench, {"collective", "allreduce", "--nproc", nproc, "-b", "64G", "-e", "64G"},
+    const auto r = dl::test::run_limited(kBench, {"collective", "allreduce", "--nproc-per-node", nproc, "-b", "64G", "-e", "64G"},
                                          {}, 60);
     CHECK(r.exit_code == 2);
     CHECK(has(r.err, "-e 68719476736 (" + nproc + (nproc == "1" ? " rank" : " ranks") + " on this node"));
@@ -302,4 +303,24 @@ TEST_CASE("collective sizes beyond this machine's memory exit 2 naming -e, befor
   const auto t = run(kBench, {"gemm", "--threads", "100000"});
   CHECK(t.exit_code == 2);
   CHECK(has(t.err, "the thread cap"));
+}
+
+TEST_CASE("collective rows reach a pipe as each size finishes, in nccl-tests' table") {
+  // It printed the whole table at the end: a reader of the pipe saw nothing until the last size.
+  dl::test::Process p(kBench, {"collective", "allreduce", "--nproc-per-node", "1", "-b", "8", "-e", "64M", "-f", "8",
+                               "-n", "20", "-w", "2", "-q"});
+  const double start = dl::monotonic_seconds();
+  // The first size's line: "           8             2     float ..."
+  REQUIRE(p.wait_for_line([](const std::string& l) { return l.find("           8             2     float") == 0; }, 60));
+  const double first = dl::monotonic_seconds();
+  const std::vector<std::string> early = p.out_lines();
+  REQUIRE(p.wait(120) == 0);
+  const double end = dl::monotonic_seconds();
+  INFO("first row after ", first - start, " s, the run ended after ", end - start, " s");
+  // The header came before the row; the 64 MiB size (20 timed all-reduces) was still to run.
+  CHECK(std::any_of(early.begin(), early.end(), [](const std::string& l) { return l.find("#wrong") != std::string::npos; }));
+  CHECK(std::none_of(early.begin(), early.end(), [](const std::string& l) { return l.find("67108864") != std::string::npos; }));
+  CHECK(end - first > 0.1);
+  const auto all = p.out_lines();
+  CHECK(std::any_of(all.begin(), all.end(), [](const std::string& l) { return l.find("# Avg bus bandwidth") == 0; }));
 }

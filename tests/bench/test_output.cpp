@@ -3,11 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "dl/bench/collective.hpp"
 #include "dl/bench/gemm.hpp"
 #include "dl/bench/memory.hpp"
 #include "dl/bench/output.hpp"
+#include "dl/core/error.hpp"
 #include "dl/dist/comm.hpp"
 #include "dl/plan/bench_input.hpp"
 
@@ -80,6 +82,13 @@ TEST_CASE("dl-cost's reader takes json and jsonl output and finds the gemm and c
   for (dl::OutputFormat f : {dl::OutputFormat::json, dl::OutputFormat::jsonl}) {
     auto rows = dl::plan::parse_bench_rows(render_report(r, f), "bench");
     REQUIRE(rows.size() == r.rows.size());
+    // This machine's rows are CPU rows: they calibrate no GPU, and say so (plan/bench_input.hpp).
+    const auto on_cpu = dl::plan::summarize_bench(rows, dl::Precision::fp32);
+    CHECK(!on_cpu.gemm_flops);
+    REQUIRE(on_cpu.ignored.size() == 1);
+    CHECK(on_cpu.ignored[0].rfind(dl::str("bench: ", rows.size(), " CPU (no gpu_model) rows ignored"), 0) == 0);
+    // The same rows named as a GPU's: the reader finds their numbers.
+    for (auto& row : rows) row["gpu_model"] = "H100-SXM";
     auto s = dl::plan::summarize_bench(rows, dl::Precision::fp32);
     REQUIRE(s.gemm_flops);
     CHECK(s.gemm_dtype == "fp32");
@@ -106,4 +115,37 @@ TEST_CASE("human formats: a section per benchmark, nccl-tests' layout for collec
   CHECK(md.find("| size (B) | count (elements) |") != std::string::npos);
   CHECK_THROWS_AS(parse_rows(table, dl::OutputFormat::table), dl::Error);
   CHECK_THROWS_AS(parse_rows("[{\"a\": ", dl::OutputFormat::json), dl::Error);
+}
+
+TEST_CASE("RowStream: each collective row printed and flushed as its size finishes; together render_report's text") {
+  // dl-bench collective printed nothing until the whole sweep was done (33 s for -b 8 -e 128M).
+  CommonOptions c;
+  c.repeat = 2;
+  c.warmup = 1;
+  c.quiet = true;
+  apply_common(c);
+  CollectiveOptions co;
+  co.max_bytes = 4096;
+  co.factor = 8;  // 8, 64, 512, 4096
+  auto self = dl::dist::make_self_comm();
+  for (const dl::OutputFormat f : {dl::OutputFormat::table, dl::OutputFormat::jsonl, dl::OutputFormat::csv,
+                                   dl::OutputFormat::json, dl::OutputFormat::md}) {
+    CAPTURE(dl::format_name(f));
+    std::ostringstream out;
+    RowStream stream(out, f);
+    std::vector<size_t> seen;  // what was printed when each row reached the stream
+    const Report r = run_collective(co, c, *self, [&](const Row& row) {
+      seen.push_back(out.str().size());
+      stream.add(row);
+    });
+    REQUIRE(r.rows.size() == 4);
+    REQUIRE(seen.size() == 4);
+    const bool streams = f != dl::OutputFormat::json && f != dl::OutputFormat::md;
+    // Before the second row arrived, the first was out (with the header where there is one).
+    if (streams) CHECK(seen[1] > 0);
+    else CHECK(seen[3] == 0);  // documents print whole at the end
+    if (f == dl::OutputFormat::table) CHECK(out.str().find(nccl_table_header()) != std::string::npos);
+    stream.finish(r);
+    CHECK(out.str() == render_report(r, f));
+  }
 }

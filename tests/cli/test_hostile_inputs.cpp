@@ -227,11 +227,15 @@ TEST_CASE("one command-line grammar: CLI11's refusals read 'TOOL: error:' with a
   };
   const std::vector<Case> cases = {
       // It said "A subcommand is required", without the tool's name or the near miss.
-      {"dl-envlock", {"chek", "env.lock"}, "(did you mean 'check'?)"},
+      {"dl-envlock", {"chek", "env.lock"}, "error: unknown subcommand chek (did you mean 'check'?)"},
       {"dl-shard", {"plam", "--params", "124M"}, "(did you mean 'plan'?)"},
       // It said "The following arguments were not expected: 20 --stpes".
       {"dl-train", {"configs/addition.toml", "--stpes", "20"}, "(did you mean '--steps'?)"},
       {"dl-cost", {"estimate", "--flops", "1e18", "--catalgo", "x.csv"}, "(did you mean '--catalog'?)"},
+      // dl-train's first positional is a config: a near miss of a subcommand that is no file said
+      // "config file not found: evl".
+      {"dl-train", {"evl", "--run-dir", "runs/x"}, "error: unknown subcommand evl (did you mean 'eval'?)"},
+      {"dl-bench", {"gem"}, "(did you mean 'gemm'?)"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.tool);

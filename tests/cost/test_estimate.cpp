@@ -3,6 +3,7 @@
 // break-even.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 
 #include "dl/core/error.hpp"
@@ -59,6 +60,20 @@ const CostRow& row(const CostReport& r, const std::string& id, int64_t gpus, boo
     if (x.offer.id == id && x.gpus == gpus && x.spot == spot) return x;
   FAIL("no row ", id, " x", gpus);
   return r.rows.front();
+}
+
+// A transformer (layers, hidden, heads, seq, vocab) priced on lambda's H100 SXM offers of the
+// shipped catalog, scaling from communication.
+EstimateInputs lambda_h100(double params, std::array<int64_t, 5> shape, double tokens, double batch_tokens) {
+  EstimateInputs in;
+  in.catalogs = {"builtin"};
+  in.gpu_filter = "H100-SXM";
+  in.provider_filter = "lambda";
+  in.params = params;
+  in.layers = shape[0], in.hidden = shape[1], in.heads = shape[2], in.seq = shape[3], in.vocab = shape[4];
+  in.tokens = tokens;
+  in.batch_tokens = batch_tokens;
+  return in;
 }
 
 std::string all(const std::vector<std::string>& v) {
@@ -413,14 +428,7 @@ TEST_CASE("onprem: break-even months with power, against the best offer or --vs"
 }
 
 TEST_CASE("scaling from communication: near 1 inside an NVLink board, tensor parallelism at 1,024 GPUs, Ethernet costs") {
-  EstimateInputs in;
-  in.catalogs = {"builtin"};
-  in.gpu_filter = "H100-SXM";
-  in.provider_filter = "lambda";
-  in.params = 70e9;
-  in.layers = 80, in.hidden = 8192, in.heads = 64, in.seq = 4096, in.vocab = 32000;
-  in.tokens = 1e12;
-  in.batch_tokens = 4194304;
+  EstimateInputs in = lambda_h100(70e9, {80, 8192, 64, 4096, 32000}, 1e12, 4194304);
   in.gpus = {1024};
   const CostReport big = make_estimate(in);
   const CostRow& r = row(big, "lambda/gpu_8x_h100_sxm5", 1024);
@@ -446,4 +454,23 @@ TEST_CASE("scaling from communication: near 1 inside an NVLink board, tensor par
   const CostReport s = make_estimate(small);
   CHECK(row(s, "gcp/g2-standard-4", 1).efficiency == 1.0);
   CHECK(row(s, "gcp/g2-standard-4", 8).efficiency < 0.8);
+}
+
+TEST_CASE("64 single-GPU instances are slower than 8 NVLink boards for a communication-bound run, and the notes say why") {
+  // It priced lambda's 1x H100 SXM like its 8x board: 50 GB/s per GPU between instances either way.
+  // Small steps: the gradient all-reduce cannot hide behind backward.
+  EstimateInputs in = lambda_h100(1.5e9, {48, 1600, 25, 1024, 50257}, 1e10, 65536);
+  in.gpus = {64};
+  const CostReport r = make_estimate(in);
+  const CostRow& slices = row(r, "lambda/gpu_1x_h100_sxm5", 64);
+  const CostRow& boards = row(r, "lambda/gpu_8x_h100_sxm5", 64);
+  CHECK(slices.efficiency < 0.5 * boards.efficiency);
+  CHECK(slices.hours > 2 * boards.hours);
+  CHECK(slices.total_usd > boards.total_usd);
+  CHECK(has(all(r.notes), "# lambda/gpu_1x_h100_sxm5: 1-GPU instances have no NVLink peer and no per-GPU cluster fabric"));
+  // One instance of one GPU has nothing to talk to: no note, full efficiency.
+  in.gpus = {1};
+  const CostReport one = make_estimate(in);
+  CHECK(row(one, "lambda/gpu_1x_h100_sxm5", 1).efficiency == 1.0);
+  CHECK(!has(all(one.notes), "1-GPU instances have no NVLink peer"));
 }

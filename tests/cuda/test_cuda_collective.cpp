@@ -62,7 +62,7 @@ TEST_CASE("NCCL on a group of one: every collective verified, rows name NCCL and
 TEST_CASE("dl-bench collective --backend nccl: more ranks than GPUs is exit 2 naming the rule") {
   const int too_many = dl::cuda_probe().device_count + 1;
   auto refused = dl::test::run(dl::test::tool("dl-bench"),
-                               {"collective", "allreduce", "--backend", "nccl", "--nproc", std::to_string(too_many)});
+                               {"collective", "allreduce", "--backend", "nccl", "--nproc-per-node", std::to_string(too_many)});
   CHECK(refused.exit_code == 2);
   CHECK(refused.err.find("NCCL needs one GPU per rank") != std::string::npos);
 }
@@ -73,7 +73,7 @@ TEST_CASE("dl-bench collective over NCCL on two GPUs: every collective verified 
           doctest::test_suite("multi-gpu") * doctest::skip()) {
   for (const char* op : {"allreduce", "allgather", "reducescatter", "broadcast", "sendrecv"}) {
     CAPTURE(op);
-    auto r = dl::test::run(dl::test::tool("dl-bench"), {"collective", op, "--device", "cuda", "--nproc", "2", "-b",
+    auto r = dl::test::run(dl::test::tool("dl-bench"), {"collective", op, "--device", "cuda", "--nproc-per-node", "2", "-b",
                                                         "8", "-e", "64M", "-f", "8", "--format", "json", "-q"});
     INFO("stderr: ", r.err);
     REQUIRE(r.exit_code == 0);

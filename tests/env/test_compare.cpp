@@ -162,7 +162,7 @@ TEST_CASE("compare: renderings and options") {
         std::string::npos);
   CHECK(parse_level("exact") == Level::exact);
   CHECK_THROWS_AS(parse_level("huge"), Error);
-  CHECK_THROWS_AS(parse_env_format("csv"), Error);
+  CHECK_THROWS_AS(parse_env_format("xml"), Error);
   try {
     parse_level("huge");
   } catch (const Error& e) {

@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "dl/env/lock.hpp"
 #include "dl/env/process.hpp"
 #include "hostile_lock.hpp"
@@ -193,9 +195,12 @@ TEST_CASE("snapshot twice gives identical files apart from the date; the lock ho
 
 TEST_CASE("a lock with one version edited: check exits 1 and names the component") {
   test::TempDir dir("edit");
-  auto s = envlock({"snapshot", "--no-hashes", "--lib", "libz.so.1", "-o", (dir / "env.lock").string()});
+  auto s = envlock({"snapshot", "--no-hashes", "--lib", "libz.so.1", "-o", (dir / "env.lock").string(), "--format", "csv"});
   REQUIRE(s.exit_code == 0);
   Lock l = read_lock(dir / "env.lock").lock;
+  // With -o and --format csv the lock's rows also go to stdout: a header and one per component.
+  CHECK(test::lines(s.out).size() == l.components.size() + 1);
+  CHECK(test::lines(s.out).front() == "component,version,details");
   // --lib: the file the loader resolved, its version from the file name, its Debian package.
   const Component* z = l.find("lib.\"libz.so.1\"");
   REQUIRE(z != nullptr);
@@ -241,6 +246,20 @@ TEST_CASE("a lock with one version edited: check exits 1 and names the component
   auto same = envlock({"diff", (dir / "env.lock").string(), (dir / "env.lock").string()});
   CHECK(same.exit_code == 0);
   CHECK(has(same.out, "no drift"));
+  // The row formats every dlkit tool offers (csv was refused): the drift table's rows, and a lock's.
+  auto csv = envlock({"diff", (dir / "env.lock").string(), (dir / "edited.lock").string(), "--format", "csv"});
+  CHECK(csv.exit_code == 1);
+  const auto csv_lines = test::lines(csv.out);
+  REQUIRE(csv_lines.size() == 2);
+  CHECK(csv_lines[0] == "component,locked,found,severity,note");
+  CHECK(csv_lines[1].rfind(table + "," + l.find(table)->version + ",1.0.0,", 0) == 0);
+  auto jsonl = envlock({"diff", (dir / "env.lock").string(), (dir / "edited.lock").string(), "--format", "jsonl"});
+  REQUIRE(test::lines(jsonl.out).size() == 1);
+  CHECK(nlohmann::json::parse(jsonl.out)["found"] == "1.0.0");
+  auto md = envlock({"diff", (dir / "env.lock").string(), (dir / "edited.lock").string(), "--format", "md"});
+  CHECK(md.out.rfind("| component | locked | found | severity | note |\n", 0) == 0);
+  auto no_rows = envlock({"diff", (dir / "env.lock").string(), (dir / "env.lock").string(), "--format", "csv"});
+  CHECK(no_rows.out == "component,locked,found,severity,note\n");
 }
 
 TEST_CASE("a hanging nvidia-smi is killed at the probe timeout and recorded as failed") {
@@ -320,9 +339,9 @@ TEST_CASE("bad input exits 2 with the file, line or option named") {
   r = envlock({"check", (dir / "broken.lock").string(), "--level", "huge"});
   CHECK(r.exit_code == 2);
   CHECK(has(r.err, "unknown --level 'huge' (use major, minor, patch or exact)"));
-  r = envlock({"snapshot", "--format", "csv", "--no-hashes"});
+  r = envlock({"snapshot", "--format", "xml", "--no-hashes"});
   CHECK(r.exit_code == 2);
-  CHECK(has(r.err, "unknown --format 'csv' (use table, json or toml)"));
+  CHECK(has(r.err, "unknown --format 'xml' (use table, json, jsonl, csv, md or toml)"));
   CHECK(envlock({"frobnicate"}).exit_code == 2);
   CHECK(envlock({}).exit_code == 2);
   r = envlock({"sync", (dir / "broken.lock").string(), "--dry-run", "--yes"});

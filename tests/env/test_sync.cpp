@@ -98,6 +98,17 @@ TEST_CASE("sync plan: nothing to do, and the renderings") {
   std::string toml = render_sync_plan(p, "env.lock", EnvFormat::toml);
   CHECK(toml.find("apt-command = [\"apt-get\", \"install\", \"-y\", \"--allow-downgrades\",") != std::string::npos);
   CHECK(toml.find("[[manual]]\ncomponent = \"driver\"") != std::string::npos);
+  // The rows every tool offers (dl-envlock refused csv, jsonl and md).
+  std::string csv = render_sync_plan(p, "env.lock", EnvFormat::csv);
+  CHECK(csv.rfind("action,component,version,detail\n", 0) == 0);
+  CHECK(csv.find("\nmanual,driver,580.95.05,") != std::string::npos);
+  CHECK(csv.find("\npip-command,/usr/bin/python3,,/usr/bin/python3 -m pip install numpy==1.24.2\n") != std::string::npos);
+  CHECK(csv.find("\napt-command,deb,,apt-get install -y --allow-downgrades libnccl2=2.28.9-1+cuda13.0") != std::string::npos);
+  const auto rows = test::lines(render_sync_plan(p, "env.lock", EnvFormat::jsonl));
+  CHECK(rows.size() == p.install.size() + p.satisfied.size() + p.pip_install.size() + p.pip_satisfied.size() +
+                           p.manual.size() + 2);  // + apt and pip commands
+  CHECK(nlohmann::json::parse(rows.front())["action"] == "install");
+  CHECK(render_sync_plan(p, "env.lock", EnvFormat::md).rfind("| action | component | version | detail |\n", 0) == 0);
 }
 
 TEST_CASE("sync plan: Python packages at their locked version are left out; local versions are manual work") {

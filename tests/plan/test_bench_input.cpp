@@ -99,5 +99,21 @@ TEST_CASE("summarize: gemm at the training precision, train rows, collectives, h
                              row("gemm", {{"dtype", "bf16"}, {"flops", 250e12}}, "A100-SXM-80GB")};
   CHECK_THROWS_AS(summarize_bench(mixed, Precision::bf16), Error);
   CHECK(*summarize_bench(mixed, Precision::bf16, "A100 80GB SXM4").gemm_flops == 250e12);
-  CHECK_THROWS_AS(summarize_bench(mixed, Precision::bf16, "L4"), Error);
+  // A row calibrates only its own GPU model: for an L4 none applies, and each set aside is said
+  // (it was an error); CPU rows (no gpu_model) are set aside the same way.
+  const BenchSummary l4 = summarize_bench(mixed, Precision::bf16, "L4", "b.json");
+  CHECK(l4.rows == 0);
+  CHECK(!l4.gemm_flops);
+  CHECK(l4.ignored == std::vector<std::string>{
+                          "bench: 1 A100-SXM-80GB rows of b.json ignored: a dl-bench row calibrates only a GPU of the model it measured",
+                          "bench: 1 H100-SXM rows of b.json ignored: a dl-bench row calibrates only a GPU of the model it measured"});
+  std::vector<std::string> l4_notes;
+  apply_bench(hw, l4, &l4_notes);
+  CHECK(l4_notes.size() == 3);
+  CHECK(l4_notes.back() == "b.json: no gemm, train, collective or memory rows of this GPU for the plan; datasheet values kept");
+  const BenchSummary on_cpu =
+      summarize_bench({row("train", {{"tokens_per_sec", 20000.0}, {"flops_per_token", 2e7}}, "")}, Precision::bf16);
+  CHECK(!on_cpu.train_flops);
+  CHECK(on_cpu.ignored.size() == 1);
+  CHECK(on_cpu.ignored[0].rfind("bench: 1 CPU (no gpu_model) rows ignored", 0) == 0);
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "dl/core/strings.hpp"
 #include "dl/io/crc32c.hpp"
 #include "support/support.hpp"
 
@@ -40,6 +41,9 @@ dl::test::fs::path train_checkpoint(const dl::test::TempDir& dir) {
   REQUIRE(dl::test::fs::exists(ckpt / "trainer_state.json"));
   return ckpt;
 }
+
+// A CRC-32C as dl-shard shows it in every format: "0x1a2b3c4d".
+std::string crc_text(uint32_t crc) { return "0x" + dl::hex32(crc); }
 
 }  // namespace
 
@@ -119,6 +123,53 @@ TEST_CASE("plan: the ZeRO worked example, in every format") {
   CHECK(has(md.out, "| layout |"));
 }
 
+TEST_CASE("plan and recommend share their flags: --top and --flop-formula (plan had neither)") {
+  for (const char* sub : {"plan", "recommend"}) {
+    CAPTURE(sub);
+    auto help = run(kShard, {sub, "--help"});
+    CHECK(has(help.out, "--top"));
+    CHECK(has(help.out, "--flop-formula"));
+    CHECK(!has(help.out, "--flops"));  // dl-cost's --flops is a total FLOP count
+  }
+  // Four ZeRO stages, the first two shown.
+  auto all = run(kShard, {"plan", "--params", "7.5e9", "--gpus", "64", "--gpu-mem", "80GB", "--format", "json"});
+  REQUIRE_MESSAGE(all.exit_code == 0, all.err);
+  REQUIRE(json::parse(all.out).size() == 4);
+  auto two = run(kShard, {"plan", "--params", "7.5e9", "--gpus", "64", "--gpu-mem", "80GB", "--top", "2", "--format", "json"});
+  REQUIRE_MESSAGE(two.exit_code == 0, two.err);
+  const json rows = json::parse(two.out);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0] == json::parse(all.out)[0]);
+  CHECK(rows[1] == json::parse(all.out)[1]);
+  auto table = run(kShard, {"plan", "--params", "7.5e9", "--gpus", "64", "--gpu-mem", "80GB", "--top", "2"});
+  CHECK(has(table.out, "# showing 2 of 4 layouts (--top 0 shows all)"));
+  // The old spelling still works, with a warning.
+  auto old = run(kShard, {"plan", "--params", "7.5e9", "--gpus", "64", "--gpu-mem", "80GB", "--flops", "llmc", "--format", "json"});
+  REQUIRE_MESSAGE(old.exit_code == 0, old.err);
+  CHECK(has(old.err, "--flops is deprecated: it is --flop-formula"));
+}
+
+TEST_CASE("--gpu: an ambiguous name lists its candidates in dl-shard and dl-cost onprem alike (it said unknown GPU)") {
+  const std::string listed = "'A100' is ambiguous: A100-SXM-80GB, A100-SXM-40GB, A100-PCIe-80GB, A100-PCIe-40GB";
+  for (const char* sub : {"plan", "recommend"}) {
+    auto r = run(kShard, {sub, "--params", "124M", "--gpus", "8", "--gpu", "A100"});
+    CAPTURE(sub);
+    CHECK(r.exit_code == 2);
+    CHECK(has(r.err, "dl-shard: error: --gpu: " + listed));
+  }
+  auto onprem = run(tool("dl-cost"), {"onprem", "--price", "250k", "--watts", "3000", "--kwh-price", "0.15",
+                                      "--utilization", "0.6", "--years", "4", "--gpu", "A100"});
+  CHECK(onprem.exit_code == 2);
+  CHECK(has(onprem.err, "dl-cost: error: --gpu: " + listed));
+  // One spelling of one model is that model; a name near none says so and lists the known ones.
+  auto exact = run(kShard, {"plan", "--params", "124M", "--gpus", "8", "--gpu", "a100 pcie 40gb", "--format", "json"});
+  REQUIRE_MESSAGE(exact.exit_code == 0, exact.err);
+  CHECK(json::parse(exact.out)[0]["gpu_mem_bytes"].get<double>() == 40e9);
+  auto typo = run(kShard, {"plan", "--params", "124M", "--gpus", "8", "--gpu", "H100-SMX"});
+  CHECK(typo.exit_code == 2);
+  CHECK(has(typo.err, "unknown GPU 'H100-SMX' (did you mean 'H100-SXM'?); known: H100-SXM, "));
+}
+
 TEST_CASE("plan from a config: the parameter count dl-train reports") {
   dl::test::TempDir dir("shard-cfg");
   dl::test::write_file(dir / "gpt2.toml",
@@ -139,7 +190,7 @@ TEST_CASE("plan from a config: the parameter count dl-train reports") {
   CHECK(rows[0]["model_state_bytes"].get<double>() == doctest::Approx(124439808.0 * (4 + 12.0 / 8)));
   // --set reaches the config; the llm.c FLOP formula on request.
   auto s = run(kShard, {"plan", (dir / "gpt2.toml").string(), "--set", "model.vocab_size=50304", "--gpus", "1",
-                        "--gpu-mem", "80GB", "--zero", "0", "--flops", "llmc", "--format", "json"});
+                        "--gpu-mem", "80GB", "--zero", "0", "--flop-formula", "llmc", "--format", "json"});
   REQUIRE_MESSAGE(s.exit_code == 0, s.err);
   json srow = json::parse(s.out);
   CHECK(srow[0]["model_params"].get<double>() == 124475904.0);
@@ -369,6 +420,45 @@ TEST_CASE("--bench: measured FLOP/s and bandwidth replace datasheet values") {
   CHECK(has(bad.err, "bad.json"));
 }
 
+TEST_CASE("one rule in dl-shard and dl-cost: bench rows calibrate only a GPU of the model they measured") {
+  // A CPU machine's rows (dl-bench train and gemm on this box): dl-shard predicted hours per step
+  // from them for a GPU plan, with notes that contradicted each other; dl-cost ignored them.
+  dl::test::TempDir dir("shard-cpu-bench");
+  auto row = [](const std::string& benchmark, json extra) {
+    json r{{"schema", "dlkit-bench/1"}, {"benchmark", benchmark}, {"device_type", "cpu"}, {"device", "x86_64 (2 threads)"},
+           {"num_devices", 1}, {"dlkit_version", "0.1.0"}};
+    for (auto& [k, v] : extra.items()) r[k] = v;
+    return r;
+  };
+  const json cpu = json::array({row("gemm", {{"dtype", "fp32"}, {"m", 1024}, {"n", 1024}, {"k", 1024}, {"flops", 60e9}}),
+                                row("train", {{"config", "addition.toml"}, {"precision", "fp32"}, {"tokens_per_sec", 20000.0},
+                                              {"flops_per_token", 2e7}, {"num_devices", 1}})});
+  const std::string file = (dir / "cpu.json").string();
+  dl::test::write_file(file, cpu.dump(2));
+  const std::string note = "bench: 2 CPU (no gpu_model) rows of " + file +
+                           " ignored: a dl-bench row calibrates only a GPU of the model it measured";
+  const auto base = cat({"plan"}, cat(arch75(), {"--gpus", "8", "--zero", "1", "--gpu", "H100-SXM"}));
+  auto datasheet = run(kShard, cat(base, {"--format", "json"}));
+  auto with_cpu = run(kShard, cat(base, {"--bench", file, "--format", "json"}));
+  REQUIRE_MESSAGE(with_cpu.exit_code == 0, with_cpu.err);
+  CHECK(json::parse(with_cpu.out)[0]["step_s"] == json::parse(datasheet.out)[0]["step_s"]);
+  auto table = run(kShard, cat(base, {"--bench", file}));
+  CHECK(has(table.out, "# " + note));
+  CHECK(!has(table.out, "no MFU factor applied"));
+  CHECK(has(table.out, "datasheet values kept"));
+  auto cost = run(tool("dl-cost"), {"estimate", "--params", "7.5e9", "--tokens", "1B", "--gpu", "H100-SXM", "--bench", file});
+  REQUIRE_MESSAGE(cost.exit_code == 0, cost.err);
+  CHECK(has(cost.out, "# " + note));
+  // Rows of another GPU model than the plan's are set aside the same way (it was an error).
+  const json h100 = json::array({row("gemm", {{"dtype", "bf16"}, {"flops", 700e12}, {"gpu_model", "H100-SXM"},
+                                              {"device_type", "cuda"}})});
+  dl::test::write_file(dir / "h100.json", h100.dump());
+  auto other = run(kShard, cat({"plan"}, cat(arch75(), {"--gpus", "8", "--zero", "1", "--gpu", "A100-SXM-80GB", "--bench",
+                                                        (dir / "h100.json").string()})));
+  REQUIRE_MESSAGE(other.exit_code == 0, other.err);
+  CHECK(has(other.out, "# bench: 1 H100-SXM rows of " + (dir / "h100.json").string() + " ignored"));
+}
+
 TEST_CASE("inspect: a dl-train checkpoint, its tensors and checksums") {
   dl::test::TempDir dir("shard-inspect");
   auto ckpt = train_checkpoint(dir);
@@ -402,15 +492,23 @@ TEST_CASE("inspect: a dl-train checkpoint, its tensors and checksums") {
   for (const auto& f : doc["files"]) {
     CAPTURE(f["file"]);
     CHECK(f["ok"] == true);
-    CHECK(f["crc32c"] == manifest["files"][f["file"].get<std::string>()]["crc32c"]);
+    CHECK(f["crc32c"] == crc_text(manifest["files"][f["file"].get<std::string>()]["crc32c"].get<uint32_t>()));
   }
   // A tensor's CRC is the CRC-32C of its bytes at its offset.
   std::string model_bytes = dl::test::read_file(ckpt / "model.safetensors");
   for (const auto& t : doc["tensors"]) {
     if (t["file"] != "model.safetensors" || t["tensor"] != "wpe.weight") continue;
     const auto off = t["offset"].get<size_t>(), n = t["bytes"].get<size_t>();
-    CHECK(t["crc32c"].get<uint32_t>() == dl::crc32c(model_bytes.data() + off, n));
+    // A hex string in json as in the table and csv (json said 1234567890 where the table said 499602d2).
+    const std::string crc = crc_text(dl::crc32c(model_bytes.data() + off, n));
+    CHECK(t["crc32c"] == crc);
     CHECK(t["shape"] == json::array({64, 128}));
+    for (const char* format : {"table", "csv", "md"}) {
+      CAPTURE(format);
+      CHECK(has(run(kShard, {"inspect", ckpt.string(), "--format", format}).out, crc));
+    }
+    const auto jsonl = run(kShard, {"inspect", ckpt.string(), "--format", "jsonl"}).out;
+    CHECK(has(jsonl, "\"crc32c\":\"" + crc + "\""));
   }
   // A run directory resolves to its newest checkpoint; the table names the file and the result.
   auto table = run(kShard, {"inspect", (dir / "run").string()});

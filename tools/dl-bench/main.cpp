@@ -57,14 +57,19 @@ const dl::OptionNames kFlags = {
     {"min_bytes", "-b"}, {"max_bytes", "-e"}, {"factor", "-f"},          {"step_bytes", "-i"},
     {"type", "-d"},      {"redop", "-o"},     {"root", "-r"},            {"timeout_s", "--timeout"},
     {"dtype", "--dtype"}, {"bytes", "--bytes"}, {"device", "--device"}, {"steps", "--steps"},
-    {"backend", "--backend"}, {"nproc", "--nproc"}, {"oversubscribe", "--oversubscribe"}, {"sizes", "--sizes"},
-    {"repeat", "--repeat"}, {"warmup", "--warmup"}, {"threads", "--threads"}, {"nproc_per_node", "--nproc"}};
+    {"backend", "--backend"}, {"nproc", "--nproc-per-node"}, {"oversubscribe", "--oversubscribe"}, {"sizes", "--sizes"},
+    {"repeat", "--repeat"}, {"warmup", "--warmup"}, {"threads", "--threads"}, {"nproc_per_node", "--nproc-per-node"}};
+
+// After the rows: each wrong result on stderr, and exit 1 when there is one.
+int exit_for(const dl::bench::Report& report) {
+  for (const auto& f : report.failures) std::cerr << "dl-bench: wrong result: " << f << "\n";
+  return report.failures.empty() ? dl::kExitOk : dl::kExitFailure;
+}
 
 // Prints the rows (and notes in human formats); a wrong result exits 1 after printing.
 int emit(const dl::bench::Report& report, const std::string& format) {
   std::cout << dl::bench::render_report(report, dl::parse_output_format(format)) << std::flush;
-  for (const auto& f : report.failures) std::cerr << "dl-bench: wrong result: " << f << "\n";
-  return report.failures.empty() ? dl::kExitOk : dl::kExitFailure;
+  return exit_for(report);
 }
 
 }  // namespace
@@ -77,7 +82,7 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  dl-bench gemm --sizes 512,1024,2048                  # FLOP/s and % of peak\n"
       "  dl-bench memory                                      # copy bandwidth (read + write)\n"
-      "  dl-bench collective allreduce --nproc 2 -b 8 -e 128M -f 2   # nccl-tests' table\n"
+      "  dl-bench collective allreduce --nproc-per-node 2 -b 8 -e 128M -f 2   # nccl-tests' table\n"
       "  dl-bench train configs/addition.toml --steps 20      # tokens/s, MFU, step split\n"
       "  dl-bench all --format json > bench.json && dl-cost estimate big.toml --bench bench.json\n"
       "\n"
@@ -106,7 +111,8 @@ int main(int argc, char** argv) {
   bool c_oversubscribe = false;
   double c_timeout = 300;
   coll->add_option("op", c_op, "allreduce | allgather | reducescatter | broadcast | sendrecv")->required();
-  coll->add_option("--nproc", c_nproc, "Ranks to start on this machine (each a process of dl-bench; at most one per CPU core)");
+  coll->add_option("--nproc-per-node", c_nproc, "Ranks to start on this machine (each a process of dl-bench; at most one per CPU core)");
+  dl::add_old_flag_name(coll, "--nproc", "--nproc-per-node", c_nproc);
   coll->add_flag("--oversubscribe", c_oversubscribe,
                  "Allow more Gloo ranks than CPU cores (as mpirun spells it); the times then include scheduling");
   coll->add_option("-b,--minbytes", c_min, "Smallest size (8, 1K, 128M: K/M/G are powers of 1024 as in nccl-tests)");
@@ -122,9 +128,9 @@ int main(int argc, char** argv) {
   coll->add_option("--timeout", c_timeout, "Seconds any rank waits for the others before failing");
   coll->add_option("--rows-file", c_rows_file, "Write rank 0's rows as JSON lines to FILE instead of stdout")->group("");
   add_common(coll, coll_f, "-n,--repeat", "-w,--warmup");
-  coll->footer("Examples:\n  dl-bench collective allreduce --nproc 2 -b 8 -e 128M -f 2\n"
-               "  dl-bench collective broadcast --nproc 4 --oversubscribe -r 1 -e 64M --format csv   # 4 ranks on fewer cores\n"
-               "  dl-bench collective allreduce --device cuda --nproc 8 -b 8 -e 8G -f 2   # NCCL, one rank per GPU");
+  coll->footer("Examples:\n  dl-bench collective allreduce --nproc-per-node 2 -b 8 -e 128M -f 2\n"
+               "  dl-bench collective broadcast --nproc-per-node 4 --oversubscribe -r 1 -e 64M --format csv   # 4 ranks on fewer cores\n"
+               "  dl-bench collective allreduce --device cuda --nproc-per-node 8 -b 8 -e 8G -f 2   # NCCL, one rank per GPU");
 
   auto* train = app.add_subcommand("train", "dl-train's training step: tokens/s, samples/s, MFU, step split");
   std::string t_config, t_formula = "palm";
@@ -151,7 +157,7 @@ int main(int argc, char** argv) {
     const std::string name = argc > 1 ? argv[1] : "";
     return dl::run_tool("dl-bench", [&]() -> int {
       dl::throw_usage(name.empty() ? std::string("no benchmark given") : "unknown benchmark '" + name + "'",
-                      " (use gemm, memory, collective, train or all; see dl-bench --help)");
+                      dl::command_line_suggestion(app, argc, argv), " (use gemm, memory, collective, train or all; see dl-bench --help)");
     });
   }
   if (const auto code = dl::parse_command_line(app, argc, argv, "dl-bench")) return *code;
@@ -193,7 +199,7 @@ int main(int argc, char** argv) {
       if (role != dl::dist::LaunchRole::external_rank) {
         if (o.backend == dl::bench::CollectiveBackend::gloo) oversubscribed =
             dl::name_options(dl::bench::check_local_ranks(c_nproc, dl::bench::max_local_ranks(), c_oversubscribe), kFlags);
-        else if (c_nproc < 1) dl::throw_usage("--nproc ", c_nproc, ": need at least 1 rank");
+        else if (c_nproc < 1) dl::throw_usage("--nproc-per-node ", c_nproc, ": need at least 1 rank");
       }
       if (role == dl::dist::LaunchRole::single || role == dl::dist::LaunchRole::launcher) {
         if (!oversubscribed.empty()) dl::log_warn(oversubscribed);
@@ -208,14 +214,19 @@ int main(int argc, char** argv) {
       }
       apply_common(coll_f);
       int rank = 0;
-      dl::bench::Report r = dl::bench::run_collective_rank(o, coll_f.common, &rank);
+      // Rank 0 prints each size's row as it finishes (nccl-tests' habit), through a pipe too.
+      dl::bench::RowStream stream(std::cout, dl::parse_output_format(coll_f.format));
+      dl::bench::RowSink on_row;
+      if (c_rows_file.empty()) on_row = [&](const dl::bench::Row& row) { stream.add(row); };
+      dl::bench::Report r = dl::bench::run_collective_rank(o, coll_f.common, &rank, on_row);
       if (!oversubscribed.empty()) r.notes.push_back(oversubscribed);
       if (rank != 0) return r.failures.empty() ? dl::kExitOk : dl::kExitFailure;
       if (!c_rows_file.empty()) {
         dl::write_output(dl::output_target(c_rows_file), dl::bench::render_report(r, dl::OutputFormat::jsonl));
         return r.failures.empty() ? dl::kExitOk : dl::kExitFailure;
       }
-      return emit(r, coll_f.format);
+      stream.finish(r);
+      return exit_for(r);
     }
     if (*train) {
       dl::parse_output_format(train_f.format);

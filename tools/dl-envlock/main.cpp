@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   snap->add_option("--probe-timeout", sa.probe_timeout_s, "Seconds each probe may take before it is killed (default 10)")
       ->type_name("SECONDS");
   snap->add_flag("--no-hashes", no_hashes, "Skip the sha256 of every loaded shared library ([loaded])");
-  snap->add_option("--format", sa.format, "table | json | toml (default toml on stdout; with -o nothing unless given)");
+  snap->add_option("--format", sa.format, "table | json | jsonl | csv | md | toml (default toml on stdout; with -o nothing unless given)");
   snap->footer(
       "Examples:\n"
       "  dl-envlock snapshot -o env.lock\n"
@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
   check->add_option("--ignore", ca.ignore, "Skip components matching KEY (a glob; a table name skips all inside); repeatable")
       ->type_name("KEY");
   check->add_option("--level", ca.level, "major | minor | patch | exact: smallest difference that counts (default patch)");
-  check->add_option("--format", ca.format, "table | json | toml (default table)");
+  check->add_option("--format", ca.format, "table | json | jsonl | csv | md | toml (default table)");
   check->add_option("--probe-timeout", ca.probe_timeout_s, "Seconds each probe may take (default 10)")->type_name("SECONDS");
   check->add_flag("--strict", ca.strict_hash, "A lock edited after it was written (content-hash mismatch) is an error (exit 2)");
   check->footer(
@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   diff->add_option("b", da.b, "Second lock (\"found\" column)")->required();
   diff->add_option("--ignore", da.ignore, "Skip components matching KEY; repeatable")->type_name("KEY");
   diff->add_option("--level", da.level, "major | minor | patch | exact (default exact: every difference)");
-  diff->add_option("--format", da.format, "table | json | toml (default table)");
+  diff->add_option("--format", da.format, "table | json | jsonl | csv | md | toml (default table)");
   diff->footer(
       "Examples:\n"
       "  dl-envlock diff mine.lock yours.lock\n"
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   res->add_option("-o,--output", ra.output, "Write the lock to FILE (atomically; not the constraints file) instead of stdout");
   res->add_option("--python", ra.python, "Interpreter for python.* constraints (overrides python-interpreter, which runs only when it is python3 on PATH)")->type_name("PATH");
   res->add_flag("--prefer-installed", ra.prefer_installed, "Take an installed version that satisfies over a newer one");
-  res->add_option("--format", ra.format, "table | json | toml (default toml)");
+  res->add_option("--format", ra.format, "table | json | jsonl | csv | md | toml (default toml)");
   res->add_option("--probe-timeout", ra.probe_timeout_s, "Seconds each probe or apt-cache query may take (default 10)")
       ->type_name("SECONDS");
   res->footer(
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   sync->add_option("--python", ya.pythons,
                    "Compare the packages of the lock's interpreter that this is (default: python3 on PATH); repeatable")
       ->type_name("PATH");
-  sync->add_option("--format", ya.format, "table | json | toml (default table)");
+  sync->add_option("--format", ya.format, "table | json | jsonl | csv | md | toml (default table)");
   sync->add_option("--probe-timeout", ya.probe_timeout_s, "Seconds dpkg-query or the interpreter may take (default 10)")
       ->type_name("SECONDS");
   sync->footer(

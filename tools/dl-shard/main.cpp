@@ -29,6 +29,7 @@ struct PlanFlags {
   dl::plan::ArchHints arch;
   int64_t gpus = 0, gpus_per_node = 0, micro_batch = 0, global_batch = 0, zero = -1, tp = 0, pp = 0;
   double mfu = 0;
+  int64_t top = 0;  // rows shown (recommend: of each group); 0 = all
 };
 
 void add_plan_flags(CLI::App* c, PlanFlags& f) {
@@ -60,8 +61,12 @@ void add_plan_flags(CLI::App* c, PlanFlags& f) {
                 "flash); without a config flash");
   c->add_option("--bench", f.bench, "dl-bench --format json/jsonl results: measured FLOP/s and bandwidth ('-': stdin)");
   c->add_option("--mfu", f.mfu, "Fraction of peak FLOP/s training reaches (default: the calibrated MFU of the GPU at the model's size, as dl-cost)");
-  c->add_option("--flops", f.formula, "FLOPs per token formula: palm (6N+12LHQT) | llmc (6N+6LDT)");
+  c->add_option("--flop-formula", f.formula, "FLOPs per token: palm (6N+12LHQT, default) | llmc (6N+6LDT)");
+  dl::add_old_flag_name(c, "--flops", "--flop-formula", f.formula);  // dl-cost's --flops is a FLOP count
   c->add_option("--format", f.format, "table | json | jsonl | csv | md");
+  c->add_option("--top", f.top, f.top ? "Rows shown of the fitting and of the other layouts (0: all; default " +
+                                             std::to_string(f.top) + ")"
+                                       : "Rows shown (0: all, the default)");
 }
 
 // The library names options {gpu_mem}; these are dl-shard's flags for them.
@@ -140,9 +145,8 @@ int main(int argc, char** argv) {
       "                --ffn-hidden 14336 --vocab 128256 --seq 8192 --gpus 8 --gpu H100-SXM --tp 2");
 
   auto* rec = app.add_subcommand("recommend", "The simplest layout that fits within 5% of the fastest, and why not the others");
+  rf.top = 10;
   add_plan_flags(rec, rf);
-  int64_t top = 10;
-  rec->add_option("--top", top, "Rows shown of the fitting and of the other layouts (0: all; default 10)");
   rec->footer(
       "Searches tp, pp, zero, offload and recompute (those not fixed by flags) with dp = gpus / (tp x pp),\n"
       "ranks layouts that fit by estimated step time and recommends the simplest within 5% of the fastest\n"
@@ -225,13 +229,13 @@ int main(int argc, char** argv) {
     if (*plan) {
       auto fmt = dl::parse_output_format(pf.format);
       auto report = dl::plan::make_plan(to_inputs(pf));
-      std::cout << dl::plan::render_plan(report, fmt);
+      std::cout << dl::plan::render_plan(report, fmt, pf.top);
       return dl::kExitOk;
     }
     if (*rec) {
       auto fmt = dl::parse_output_format(rf.format);
       auto report = dl::plan::make_recommendation(to_inputs(rf));
-      std::cout << dl::plan::render_recommendation(report, fmt, top);
+      std::cout << dl::plan::render_recommendation(report, fmt, rf.top);
       if (!report.best()) {
         std::cout.flush();
         std::cerr << "dl-shard: no layout of " << rf.gpus << " GPUs fits (see the table: why not)\n";

@@ -181,7 +181,8 @@ int main(int argc, char** argv) {
   tokenize->add_option("sources", t_opt.sources, "Text files or globs (quoted), in order")->required();
   tokenize->add_option("--tokenizer", t_tokenizer, "Folder with GPT-2's vocab.json + merges.txt, or a Hugging Face tokenizer.json")
       ->required();
-  tokenize->add_option("-o,--out", t_opt.out_dir, "Output folder (new or without shards)")->required();
+  tokenize->add_option("-o,--output", t_opt.out_dir, "Output folder (new or without shards; required)");
+  dl::add_old_flag_name(tokenize, "--out", "--output", t_opt.out_dir);
   tokenize->add_option("--shard-tokens", t_opt.shard_tokens, "Tokens per shard")
       ->check(CLI::Range(int64_t{1}, int64_t{INT32_MAX}));
   tokenize->add_option("--val-fraction", t_opt.val_fraction, "Share of the bytes, at the end, written as val_*.bin")
@@ -246,6 +247,7 @@ int main(int argc, char** argv) {
       return dl::kExitOk;
     }
     if (*tokenize) {
+      if (t_opt.out_dir.empty()) dl::throw_usage("tokenize: no output folder: give -o/--output FOLDER");
       dl::check_thread_count(t_opt.threads, "--threads");  // before the folder: 100000 threads never start
       const std::vector<fs::path> inputs(t_opt.sources.begin(), t_opt.sources.end());
       // Not a device or a file, not inside a source; a symlink leads to its folder (README "Outputs").
@@ -263,6 +265,7 @@ int main(int argc, char** argv) {
       return dl::kExitOk;
     }
 
+    dl::refuse_near_subcommand(app, config_path);  // `dl-train evl` is a mistyped eval, not a missing config
     if (steps >= 0) sets.push_back("train.steps=" + std::to_string(steps));
     if (!device.empty()) sets.push_back("train.device=\"" + device + "\"");
     dl::TrainOptions o;

@@ -30,6 +30,7 @@ Cell Cell::num(double v, std::string text) {
 Cell Cell::integer(int64_t v) { return Cell{v, std::to_string(v)}; }
 Cell Cell::boolean(bool v, std::string yes, std::string no) { return Cell{v, v ? yes : no}; }
 Cell Cell::null(std::string text) { return Cell{std::monostate{}, std::move(text)}; }
+Cell Cell::checksum(uint32_t v) { return str("0x" + hex32(v)); }
 
 void Table::add_row(std::vector<Cell> row) {
   DL_CHECK(row.size() == columns_.size(), "row has ", row.size(), " cells for ", columns_.size(), " columns");

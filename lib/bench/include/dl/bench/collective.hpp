@@ -8,6 +8,7 @@
 // nccl-tests has one small file per collective; the harness there does the rest.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -88,15 +89,23 @@ std::string check_local_ranks(int nranks, int cores, bool oversubscribe);
 CollectiveBackend default_collective_backend(DeviceChoice device, int nranks);
 
 // Runs the sweep on this rank of `world`; every rank gets the same rows (times averaged over
-// ranks, #wrong summed). A nonzero #wrong is a failure in the report.
-Report run_collective(const CollectiveOptions& options, const CommonOptions& common, dist::Comm& world);
+// ranks, #wrong summed). A nonzero #wrong is a failure in the report. Rank 0 logs each size as
+// it finishes and hands its row to `on_row` then (nccl-tests prints a line per size).
+using RowSink = std::function<void(const Row&)>;
+Report run_collective(const CollectiveOptions& options, const CommonOptions& common, dist::Comm& world,
+                      const RowSink& on_row = {});
 
 // The same as a process of a launched job: joins the world from the launch environment (Gloo),
 // or runs alone as a group of one when there is no launch environment.
-Report run_collective_rank(const CollectiveOptions& options, const CommonOptions& common, int* rank = nullptr);
+Report run_collective_rank(const CollectiveOptions& options, const CommonOptions& common, int* rank = nullptr,
+                           const RowSink& on_row = {});
 
 // nccl-tests' text table for collective rows (header, one line per size, the out-of-bounds and
-// average bus bandwidth footer).
+// average bus bandwidth footer). Its columns have fixed widths, so the header and each line
+// print as soon as they are known (RowStream, output.hpp).
 std::string format_nccl_table(const std::vector<Row>& rows);
+std::string nccl_table_header();
+std::string nccl_table_line(const Row& row);
+std::string nccl_table_footer(const std::vector<Row>& rows);
 
 }  // namespace dl::bench

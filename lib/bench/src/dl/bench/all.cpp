@@ -33,11 +33,13 @@ Report collective_job(const AllOptions& o, const CommonOptions& c) {
   } cleanup{dir};
   dist::LaunchOptions lo;
   lo.nproc_per_node = o.nproc;
-  lo.args = {"collective", "allreduce", "--nproc", std::to_string(o.nproc), "-b", "8", "-e", "4M", "-f", "4",
+  lo.args = {"collective", "allreduce", "--nproc-per-node", std::to_string(o.nproc), "-b", "8", "-e", "4M", "-f", "4",
              "--rows-file", rows_file.string(), "--device", std::string(c.device.name())};
   if (c.repeat > 0) lo.args.insert(lo.args.end(), {"--repeat", std::to_string(c.repeat)});
   if (c.warmup >= 0) lo.args.insert(lo.args.end(), {"--warmup", std::to_string(c.warmup)});
   if (c.quiet) lo.args.push_back("-q");
+  // Logged like the other stages; rank 0 then logs each size as it finishes.
+  log_info(str("collective: allreduce over ", o.nproc, " ranks, 8 B to 4 MiB"));
   const int code = dist::launch_local_ranks(lo);
   if (code != 0) throw Error(code == kExitUsage ? ErrorKind::usage : ErrorKind::runtime,
                              str("all: the all-reduce ranks failed (exit ", code, "); see their messages above"));

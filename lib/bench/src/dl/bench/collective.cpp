@@ -528,7 +528,7 @@ CollectiveBackend default_collective_backend(DeviceChoice device, int nranks) {
   return CollectiveBackend::nccl;
 }
 
-Report run_collective(const CollectiveOptions& o, const CommonOptions& common, Comm& world) {
+Report run_collective(const CollectiveOptions& o, const CommonOptions& common, Comm& world, const RowSink& on_row) {
   const int n = world.size(), rank = world.rank();
   validate_collective(o, n);
   const DType type = parse_collective_type(o.type);
@@ -595,6 +595,12 @@ Report run_collective(const CollectiveOptions& o, const CommonOptions& common, C
         report.failures.push_back(str(collective_op_name(o.op), " ", in_place ? "in-place" : "out-of-place", " at ",
                                       s.size, " bytes: ", nwrong, " wrong elements over ", n, " ranks"));
     }
+    if (rank == 0) {
+      log_info(str("collective ", collective_op_name(o.op), " of ", format_bytes(static_cast<double>(s.size), true), " over ", n,
+                   n == 1 ? " rank" : " ranks", ": busbw ", format_fixed(r.value("oop_busbw", 0.0), 2), " GB/s out-of-place, ",
+                   format_fixed(r.value("ip_busbw", 0.0), 2), " GB/s in-place"));
+      if (on_row) on_row(r);
+    }
     report.rows.push_back(std::move(r));
   }
   if (rank == 0)
@@ -606,60 +612,75 @@ Report run_collective(const CollectiveOptions& o, const CommonOptions& common, C
   if (rank == 0 && n == 1)
     report.notes.push_back("collective: one rank moves no data between GPUs, so busbw is 0 by definition and measures "
                            "no interconnect; this run checks NCCL's path and every output (#wrong), and algbw is a "
-                           "local copy. Run one rank per GPU (--nproc) to measure a link");
+                           "local copy. Run one rank per GPU (--nproc-per-node) to measure a link");
   return report;
 }
 
-Report run_collective_rank(const CollectiveOptions& o, const CommonOptions& common, int* rank_out) {
+Report run_collective_rank(const CollectiveOptions& o, const CommonOptions& common, int* rank_out, const RowSink& on_row) {
   const dist::LaunchEnv env = dist::detect_launch_env(dist::process_environment());
   validate_collective(o, env.world);
   std::unique_ptr<Comm> world = env.distributed() ? dist::make_gloo_world(env, o.timeout_s) : dist::make_self_comm();
   if (rank_out) *rank_out = world->rank();
-  Report r = run_collective(o, common, *world);
+  Report r = run_collective(o, common, *world, on_row);
   world->barrier();  // no rank leaves while another still needs it
   return r;
 }
 
-std::string format_nccl_table(const std::vector<Row>& rows) {
-  std::string out;
+namespace {
+
+std::string printf_text(const char* fmt, auto... args) {
   char buf[512];
-  auto line = [&](const char* fmt, auto... args) {
-    std::snprintf(buf, sizeof buf, fmt, args...);
-    out += buf;
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+}  // namespace
+
+std::string nccl_table_header() {
+  return printf_text("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "",
+                     "", "", "") +
+         printf_text("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop",
+                     "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong") +
+         printf_text("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "", "", "",
+                     "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+std::string nccl_table_line(const Row& r) {
+  auto time_text = [](double us) {
+    return printf_text(us >= 10000.0 ? "%7.0f" : (us >= 100.0 ? "%7.1f" : "%7.2f"), us);
   };
-  line("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "");
-  line("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size", "count", "type", "redop", "root",
-       "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  line("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "", "", "", "(us)",
-       "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  std::string out = printf_text("%12li  %12li  %8s  %6s  %6i", static_cast<long>(r.value("size", int64_t{0})),
+                                static_cast<long>(r.value("count", int64_t{0})), r.value("type", std::string()).c_str(),
+                                r.value("redop", std::string()).c_str(), static_cast<int>(r.value("root", int64_t{-1})));
+  for (const char* p : {"oop_", "ip_"}) {
+    const std::string k(p);
+    out += printf_text("  %7s  %6.2f  %6.2f  %5li", time_text(r.value(k + "time_us", 0.0)).c_str(), r.value(k + "algbw", 0.0),
+                       r.value(k + "busbw", 0.0), static_cast<long>(r.value(k + "wrong", int64_t{0})));
+  }
+  return out + "\n";
+}
+
+std::string nccl_table_footer(const std::vector<Row>& rows) {
   double bw_sum = 0;
   int bw_count = 0, bad_sizes = 0;
-  auto time_text = [](double us) {
-    char t[32];
-    std::snprintf(t, sizeof t, us >= 10000.0 ? "%7.0f" : (us >= 100.0 ? "%7.1f" : "%7.2f"), us);
-    return std::string(t);
-  };
   for (const Row& r : rows) {
-    line("%12li  %12li  %8s  %6s  %6i", static_cast<long>(r.value("size", int64_t{0})),
-         static_cast<long>(r.value("count", int64_t{0})), r.value("type", std::string()).c_str(),
-         r.value("redop", std::string()).c_str(), static_cast<int>(r.value("root", int64_t{-1})));
     bool bad = false;
     for (const char* p : {"oop_", "ip_"}) {
       const std::string k(p);
-      const double busbw = r.value(k + "busbw", 0.0);
-      const int64_t wrong = r.value(k + "wrong", int64_t{0});
-      line("  %7s  %6.2f  %6.2f  %5li", time_text(r.value(k + "time_us", 0.0)).c_str(), r.value(k + "algbw", 0.0), busbw,
-           static_cast<long>(wrong));
-      bw_sum += busbw;
+      bw_sum += r.value(k + "busbw", 0.0);
       ++bw_count;
-      bad = bad || wrong != 0;
+      bad = bad || r.value(k + "wrong", int64_t{0}) != 0;
     }
     bad_sizes += bad;
-    out += "\n";
   }
-  line("# Out of bounds values : %d %s\n", bad_sizes, bad_sizes ? "FAILED" : "OK");
-  line("# Avg bus bandwidth    : %g \n", bw_count ? bw_sum / bw_count : 0.0);
-  return out;
+  return printf_text("# Out of bounds values : %d %s\n", bad_sizes, bad_sizes ? "FAILED" : "OK") +
+         printf_text("# Avg bus bandwidth    : %g \n", bw_count ? bw_sum / bw_count : 0.0);
+}
+
+std::string format_nccl_table(const std::vector<Row>& rows) {
+  std::string out = nccl_table_header();
+  for (const Row& r : rows) out += nccl_table_line(r);
+  return out + nccl_table_footer(rows);
 }
 
 }  // namespace dl::bench

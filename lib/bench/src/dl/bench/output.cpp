@@ -1,6 +1,7 @@
 #include "dl/bench/output.hpp"
 
 #include <cstdio>
+#include <ostream>
 #include <map>
 #include <optional>
 
@@ -20,7 +21,23 @@ std::string csv_value(const Row& v) {
   return csv_field(v.dump());
 }
 
-std::string render_csv(const std::vector<Row>& rows) {
+std::string csv_header(const std::vector<std::string>& keys) {
+  std::string out;
+  for (size_t i = 0; i < keys.size(); ++i) out += (i ? "," : "") + csv_field(keys[i]);
+  return out + "\n";
+}
+
+std::string csv_line(const Row& r, const std::vector<std::string>& keys) {
+  std::string out;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i) out += ",";
+    auto it = r.find(keys[i]);
+    if (it != r.end()) out += csv_value(*it);
+  }
+  return out + "\n";
+}
+
+std::vector<std::string> row_keys(const std::vector<Row>& rows) {
   std::vector<std::string> keys;
   std::map<std::string, bool> seen;
   for (const Row& r : rows)
@@ -29,17 +46,13 @@ std::string render_csv(const std::vector<Row>& rows) {
         seen[k] = true;
         keys.push_back(k);
       }
-  std::string out;
-  for (size_t i = 0; i < keys.size(); ++i) out += (i ? "," : "") + csv_field(keys[i]);
-  out += "\n";
-  for (const Row& r : rows) {
-    for (size_t i = 0; i < keys.size(); ++i) {
-      if (i) out += ",";
-      auto it = r.find(keys[i]);
-      if (it != r.end()) out += csv_value(*it);
-    }
-    out += "\n";
-  }
+  return keys;
+}
+
+std::string render_csv(const std::vector<Row>& rows) {
+  const std::vector<std::string> keys = row_keys(rows);
+  std::string out = csv_header(keys);
+  for (const Row& r : rows) out += csv_line(r, keys);
   return out;
 }
 
@@ -159,6 +172,14 @@ std::string section_title(const std::string& bench, const Row& first) {
   return s;
 }
 
+std::string notes_text(const Report& report, bool md) {
+  std::string out;
+  if (report.notes.empty()) return out;
+  out += "\n";
+  for (const auto& n : report.notes) out += (md ? "- " : "# ") + n + "\n";
+  return out;
+}
+
 std::string render_human(const Report& report, bool md) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<Row>> groups;
@@ -193,11 +214,7 @@ std::string render_human(const Report& report, bool md) {
       out += "\nAvg bus bandwidth: " + format_fixed(n ? sum / n : 0.0, 3) + " GB/s\n";
     }
   }
-  if (!report.notes.empty()) {
-    out += "\n";
-    for (const auto& n : report.notes) out += (md ? "- " : "# ") + n + "\n";
-  }
-  return out;
+  return out + notes_text(report, md);
 }
 
 }  // namespace
@@ -220,6 +237,42 @@ std::string render_report(const Report& given, OutputFormat format) {
     case OutputFormat::table: return render_human(report, false);
   }
   return "";
+}
+
+void RowStream::add(const Row& given) {
+  const Row row = with_emulation_marked(Report{{given}, {}, {}}).rows.front();
+  const bool first = added_++ == 0;
+  switch (format_) {
+    case OutputFormat::table:
+      if (first) out_ << "# " << section_title(text(row, "benchmark"), row) << "\n" << nccl_table_header();
+      out_ << nccl_table_line(row);
+      break;
+    case OutputFormat::jsonl: out_ << row.dump() << "\n"; break;
+    case OutputFormat::csv:
+      if (first) {
+        keys_ = row_keys({row});
+        out_ << csv_header(keys_);
+      }
+      out_ << csv_line(row, keys_);
+      break;
+    case OutputFormat::json:
+    case OutputFormat::md: return;
+  }
+  out_.flush();
+}
+
+void RowStream::finish(const Report& given) {
+  switch (format_) {
+    case OutputFormat::table:
+      if (added_) out_ << nccl_table_footer(with_emulation_marked(given).rows);
+      out_ << notes_text(given, false);
+      break;
+    case OutputFormat::jsonl:
+    case OutputFormat::csv: break;
+    case OutputFormat::json:
+    case OutputFormat::md: out_ << render_report(given, format_); break;
+  }
+  out_.flush();
 }
 
 std::vector<Row> parse_rows(const std::string& content, OutputFormat format, const std::string& source) {

@@ -218,21 +218,21 @@ SpeedModel make_speed_model(const std::vector<std::string>& bench, const std::ve
   // Measured: every file's rows, grouped by canonical GPU model.
   std::map<std::string, std::vector<nlohmann::json>> by_model;
   std::map<std::string, std::set<std::string>> files_of;
-  size_t cpu_rows = 0;
   for (const auto& path : bench) {
     const std::string name = path == "-" ? "stdin" : path;
+    size_t cpu_rows = 0;
     for (auto& row : plan::read_bench_rows(path)) {
-      std::string gm = row.contains("gpu_model") && row["gpu_model"].is_string() ? row["gpu_model"].get<std::string>() : "";
-      if (gm.empty()) {
+      // Each GPU model's rows price that model's offers; CPU rows price none (plan/bench_input.hpp).
+      const std::string canon = plan::bench_row_gpu(row);
+      if (canon.empty()) {
         ++cpu_rows;
         continue;
       }
-      std::string canon = plan::canonical_gpu(gm).value_or(gm);
       by_model[canon].push_back(std::move(row));
       files_of[canon].insert(name);
     }
+    if (cpu_rows) sm.notes.push_back(plan::ignored_bench_rows_note(cpu_rows, "CPU (no gpu_model)", name));
   }
-  if (cpu_rows) sm.notes.push_back(str("bench: ", cpu_rows, " rows without a gpu_model (CPU) ignored"));
   for (const auto& [model, rows] : by_model) {
     std::string files;
     for (const auto& f : files_of[model]) files += (files.empty() ? "" : ", ") + f;
@@ -426,6 +426,18 @@ FitResult check_fit(const Experiment& e, int64_t gpus, double gpu_mem_bytes) {
   return r;
 }
 
+namespace {
+
+// 100 Gb Ethernet, shared by an instance's GPUs.
+constexpr double kEthernetBytesPerSecond = 12.5e9;
+
+// Multi-GPU NVLink (HGX-class) instances carry an InfiniBand/EFA NIC per GPU. A 1-GPU instance
+// of an NVLink GPU is a slice of such a board: no NVLink peer and no cluster fabric, so 64 of
+// them talk over Ethernet where 8 full boards have NVLink inside and 50 GB/s per GPU between.
+bool cluster_fabric(const Offer& o) { return o.interconnect == Interconnect::nvlink && o.gpu_count > 1; }
+
+}  // namespace
+
 CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops) {
   CommScaling best;
   if (!e.model || gpus <= 1 || !(per_gpu_flops > 0)) return best;
@@ -446,9 +458,8 @@ CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, c
   hw.achievable_fraction = 1.0;
   hw.gpu_mem_bytes = std::numeric_limits<double>::max();
   if (auto spec = plan::gpu_spec(o.gpu_model)) hw.intra_node_bw = spec->intra_node_busbw;
-  // Between instances: HGX-class (NVLink) instances carry an InfiniBand/EFA NIC per GPU
-  // (plan::Hardware's 50 GB/s per GPU); other instances are assumed to share 100 Gb Ethernet.
-  if (o.interconnect != Interconnect::nvlink) hw.inter_node_bw = 12.5e9 / static_cast<double>(std::max<int64_t>(o.gpu_count, 1));
+  // Between instances: plan::Hardware's 50 GB/s per GPU, or a shared 100 Gb Ethernet.
+  if (!cluster_fabric(o)) hw.inter_node_bw = kEthernetBytesPerSecond / static_cast<double>(std::max<int64_t>(o.gpu_count, 1));
   double best_eff = -1;
   // The layouts a large run would use: data parallelism at the fit's ZeRO stage or a higher one,
   // and for a transformer tensor parallelism inside an instance (tp 2, 4, 8), which shrinks the
@@ -734,10 +745,21 @@ CostReport make_estimate(const EstimateInputs& in) {
   else
     head.push_back(str("# scaling: efficiency = compute / (compute + exposed communication) of data parallelism (plan::estimate): ",
                        ex.model ? str(format_count(ex.batch_tokens), " tokens per step; gradient and parameter traffic over the "
-                                      "GPU's intra-instance busbw, between instances 50 GB/s per GPU (NVLink-class) or "
-                                      "12.5 GB/s per instance")
+                                      "GPU's intra-instance busbw, between instances 50 GB/s per GPU (multi-GPU NVLink "
+                                      "instances) or 12.5 GB/s per instance (100 Gb Ethernet)")
                                 : std::string("no model, so no communication counted (efficiency 1)"),
                        "; cost = hours x instance $/h x instances"));
+  if (!in.scaling.fixed) {
+    // Said where it decides a row: single NVLink-GPU instances spread over several.
+    std::set<std::string> slices;
+    for (const auto& row : rep.rows)
+      if (row.instances > 1 && row.offer.gpu_count == 1 && row.offer.interconnect == Interconnect::nvlink)
+        slices.insert(row.offer.id);
+    if (!slices.empty())
+      head.push_back(str("# ", join(std::vector(slices.begin(), slices.end()), ", "),
+                         ": 1-GPU instances have no NVLink peer and no per-GPU cluster fabric: several of them talk "
+                         "over 100 Gb Ethernet (12.5 GB/s each), slower than the same GPUs in multi-GPU NVLink instances"));
+  }
   head.push_back(str("# memory: plan::memory_per_rank (ZeRO states, activations, 2 GB overhead), micro-batch ", ex.micro_batch,
                      "; the first of zero=0..3, then with full recompute (x0.75 speed), that fits; a row that does not fit "
                      "is never cheapest, fastest or best"));

@@ -26,9 +26,7 @@ OnpremReport make_onprem(const OnpremInputs& in) {
   rep.warnings = cat.warnings;
   const Offer* vs = in.vs.empty() ? nullptr : &find_offer(cat, in.vs);
   if (!in.gpu.empty()) {
-    auto m = plan::canonical_gpu(in.gpu);
-    if (!m) throw_option_error("{gpu}: unknown GPU '", in.gpu, "' (a model of dlkit's GPU table, e.g. H100-SXM)");
-    rep.gpu_model = *m;
+    rep.gpu_model = plan::find_gpu(in.gpu).model;
   } else if (vs) {
     if (vs->gpu_model.empty()) throw_option_error("{vs} ", vs->id, ": ", vs->why_unusable(false));
     rep.gpu_model = vs->gpu_model;

@@ -3,6 +3,7 @@
 // breaking: a major change (or appearance/disappearance) of any cuda.* component or the driver, or
 // a driver below the minimum for the CUDA runtime found next to it.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,15 @@ Level parse_level(const std::string& s);  // throws dl::Error(usage) listing the
 std::string level_name(Level l);
 bool counts_at(Magnitude m, Level l);
 
-// --format for dl-envlock: table | json | toml.
-enum class EnvFormat { table, json, toml };
-inline constexpr std::string_view kEnvFormatNames[] = {"table", "json", "toml"};
+// --format for dl-envlock: every tool's five (table | json | jsonl | csv | md) and toml, a lock's
+// own format. json is one document (a lock, a drift report, a sync plan); jsonl, csv and md are
+// the rows of the table format, rendered by the shared Table.
+enum class EnvFormat { table, json, jsonl, csv, md, toml };
+inline constexpr std::string_view kEnvFormatNames[] = {"table", "json", "jsonl", "csv", "md", "toml"};
 constexpr std::span<const std::string_view> choice_names(EnvFormat) { return kEnvFormatNames; }
 EnvFormat parse_env_format(const std::string& s);  // throws dl::Error(usage) listing the choices
+// The Table rendering of table, jsonl, csv and md; nullopt for json and toml (documents).
+std::optional<OutputFormat> table_format(EnvFormat f);
 
 struct DriftRow {
   std::string component;  // TOML key: "cuda.cudnn"

@@ -33,7 +33,19 @@ bool counts_at(Magnitude m, Level l) {
 
 EnvFormat parse_env_format(const std::string& s) {
   if (auto f = parse_choice<EnvFormat>(s)) return *f;
-  throw_usage("unknown --format '", s, "' (use table, json or toml)");
+  throw_usage("unknown --format '", s, "' (use table, json, jsonl, csv, md or toml)");
+}
+
+std::optional<OutputFormat> table_format(EnvFormat f) {
+  switch (f) {
+    case EnvFormat::table: return OutputFormat::table;
+    case EnvFormat::jsonl: return OutputFormat::jsonl;
+    case EnvFormat::csv: return OutputFormat::csv;
+    case EnvFormat::md: return OutputFormat::md;
+    case EnvFormat::json:
+    case EnvFormat::toml: return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 bool DriftReport::breaking() const {
@@ -208,9 +220,8 @@ Table drift_table(const DriftReport& rep) {
 }
 
 std::string render_drift(const DriftReport& rep, EnvFormat format) {
-  Table t = drift_table(rep);
+  if (const auto rows = table_format(format)) return drift_table(rep).render(*rows);
   switch (format) {
-    case EnvFormat::table: return t.render(OutputFormat::table);
     case EnvFormat::json: {
       nlohmann::ordered_json j;
       j["level"] = level_name(rep.level);
@@ -246,8 +257,8 @@ std::string render_drift(const DriftReport& rep, EnvFormat format) {
       }
       return out;
     }
+    default: return "";  // the table formats, above
   }
-  return "";
 }
 
 }  // namespace dl

@@ -50,34 +50,33 @@ nlohmann::ordered_json lock_json(const Lock& lock) {
   return j;
 }
 
-std::string render_lock(const Lock& lock, EnvFormat f) {
-  switch (f) {
-    case EnvFormat::toml: return lock_to_toml(lock);
-    case EnvFormat::json: return lock_json(lock).dump(2) + "\n";
-    case EnvFormat::table: {
-      Table t({{"component", "component", false}, {"version", "version", false}, {"details", "details", false}});
-      for (const auto& c : lock.components) {
-        std::string details;
-        for (const auto& f2 : c.fields) {
-          std::string v = std::holds_alternative<std::string>(f2.value) ? std::get<std::string>(f2.value)
-                                                                        : std::to_string(std::get<int64_t>(f2.value));
-          details += (details.empty() ? "" : ", ") + f2.key + "=" + v;
-        }
-        std::string shown = c.version;
-        if (scheme_for(c.path) == Scheme::set) shown = str(std::count(c.version.begin(), c.version.end(), ' ') + 1, " flags");
-        t.add_row({Cell::str(c.key()), Cell{c.version, shown}, Cell::str(details)});
-      }
-      size_t failed = 0;
-      for (const auto& p : lock.probes)
-        if (p.status.rfind("ok", 0) != 0) {
-          t.add_note("# probe " + p.name + ": " + p.status);
-          ++failed;
-        }
-      t.add_note(str("# ", lock.components.size(), " components, ", lock.probes.size(), " probes (", failed, " not ok)"));
-      return t.render(OutputFormat::table);
+// One row per component; failed probes and the counts as notes.
+Table lock_table(const Lock& lock) {
+  Table t({{"component", "component", false}, {"version", "version", false}, {"details", "details", false}});
+  for (const auto& c : lock.components) {
+    std::string details;
+    for (const auto& f2 : c.fields) {
+      std::string v = std::holds_alternative<std::string>(f2.value) ? std::get<std::string>(f2.value)
+                                                                    : std::to_string(std::get<int64_t>(f2.value));
+      details += (details.empty() ? "" : ", ") + f2.key + "=" + v;
     }
+    std::string shown = c.version;
+    if (scheme_for(c.path) == Scheme::set) shown = str(std::count(c.version.begin(), c.version.end(), ' ') + 1, " flags");
+    t.add_row({Cell::str(c.key()), Cell{c.version, shown}, Cell::str(details)});
   }
-  return "";
+  size_t failed = 0;
+  for (const auto& p : lock.probes)
+    if (p.status.rfind("ok", 0) != 0) {
+      t.add_note("# probe " + p.name + ": " + p.status);
+      ++failed;
+    }
+  t.add_note(str("# ", lock.components.size(), " components, ", lock.probes.size(), " probes (", failed, " not ok)"));
+  return t;
+}
+
+std::string render_lock(const Lock& lock, EnvFormat f) {
+  if (const auto rows = table_format(f)) return lock_table(lock).render(*rows);
+  return f == EnvFormat::json ? lock_json(lock).dump(2) + "\n" : lock_to_toml(lock);
 }
 
 void warn_hash(const std::string& path, const LockRead& lr) {

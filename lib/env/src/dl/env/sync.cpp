@@ -248,7 +248,34 @@ SyncPlan plan_sync(const Lock& lock, const std::map<std::string, std::string>& i
   return plan;
 }
 
+namespace {
+
+// The plan as rows for jsonl, csv and md: each package (install, satisfied, pip-install,
+// pip-satisfied, manual) and each command the plan prints (apt, pip), the command's words
+// shell-quoted in `detail`.
+Table sync_table(const SyncPlan& plan) {
+  Table t({{"action", "action", false}, {"component", "component", false}, {"version", "version", false},
+           {"detail", "detail", false}});
+  auto items = [&](const char* action, const std::vector<SyncItem>& v) {
+    for (const auto& i : v) t.add_row({Cell::str(action), Cell::str(i.component), Cell::str(i.version), Cell::str(i.detail)});
+  };
+  items("install", plan.install);
+  items("satisfied", plan.satisfied);
+  items("pip-install", plan.pip_install);
+  items("pip-satisfied", plan.pip_satisfied);
+  items("manual", plan.manual);
+  if (!plan.apt_argv.empty())
+    t.add_row({Cell::str("apt-command"), Cell::str("deb"), Cell::null(""), Cell::str(shell_quote_command(plan.command()))});
+  for (const auto& [py, argv] : plan.pip)
+    t.add_row({Cell::str("pip-command"), Cell::str(py), Cell::null(""), Cell::str(shell_quote_command(argv))});
+  return t;
+}
+
+}  // namespace
+
 std::string render_sync_plan(const SyncPlan& plan, const std::string& lock_name, EnvFormat format) {
+  if (format != EnvFormat::table)
+    if (const auto rows = table_format(format)) return sync_table(plan).render(*rows);
   if (format == EnvFormat::json) {
     nlohmann::ordered_json j;
     j["lock"] = lock_name;

@@ -39,10 +39,19 @@ std::vector<nlohmann::json> read_bench_rows(const std::string& path);
 // The same from text already read; `source` names it in errors.
 std::vector<nlohmann::json> parse_bench_rows(const std::string& text, const std::string& source);
 
+// The one rule dl-shard and dl-cost follow: a row measures the device it ran on, so it calibrates
+// only a plan or an offer of that GPU model. bench_row_gpu: the row's canonical GPU model, "" for
+// a row without one (it ran on a CPU and calibrates no GPU).
+std::string bench_row_gpu(const nlohmann::json& row);
+// The note both tools print for rows the rule sets aside: "bench: 3 CPU rows (no gpu_model) of
+// bench.json ignored: a dl-bench row calibrates only a GPU of the model it measured".
+std::string ignored_bench_rows_note(size_t rows, const std::string& what, const std::string& source);
+
 // What a set of rows measured, for one GPU model and a training precision.
 struct BenchSummary {
   std::string source;       // the file
-  size_t rows = 0;          // rows considered (after the GPU-model filter)
+  size_t rows = 0;          // rows considered (after the GPU-model filter); 0: none applies
+  std::vector<std::string> ignored;  // ignored_bench_rows_note for CPU rows and other GPU models
   std::string gpu_model;    // canonical model of the rows ("" for CPU rows or when not given)
   std::string device;       // device name as reported
   std::string device_type;  // "cuda" | "cpu"
@@ -65,8 +74,9 @@ struct BenchSummary {
   std::optional<double> host_bw;
 };
 
-// Summarises rows. gpu_model: keep only rows of that model (canonical or any alias); empty:
-// all rows, which must then be of one GPU model (a usage error lists them otherwise).
+// Summarises the GPU rows (CPU rows are set aside in `ignored`). gpu_model: keep only rows of
+// that model (canonical or any alias; others go to `ignored`); empty: all GPU rows, which must
+// then be of one model (a usage error lists them otherwise).
 BenchSummary summarize_bench(const std::vector<nlohmann::json>& rows, Precision precision,
                              const std::string& gpu_model = "", const std::string& source = "");
 // summarize_bench over the rows of a dl-bench file (read_bench_rows; "-" reads stdin, named "stdin"
@@ -77,7 +87,7 @@ BenchSummary read_bench_summary(const std::string& path, Precision precision, co
 // achievable_fraction 1 (it is already achieved); otherwise a gemm row's FLOP/s becomes
 // peak_flops (achievable_fraction still applies, as a GEMM peak is more than training reaches);
 // busbw becomes intra_node_bw (dl-bench measures one machine); host copies become host_bw.
-// Each replacement is described in *notes.
+// Each replacement, and each set of ignored rows, is described in *notes.
 Hardware apply_bench(const Hardware& hw, const BenchSummary& bench, std::vector<std::string>* notes = nullptr);
 
 }  // namespace dl::plan

@@ -42,6 +42,15 @@ std::optional<std::string> canonical_gpu(const std::string& name);
 // The table entry for a canonical model or any name canonical_gpu() maps.
 std::optional<GpuSpec> gpu_spec(const std::string& name);
 
+// The models a name that canonical_gpu() does not resolve could mean: those whose model or
+// datasheet name contains its letters and digits ("A100": the four A100s). Empty when none.
+std::vector<std::string> gpu_candidates(const std::string& name);
+
+// The one GPU a flag names (dl-shard --gpu, dl-cost onprem --gpu): the table entry, or a usage
+// error naming {gpu} that lists the candidates when the name is ambiguous ("A100 is ambiguous:
+// A100-SXM-80GB, ..."), or the known models when it matches none.
+GpuSpec find_gpu(const std::string& name);
+
 // The planner's hardware for one GPU at a training precision: datasheet peak, memory and
 // bandwidths (inter-node bandwidth stays the Hardware default, 50 GB/s per GPU). A GPU without
 // arithmetic at that precision falls back (bf16 -> fp16 -> fp32) and says so in *note.

@@ -73,7 +73,8 @@ PlanReport make_recommendation(const PlanInputs& in);
 // fitting row within kSimplerWithin of the fastest to the front and fills passed_over.
 void prefer_simplest(std::vector<Estimate>& rows);
 
-std::string render_plan(const PlanReport& r, OutputFormat f);
+// top: rows shown; 0 = all.
+std::string render_plan(const PlanReport& r, OutputFormat f, int64_t top = 0);
 // top: rows shown of each group (fitting, not fitting); 0 = all.
 std::string render_recommendation(const PlanReport& r, OutputFormat f, int64_t top = 10);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -139,6 +140,16 @@ std::vector<json> read_bench_rows(const std::string& path) {
   return parse_bench_rows(text, path);
 }
 
+std::string bench_row_gpu(const json& row) {
+  const std::string gm = text(row, "gpu_model");
+  return gm.empty() ? "" : canonical_gpu(gm).value_or(gm);
+}
+
+std::string ignored_bench_rows_note(size_t rows, const std::string& what, const std::string& source) {
+  return str("bench: ", rows, " ", what, " rows", source.empty() ? "" : " of " + source,
+             " ignored: a dl-bench row calibrates only a GPU of the model it measured");
+}
+
 BenchSummary summarize_bench(const std::vector<json>& all_rows, Precision precision,
                              const std::string& gpu_model, const std::string& source) {
   BenchSummary s;
@@ -147,21 +158,22 @@ BenchSummary summarize_bench(const std::vector<json>& all_rows, Precision precis
   if (!gpu_model.empty()) want = canonical_gpu(gpu_model).value_or(gpu_model);
   std::vector<const json*> rows;
   std::set<std::string> models;
+  std::map<std::string, size_t> other;  // rows set aside, by model ("" = CPU)
   for (const auto& r : all_rows) {
-    std::string gm = text(r, "gpu_model");
-    std::string canon = gm.empty() ? "" : canonical_gpu(gm).value_or(gm);
-    if (!want.empty() && canon != want) continue;
+    const std::string canon = bench_row_gpu(r);
+    if (canon.empty() || (!want.empty() && canon != want)) {
+      ++other[canon];
+      continue;
+    }
     rows.push_back(&r);
     models.insert(canon);
   }
-  if (rows.empty())
-    throw_usage(source.empty() ? "bench" : source, ": no rows for GPU model ", want);
-  if (models.size() > 1) {
-    std::string list;
-    for (const auto& m : models) list += (list.empty() ? "" : ", ") + (m.empty() ? std::string("cpu") : m);
-    throw_usage(source.empty() ? "bench" : source, ": rows for several devices (", list,
+  for (const auto& [model, n] : other)
+    s.ignored.push_back(ignored_bench_rows_note(n, model.empty() ? "CPU (no gpu_model)" : model, source));
+  if (rows.empty()) return s;
+  if (models.size() > 1)
+    throw_usage(source.empty() ? "bench" : source, ": rows for several GPU models (", join(std::vector(models.begin(), models.end()), ", "),
                 "); pick one with --gpu MODEL");
-  }
   s.rows = rows.size();
   s.gpu_model = *models.begin();
   s.device = text(*rows.front(), "device");
@@ -252,6 +264,7 @@ Hardware apply_bench(const Hardware& base, const BenchSummary& b, std::vector<st
     if (notes) notes->push_back(std::move(line));
   };
   std::string from = b.source.empty() ? "the bench file" : b.source;
+  for (const auto& n : b.ignored) note(n);
   std::vector<std::string> used;
   if (!b.gpu_model.empty()) hw.gpu_model = b.gpu_model;
   if (b.train_flops) {
@@ -280,7 +293,8 @@ Hardware apply_bench(const Hardware& base, const BenchSummary& b, std::vector<st
   if (!used.empty()) {
     hw.source = "measured (" + join(used, "+") + ") from " + from;
   } else {
-    note(str(from, ": no gemm, train, collective or memory rows usable for the plan; datasheet values kept"));
+    note(str(from, ": no gemm, train, collective or memory rows ", b.rows ? "usable" : "of this GPU",
+             " for the plan; datasheet values kept"));
   }
   return hw;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "dl/core/option_error.hpp"
 #include "dl/core/strings.hpp"
 
 namespace dl::plan {
@@ -301,6 +302,29 @@ std::optional<GpuSpec> gpu_spec(const std::string& name) {
   for (const auto& g : gpu_table())
     if (g.model == *model) return g;
   return std::nullopt;
+}
+
+std::vector<std::string> gpu_candidates(const std::string& name) {
+  const std::string q = lower_alnum(name);
+  std::vector<std::string> out;
+  if (q.empty()) return out;
+  for (const auto& g : gpu_table())
+    if (lower_alnum(g.model).find(q) != std::string::npos || lower_alnum(g.name).find(q) != std::string::npos)
+      out.push_back(g.model);
+  return out;
+}
+
+GpuSpec find_gpu(const std::string& name) {
+  if (auto spec = gpu_spec(name)) return *spec;
+  const std::vector<std::string> candidates = gpu_candidates(name);
+  if (candidates.size() == 1) return *gpu_spec(candidates.front());
+  if (!candidates.empty())
+    throw_option_error("{gpu}: '", name, "' is ambiguous: ", join(candidates, ", "), " (name one of them)");
+  std::vector<std::string> known;
+  for (const auto& g : gpu_table()) known.push_back(g.model);
+  const auto near = closest_name(name, known);
+  throw_option_error("{gpu}: unknown GPU '", name, "'", near ? " (did you mean '" + *near + "'?)" : "", "; known: ",
+                     join(known, ", "));
 }
 
 Hardware hardware_for_gpu(const GpuSpec& gpu, Precision training, std::string* note) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <filesystem>
+#include <span>
 #include <sstream>
 
 #include "dl/config/config.hpp"
@@ -17,12 +18,6 @@
 namespace dl::plan {
 
 namespace {
-
-std::string known_gpus() {
-  std::string s;
-  for (const auto& g : gpu_table()) s += (s.empty() ? "" : ", ") + g.model;
-  return s;
-}
 
 std::string gbps(double bytes_per_s) { return format_fixed(bytes_per_s / 1e9, bytes_per_s < 100e9 ? 1 : 0) + " GB/s"; }
 
@@ -96,10 +91,7 @@ Setup setup(const PlanInputs& in) {
 
   // Hardware: datasheet of --gpu (or of the bench rows' GPU), then measured values over it.
   std::optional<GpuSpec> spec;
-  if (!in.gpu.empty()) {
-    spec = gpu_spec(in.gpu);
-    if (!spec) throw_option_error("{gpu}: unknown GPU '", in.gpu, "' (known: ", known_gpus(), ")");
-  }
+  if (!in.gpu.empty()) spec = find_gpu(in.gpu);
   std::optional<BenchSummary> bench;
   if (!in.bench.empty()) {
     bench = read_bench_summary(in.bench, b.precision, in.gpu);
@@ -116,21 +108,23 @@ Setup setup(const PlanInputs& in) {
     hw.gpu_model = "";
     hw.source = str("H100-SXM datasheet (default; give ", flag("gpu"), " MODEL or ", flag("bench"), " FILE)");
   }
+  // A train row of this GPU is achieved throughput: no MFU applies to it (apply_bench says so).
+  const bool achieved = bench && bench->train_flops;
   if (in.mfu) {
     if (!(*in.mfu > 0 && *in.mfu <= 1)) throw_option_error("{mfu}: a fraction in (0, 1], got ", *in.mfu);
     hw.achievable_fraction = *in.mfu;
-  } else {
+  } else if (!achieved) {
     // The calibrated MFU of this GPU at this model's size, as dl-cost uses (plan/speed.hpp).
     const GpuSpec g = spec ? *spec : *gpu_spec("H100-SXM");
     hw.achievable_fraction = calibrated_mfu(g, r.model.params);
     hw_notes.push_back("achievable fraction: the calibrated " + describe_mfu(g, r.model.params) + " (" + flag("mfu") + " to fix it)");
     // A measured GEMM replaces the peak; the calibrated MFU counts datasheet peaks, which a large
     // GEMM reaches kGemmOfPeak of.
-    if (bench && !bench->train_flops && bench->gemm_flops) hw.achievable_fraction /= kGemmOfPeak;
+    if (bench && bench->gemm_flops) hw.achievable_fraction /= kGemmOfPeak;
   }
   if (bench) {
     hw = apply_bench(hw, *bench, &hw_notes);
-    if (in.mfu && bench->train_flops) {
+    if (in.mfu && achieved) {
       hw_notes.push_back(flag("mfu") + " ignored: the train row's throughput is already achieved");
     }
   }
@@ -405,10 +399,12 @@ PlanReport make_recommendation(const PlanInputs& in) {
   return r;
 }
 
-std::string render_plan(const PlanReport& r, OutputFormat f) {
+std::string render_plan(const PlanReport& r, OutputFormat f, int64_t top) {
+  const size_t shown = top > 0 ? std::min(r.rows.size(), static_cast<size_t>(top)) : r.rows.size();
+  const std::span<const Estimate> rows(r.rows.data(), shown);
   if (machine(f)) {
     Table t(machine_columns(false));
-    for (const auto& e : r.rows) t.add_row(machine_row(r, e, std::nullopt));
+    for (const auto& e : rows) t.add_row(machine_row(r, e, std::nullopt));
     return t.render(f);
   }
   Table t({{"layout", "layout", false},
@@ -426,7 +422,7 @@ std::string render_plan(const PlanReport& r, OutputFormat f) {
            {"comm", "comm/step", true},
            {"bubble", "bubble", true},
            {"step", "step (est.)", true}});
-  for (const auto& e : r.rows) {
+  for (const auto& e : rows) {
     const auto& m = e.memory;
     t.add_row({Cell::str(short_layout(e.layout)), bytes_cell(m.model_states()), bytes_cell(m.params),
                bytes_cell(m.grads), bytes_cell(m.optimizer), bytes_cell(m.activations), bytes_cell(m.comm_buffers),
@@ -434,8 +430,10 @@ std::string render_plan(const PlanReport& r, OutputFormat f) {
                m.host_offload > 0 ? bytes_cell(m.host_offload) : Cell::null(), bytes_cell(e.comm.total()),
                Cell::num(e.bubble, pct(e.bubble)), seconds_cell(e.step_seconds)});
   }
-  for (const auto& e : r.rows)
+  for (const auto& e : rows)
     if (!e.fits) t.add_note(str("# ", short_layout(e.layout), " does not fit: ", e.why_not));
+  if (shown < r.rows.size())
+    t.add_note(str("# showing ", shown, " of ", r.rows.size(), " layouts (", option_flag(r.flags, "top"), " 0 shows all)"));
   for (const auto& n : r.notes) t.add_note(n);
   return t.render(f);
 }

@@ -129,10 +129,10 @@ void inspect_checkpoint(const fs::path& dir, Inspection& ins) {
     if (fe.problem.empty() && fe.expected_bytes && fe.bytes != *fe.expected_bytes)
       fe.problem = str(fe.bytes, " bytes, the manifest says ", *fe.expected_bytes, " (truncated?)");
     if (fe.problem.empty() && fe.expected_crc32c && fe.crc32c != *fe.expected_crc32c)
-      fe.problem = str("CRC-32C ", hex32(fe.crc32c), ", the manifest says ", hex32(*fe.expected_crc32c), " (corrupt)");
+      fe.problem = str("CRC-32C 0x", hex32(fe.crc32c), ", the manifest says 0x", hex32(*fe.expected_crc32c), " (corrupt)");
     if (!fe.problem.empty() && fe.expected_crc32c && fe.crc32c != *fe.expected_crc32c &&
         fe.problem.find("CRC-32C") == std::string::npos)
-      fe.problem += str("; CRC-32C ", hex32(fe.crc32c), ", the manifest says ", hex32(*fe.expected_crc32c));
+      fe.problem += str("; CRC-32C 0x", hex32(fe.crc32c), ", the manifest says 0x", hex32(*fe.expected_crc32c));
     ins.files.push_back(std::move(fe));
   }
   // Safetensors files the manifest does not list: shown, with nothing to verify against.
@@ -219,7 +219,7 @@ std::string render_inspection(const Inspection& ins, OutputFormat f) {
     tensors.add_row({Cell::str(t.file), Cell::str(t.name), Cell::str(t.dtype), shape_cell,
                      Cell::integer(static_cast<int64_t>(t.elements)),
                      Cell::integer(static_cast<int64_t>(t.bytes)),  // json wrote 65536.0
-                     Cell::integer(static_cast<int64_t>(t.offset)), Cell{int64_t{t.crc32c}, hex32(t.crc32c)}});
+                     Cell::integer(static_cast<int64_t>(t.offset)), Cell::checksum(t.crc32c)});
   }
   Table files({{"file", "file", false},
                {"bytes", "bytes", true},
@@ -232,8 +232,8 @@ std::string render_inspection(const Inspection& ins, OutputFormat f) {
     std::string status = !fe.problem.empty() ? "FAILED" : (fe.expected_crc32c ? "ok" : "not listed");
     if (ins.kind == InspectKind::safetensors && fe.problem.empty()) status = "header ok";
     files.add_row({Cell::str(fe.file), Cell::integer(static_cast<int64_t>(fe.bytes)),
-                   Cell::integer(static_cast<int64_t>(fe.tensors)), Cell{int64_t{fe.crc32c}, hex32(fe.crc32c)},
-                   fe.expected_crc32c ? Cell{int64_t{*fe.expected_crc32c}, hex32(*fe.expected_crc32c)} : Cell::null(),
+                   Cell::integer(static_cast<int64_t>(fe.tensors)), Cell::checksum(fe.crc32c),
+                   fe.expected_crc32c ? Cell::checksum(*fe.expected_crc32c) : Cell::null(),
                    Cell{fe.problem.empty(), status},
                    fe.problem.empty() ? Cell::null("") : Cell::str(fe.problem)});
   }

@@ -483,7 +483,7 @@ Table files_table(const std::vector<WrittenFile>& files, bool ranks) {
     row.push_back(Cell::integer(static_cast<int64_t>(f.tensors)));
     row.push_back(Cell{static_cast<int64_t>(f.tensor_bytes), format_bytes(static_cast<double>(f.tensor_bytes))});
     row.push_back(Cell{static_cast<int64_t>(f.file_bytes), format_bytes(static_cast<double>(f.file_bytes))});
-    row.push_back(Cell{int64_t{f.crc32c}, hex32(f.crc32c)});
+    row.push_back(Cell::checksum(f.crc32c));
     t.add_row(std::move(row));
   }
   return t;
