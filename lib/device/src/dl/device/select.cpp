@@ -49,7 +49,8 @@ Backend& cpu_only(const TrainConfig& t, bool log) {
 // Every precision is: the kernels take f32, bf16 and f16 (fp16 with dynamic loss scaling, whose
 // overflow check is the gradients' sum of squares, an op the kernels do in every dtype).
 std::string cuda_unsupported(const Config& c) {
-  if (c.model.type != ModelType::gpt) return str("model.type = \"", c.model.type, "\" (only the GPT model runs on CUDA)");
+  if (!is_token_model(c.model.type))
+    return str("model.type = \"", c.model.type, "\" (only the GPT and Llama models run on CUDA)");
   if (c.parallel.offload != Offload::none) return "parallel.offload (the optimizer step on the host reads device gradients)";
   if (c.parallel.tp > 1) return "parallel.tp > 1 (the vocabulary-parallel loss combines its rows on the host)";
   if (c.parallel.pp > 1) return "parallel.pp > 1 (not yet run on a GPU)";
