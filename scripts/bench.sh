@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make bench: dl-train's CPU training throughput against PyTorch on the same GPT shape
-# (configs/bench-cpu.toml), measured in one run, each at its best thread count: Debian's PyTorch
+# (configs/bench-cpu.toml) and Llama shape (configs/bench-llama-cpu.toml), measured in one run,
+# each at its best thread count: Debian's PyTorch
 # 1.13 and the current PyTorch 2.x from PyPI (eager with fused AdamW, and torch.compile), plus the
 # machine's OpenBLAS sgemm peak, and dl-bench gemm's own rate against a plain timed cblas_sgemm
 # (1024^3, 1 thread; fails outside 0.8-1.2). Prints a table and writes BUILD/bench/cpu-train.json.
@@ -41,24 +42,31 @@ for r in $(seq 1 7); do
   "$BUILD/bin/bench_sgemm_peak" 1 1024 | sed 's/^{/{"impl": "plain-sgemm", /' >> "$raw"
 done
 
+# Each model (GPT: configs/bench-cpu.toml; Llama: configs/bench-llama-cpu.toml) by dl-train, Debian's
+# PyTorch 1.13 and PyTorch 2.x (eager with scaled_dot_product_attention and fused AdamW, and under
+# torch.compile), at every thread count, in alternating order.
 for r in $(seq 1 "$REPEATS"); do
-  for t in $threads; do
-    echo "bench: run $r/$REPEATS, $t thread(s): dl-train" >&2
-    "$BUILD/bin/dl-train" configs/bench-cpu.toml --run-dir "$tmp/run-$r-$t" --set "train.threads=$t" --json --quiet \
-      | $PY -c '
+  for model in gpt llama; do
+    config=configs/bench-cpu.toml torch_flag=""
+    [ "$model" = llama ] && config=configs/bench-llama-cpu.toml torch_flag="--llama"
+    for t in $threads; do
+      echo "bench: run $r/$REPEATS, $model, $t thread(s): dl-train" >&2
+      "$BUILD/bin/dl-train" "$config" --run-dir "$tmp/run-$model-$r-$t" --set "train.threads=$t" --json --quiet \
+        | $PY -c '
 import json, sys
 rates = [json.loads(l)["tokens_per_sec"] for l in sys.stdin if "\"loss\"" in l]
 rates = sorted(rates[5:])  # the first steps warm caches and the allocator
-print(json.dumps({"impl": "dl-train", "threads": int(sys.argv[1]), "tokens_per_sec": rates[len(rates) // 2]}))
-' "$t" >> "$raw"
-    echo "bench: run $r/$REPEATS, $t thread(s): pytorch 1.13 (Debian)" >&2
-    $PY scripts/bench_torch_gpt.py "$t" 30 >> "$raw"
-    # PyTorch 2.x: eager (scaled_dot_product_attention, fused AdamW) and under torch.compile.
-    for mode in "--fused" "--compile --fused"; do
-      echo "bench: run $r/$REPEATS, $t thread(s): pytorch 2.x $mode" >&2
+print(json.dumps({"impl": "dl-train", "model": sys.argv[2], "threads": int(sys.argv[1]), "tokens_per_sec": rates[len(rates) // 2]}))
+' "$t" "$model" >> "$raw"
+      echo "bench: run $r/$REPEATS, $model, $t thread(s): pytorch 1.13 (Debian)" >&2
       # shellcheck disable=SC2086
-      $PY2 scripts/bench_torch_gpt.py "$t" 30 $mode 2> "$tmp/torch2.err" | sed 's/"impl": "pytorch"/"impl": "pytorch2"/' >> "$raw" ||
-        { cat "$tmp/torch2.err" >&2; exit 1; }
+      $PY scripts/bench_torch_cpu.py "$t" 20 $torch_flag >> "$raw"
+      for mode in "--fused" "--compile --fused"; do
+        echo "bench: run $r/$REPEATS, $model, $t thread(s): pytorch 2.x $mode" >&2
+        # shellcheck disable=SC2086
+        $PY2 scripts/bench_torch_cpu.py "$t" 20 $torch_flag $mode 2> "$tmp/torch2.err" |
+          sed 's/"impl": "pytorch"/"impl": "pytorch2"/' >> "$raw" || { cat "$tmp/torch2.err" >&2; exit 1; }
+      done
     done
   done
 done
@@ -72,24 +80,30 @@ gemm_ratio = gemm_t["plain-sgemm"] / gemm_t["dl-bench-gemm"]  # dl-bench FLOP/s 
 L, D, H, T, V = 4, 128, 4, 128, 256
 N = V * D + T * D + L * (12 * D * D + 13 * D) + 2 * D    # GPT-2 parameter count, tied head
 flops_palm = 6 * N + 12 * L * D * T                        # PaLM appendix B (H * Q = D)
-best = {}
-for impl in ("dl-train", "pytorch", "pytorch2"):
-    by_t = {}  # (threads, mode) -> tokens/s of each run
-    for r in rows:
-        if r["impl"] == impl:
-            by_t.setdefault((r["threads"], r.get("mode", "")), []).append(r["tokens_per_sec"])
-    med = {k: statistics.median(v) for k, v in by_t.items()}
-    k = max(med, key=med.get)
-    version = next((r.get("version") for r in rows if r["impl"] == impl), None)
-    best[impl] = {"threads": k[0], "mode": k[1], "version": version, "tokens_per_sec": med[k],
-                  "medians": [{"threads": t, "mode": m, "tokens_per_sec": v} for (t, m), v in sorted(med.items())],
-                  "runs": by_t[k]}
+def best_of(model):
+    best = {}
+    for impl in ("dl-train", "pytorch", "pytorch2"):
+        by_t = {}  # (threads, mode) -> tokens/s of each run
+        for r in rows:
+            if r["impl"] == impl and r.get("model", "gpt") == model:
+                by_t.setdefault((r["threads"], r.get("mode", "")), []).append(r["tokens_per_sec"])
+        med = {k: statistics.median(v) for k, v in by_t.items()}
+        k = max(med, key=med.get)
+        version = next((r.get("version") for r in rows if r["impl"] == impl), None)
+        best[impl] = {"threads": k[0], "mode": k[1], "version": version, "tokens_per_sec": med[k],
+                      "medians": [{"threads": t, "mode": m, "tokens_per_sec": v} for (t, m), v in sorted(med.items())],
+                      "runs": by_t[k]}
+    return best
+best, llama = best_of("gpt"), best_of("llama")
 ratio = best["dl-train"]["tokens_per_sec"] / best["pytorch"]["tokens_per_sec"]
 ratio2 = best["dl-train"]["tokens_per_sec"] / best["pytorch2"]["tokens_per_sec"]
+llama_ratio2 = llama["dl-train"]["tokens_per_sec"] / llama["pytorch2"]["tokens_per_sec"]
 gflops = best["dl-train"]["tokens_per_sec"] * flops_palm / 1e9
 result = {"machine": platform.processor() or platform.machine(), "params": N, "flops_per_token": flops_palm,
           "flop_formula": "6N+12LHQT (PaLM)", "sgemm_peak_gflops": sgemm, "dl_train": best["dl-train"],
           "pytorch": best["pytorch"], "pytorch2": best["pytorch2"], "ratio": ratio, "ratio_pytorch2": ratio2,
+          "llama": {"config": "configs/bench-llama-cpu.toml", **llama, "ratio_pytorch2": llama_ratio2,
+                    "ratio": llama["dl-train"]["tokens_per_sec"] / llama["pytorch"]["tokens_per_sec"]},
           "dl_train_gflops": gflops,
           "pct_of_sgemm_peak": 100 * gflops / sgemm,
           "gemm_1024_1thread": {"dl_bench_time_s": gemm_t["dl-bench-gemm"], "plain_sgemm_time_s": gemm_t["plain-sgemm"],
@@ -99,12 +113,17 @@ print(f"GPT L={L} D={D} H={H} T={T} batch 16 V={V}, fp32 AdamW, {N} params, {flo
 print(f"OpenBLAS sgemm peak            {sgemm:8.1f} GFLOP/s")
 names = {"dl-train": "dl-train", "pytorch": f"pytorch {best['pytorch']['version']}",
          "pytorch2": f"pytorch {best['pytorch2']['version']}"}
-for impl in ("dl-train", "pytorch", "pytorch2"):
-    b = best[impl]
-    per = ", ".join(f"{m['threads']} thr{' ' + m['mode'] if m['mode'] else ''} {m['tokens_per_sec']:.0f}" for m in b["medians"])
-    print(f"{names[impl]:22s} best {b['tokens_per_sec']:9.0f} tokens/s  (medians: {per})")
-print(f"ratio dl-train / {names['pytorch']:14s} {ratio:8.2f}x")
-print(f"ratio dl-train / {names['pytorch2']:14s} {ratio2:8.2f}x   (best of eager+fused AdamW and torch.compile)")
+def show(title, b):
+    print(title)
+    for impl in ("dl-train", "pytorch", "pytorch2"):
+        per = ", ".join(f"{m['threads']} thr{' ' + m['mode'] if m['mode'] else ''} {m['tokens_per_sec']:.0f}"
+                        for m in b[impl]["medians"])
+        print(f"  {names[impl]:22s} best {b[impl]['tokens_per_sec']:9.0f} tokens/s  (medians: {per})")
+    for impl in ("pytorch", "pytorch2"):
+        print(f"  ratio dl-train / {names[impl]:22s} {b['dl-train']['tokens_per_sec'] / b[impl]['tokens_per_sec']:6.2f}x")
+show("GPT (configs/bench-cpu.toml):", best)
+show("Llama, 9.6M parameters (configs/bench-llama-cpu.toml):", llama)
+print("(pytorch 2.x: the best of eager with fused AdamW and torch.compile, over thread counts)")
 print(f"dl-train achieved               {gflops:8.1f} GFLOP/s = {100 * gflops / sgemm:.0f}% of the sgemm peak")
 gf = {k: 2 * 1024**3 / v / 1e9 for k, v in gemm_t.items()}
 ok = 0.8 < gemm_ratio < 1.2

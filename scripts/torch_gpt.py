@@ -1,4 +1,4 @@
-"""The GPT-2 model the PyTorch benchmark references share (scripts/bench_torch_gpt.py on the
+"""The GPT-2 model the PyTorch benchmark references share (scripts/bench_torch_cpu.py on the
 CPU, scripts/bench_torch_gpt2_cuda.py on the GPU): pre-LayerNorm blocks, tanh GELU, tied LM head,
 Hugging Face GPT-2's initialisation. Causal attention through scaled_dot_product_attention where
 PyTorch has it (2.0+), else the explicit masked softmax (Debian 12's 1.13)."""
