@@ -8,6 +8,8 @@
 
 #include "dl/core/error.hpp"
 #include "dl/nn/gpt.hpp"
+#include "dl/nn/gpt_from_config.hpp"
+#include "dl/nn/llama.hpp"
 #include "dl/plan/gpus.hpp"
 #include "dl/plan/plan.hpp"
 #include "dl/plan/speed.hpp"
@@ -128,13 +130,23 @@ TEST_CASE("activations per layer by hand: K/V of the K/V heads' width, SwiGLU's 
   g = with_family(g, Family::gpt);
   g.kv_heads = 0, g.ffn_hidden = 0;
   CHECK(activation_bytes_per_layer(g, 2, 1, Recompute::selective) == s * b * h * (10 + 24));
-  // The busiest rank's whole activations: layers + the backward working set s*b*h*(2 + 3F/h)
-  // values (SwiGLU's three F-wide gradients) + the output layer (4sbh + sbV values), one GPU.
+  // The busiest rank's whole activations: layers + the backward working set
+  // s*b*h*(3 + (2 + 2 KV/heads + 2 KV/heads + 3F/h)/t) values (the block output, q/k/v and their
+  // gradient, SwiGLU's three F-wide gradients) + the output layer (4sbh + sbV values), one GPU.
   Layout l;
   l.micro_batch = 2;
   l.precision = Precision::bf16;
   const double per = activation_bytes_per_layer(m, 2, 1, Recompute::none);
-  CHECK(activation_bytes(m, l) == doctest::Approx(2 * per + s * b * h * (2 + 3 * f / h) * 2 + 4 * s * b * h + 2 * s * b * 32));
+  CHECK(activation_bytes(m, l) ==
+        doctest::Approx(2 * per + s * b * h * (3 + 2 + 2 * 0.5 + 2 * 0.5 + 3 * f / h) * 2 + 4 * s * b * h + 2 * s * b * 32));
+  // K and V repeated to every query head (dl-train's llama): Q, K and V all 2 each, and the
+  // packed q/k/v gradient as wide (1 + 2 instead of 1 + 2 KV/heads).
+  ModelShape repeated = m;
+  repeated.kv_repeated = true;
+  CHECK(activation_bytes_per_layer(repeated, 2, 2, Recompute::selective) == s * b * h * (8 + (split + 2) / 2));
+  CHECK(activation_bytes(repeated, l) ==
+        doctest::Approx(2 * activation_bytes_per_layer(repeated, 2, 1, Recompute::none) +
+                        s * b * h * (3 + 2 + 2 + 2 * 0.5 + 3 * f / h) * 2 + 4 * s * b * h + 2 * s * b * 32));
 }
 
 TEST_CASE("parameters per rank: grouped K/V and SwiGLU split t ways, RMSNorms replicated") {
@@ -260,10 +272,10 @@ TEST_CASE("a dl-train config of model.type llama: the shipped Llama 3 8B and Tin
   // A GPT config loads as before.
   CHECK(load_plan_config(dl::test::source_path("configs/gpt2-124m.toml").string(), {}).model.params == 124439808.0);
 
-  // Errors keep their file:line: the llama keys' lines are blanked, not removed.
+  // The shared config loader reads it: errors name file:line and the key as for any config.
   dl::test::TempDir dir("plan-llama-toml");
   dl::test::write_file(dir / "l.toml",
-                       "[model]\ntype = \"llama\"\nn_kv_head = 2\nrope_scaling = { type = \"llama3\", factor = 8.0 }\n"
+                       "[model]\ntype = \"llama\"\nn_kv_head = 2\nrope_scaling = \"llama3\"\n"
                        "n_layer = 2\nn_head = 4\nn_embd = 64\nffn_hidden = 96\nblock_size = 32\nvocab_size = 256\n"
                        "tie_embeddings = true\nrms_norm_eps = 1e-6\nrope_theta = 10000.0\nn_layr = 3\n"
                        "[data]\nsource = \"synthetic:addition\"\n");
@@ -276,12 +288,58 @@ TEST_CASE("a dl-train config of model.type llama: the shipped Llama 3 8B and Tin
   }
   dl::test::write_file(dir / "ok.toml",
                        "[model]\ntype = \"llama\"\nn_kv_head = 2\nn_layer = 2\nn_head = 4\nn_embd = 64\nffn_hidden = 96\n"
-                       "block_size = 32\nvocab_size = 256\ntie_embeddings = true\n[model.rope_scaling]\ntype = \"llama3\"\n"
-                       "factor = 8.0\n[data]\nsource = \"synthetic:addition\"\n");
+                       "block_size = 32\nvocab_size = 256\ntie_embeddings = true\nrope_scaling = \"llama3\"\n"
+                       "rope_factor = 8.0\n[data]\nsource = \"synthetic:addition\"\n");
   const ModelShape ok = load_plan_config((dir / "ok.toml").string(), {}).model;
   // 2 x (2 x 64^2 + 2 x 64 x 32 + 3 x 64 x 96 + 2 x 64) + 256 x 64 (tied) + 64.
   CHECK(ok.params == 2 * (2 * 64.0 * 64 + 2 * 64 * 32 + 3 * 64 * 96 + 2 * 64) + 256 * 64 + 64);
-  CHECK_THROWS_AS(load_plan_config((dir / "ok.toml").string(), {"model.n_kv_head=3"}), Error);
+  try {
+    load_plan_config((dir / "ok.toml").string(), {"model.n_kv_head=3"});
+    FAIL("expected n_kv_head 3 to be refused");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("model.n_kv_head (3) must divide model.n_head") != std::string::npos);
+  }
+  // A key of the schema the old path did not know is read, not refused (rope_low_freq_factor).
+  CHECK(load_plan_config((dir / "ok.toml").string(), {"model.rope_low_freq_factor=2"}).config.model.rope_low_freq_factor == 2);
+}
+
+TEST_CASE("model_from_config of a llama: llama_param_count's count and the llama block, for GQA, MQA, MHA, tied, untied") {
+  struct Shape {
+    int64_t layers, heads, kv, embd, ffn, vocab;
+    bool tied;
+  };
+  // kv 0 and ffn 0 are the config's defaults: n_head and 4 x n_embd (not Meta's SwiGLU width).
+  const Shape shapes[] = {{2, 4, 2, 32, 96, 256, false},  {2, 4, 2, 32, 96, 256, true},   {3, 6, 1, 48, 128, 100, false},
+                          {1, 8, 1, 64, 0, 512, true},     {4, 6, 0, 192, 512, 256, false}, {2, 4, 4, 16, 40, 32, true}};
+  for (const auto& sh : shapes) {
+    Config c;
+    c.model.type = ModelType::llama;
+    c.model.n_layer = sh.layers, c.model.n_head = sh.heads, c.model.n_kv_head = sh.kv, c.model.n_embd = sh.embd;
+    c.model.ffn_hidden = sh.ffn, c.model.vocab_size = sh.vocab, c.model.block_size = 16, c.model.tie_embeddings = sh.tied;
+    CAPTURE(sh.heads);
+    CAPTURE(sh.kv);
+    CAPTURE(sh.ffn);
+    CAPTURE(sh.tied);
+    const ModelShape m = model_from_config(c);
+    const LlamaConfig lc = llama_config_from(c.model);
+    CHECK(m.params == static_cast<double>(llama_param_count(lc)));
+    // The shape is the block dl-train builds, so its own count agrees and the activations use it.
+    CHECK(m.family == Family::llama);
+    CHECK(m.mlp == MlpKind::swiglu);
+    CHECK(m.norm == NormKind::rmsnorm);
+    CHECK_FALSE(m.learned_positions);
+    CHECK_FALSE(m.dropout);
+    CHECK(m.kv() == lc.n_kv_head);
+    CHECK(m.ffn() == lc.ffn_hidden);
+    CHECK(m.tied_head == sh.tied);
+    CHECK(transformer_param_count(m) == m.params);
+    ModelShape by_hand = with_family(ModelShape{}, Family::llama);
+    by_hand.n_layer = sh.layers, by_hand.hidden = sh.embd, by_hand.heads = sh.heads, by_hand.kv_heads = lc.n_kv_head;
+    by_hand.ffn_hidden = lc.ffn_hidden, by_hand.vocab = sh.vocab, by_hand.seq = 16, by_hand.tied_head = sh.tied;
+    by_hand.kv_repeated = true;  // dl-train's attention op takes K and V repeated per query head
+    CHECK(m.kv_repeated);
+    CHECK(activation_bytes_per_layer(m, 2, 1, Recompute::none) == activation_bytes_per_layer(by_hand, 2, 1, Recompute::none));
+  }
 }
 
 TEST_CASE("a published run with a Llama block: run_model and run_mfu use its real K/V heads and SwiGLU width") {

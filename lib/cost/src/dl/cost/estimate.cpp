@@ -327,7 +327,7 @@ Experiment make_experiment(const EstimateInputs& in) {
       e.notes.push_back("parallel.dp = auto: tokens counted for one data-parallel replica; pass " + flag("tokens") + " for the total");
     }
     const int64_t accum = micro_batches_per_step(c);
-    const bool gpt = c.model.type == ModelType::gpt;
+    const bool gpt = is_token_model(c.model.type);  // gpt or llama: sequences of block_size tokens
     const int64_t seq = gpt ? c.model.block_size : 1;
     const double global = static_cast<double>(c.train.batch_size) * static_cast<double>(accum) * static_cast<double>(dp);
     e.tokens = static_cast<double>(e.steps) * global * static_cast<double>(seq);

@@ -39,6 +39,10 @@ struct ModelShape {
   // Attention and MLP widths (0: the defaults kv_heads() and ffn() give) and the block's kinds;
   // the defaults are GPT-2's, with_family(m, Family::llama) sets Llama's.
   int64_t kv_heads = 0;    // K/V heads (grouped-query attention; 1: multi-query); 0: = heads
+  // Attention keeps K and V repeated to every query head (dl-train's LlamaModel packs q, k and v
+  // into one [B, T, 3D] tensor for its attention op, as transformers' repeat_kv does); false:
+  // at the K/V heads' width (Megatron-LM, FlashAttention's native GQA).
+  bool kv_repeated = false;
   int64_t ffn_hidden = 0;  // the MLP's inner width F; 0: 4D for gelu, swiglu_hidden(D) for swiglu
   Family family = Family::gpt;
   MlpKind mlp = MlpKind::gelu;
@@ -76,7 +80,9 @@ double block_param_count(const ModelShape& m);
 std::string describe_block(const ModelShape& m);
 
 // From a dl-train config: the same parameter count dl-train reports, to the parameter.
-// gpt: gpt_param_count of the [model] section. mlp: the input width and the class count come from
+// gpt: gpt_param_count of the [model] section. llama: llama_param_count, and the llama block
+// (with_family llama; kv_heads and ffn_hidden as llama_config_from resolves them, tied_head from
+// model.tie_embeddings), so activations follow the llama formulas. mlp: the input width and the class count come from
 // the data, so the training data is opened (dl::open_datasets) to read them; its errors (missing
 // file, bad CSV) are usage errors naming the file.
 ModelShape model_from_config(const Config& config, const std::string& name = "");
@@ -117,11 +123,9 @@ ModelShape model_from_hints(std::optional<double> params, int64_t n_layer, int64
 // activation other than the family's are usage errors naming the file and the key.
 ModelShape model_from_hf_config(const std::string& config_json, int64_t seq = 0);
 
-// A dl-train config as the planner reads it: the Config (train, parallel, optim sections) and
-// the model. model.type "llama" (keys n_layer, n_head, n_kv_head, n_embd, ffn_hidden, block_size,
-// vocab_size, tie_embeddings, rms_norm_eps, rope_theta, rope_scaling) is read here until the
-// shared config schema has it: its llama-only keys (and --set overrides of them) are taken out,
-// the rest loads as the schema's gpt section, and the model is the llama shape.
+// A dl-train config as the planner reads it: the Config (train, parallel, optim sections) as
+// load_config reads it (with the --set overrides; errors name file:line and the key) and the
+// model as model_from_config builds it (named `name`, default the file's name).
 struct PlanConfig {
   Config config;
   ModelShape model;
@@ -243,7 +247,8 @@ double zero_model_state_bytes(double psi, int64_t nd, int64_t zero, const StateB
 // (m.dropout false) the two 1-byte masks and the attention-dropout output are not stored:
 // s*b*h*(8 + 24/t + 2*a*s/(h*t)), selective s*b*h*(8 + 24/t).
 // The 24 is GPT-2's t-way split part, Q, K, V, the projection input (8) and GELU's input and
-// output at F = 4h (16); in general 4 + 4 KV/heads + 2 x (2 for GELU, 3 for SwiGLU) x F/h.
+// output at F = 4h (16); in general 4 + 4 KV/heads + 2 x (2 for GELU, 3 for SwiGLU) x F/h
+// (4 + 4 + ... when m.kv_repeated: K and V at the query heads' width).
 // Flash attention (recompute none) replaces the scores term by the log-sum-exp state: 2 values
 // per row per head, 2*a*s*b/t values of bytes_per_value each (dl-train's CUDA backend allocates
 // attention_state_shape = [B, H, 2T] of the model dtype); selective recompute is the same for
@@ -255,7 +260,8 @@ double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int6
 // layers per stage x per-layer bytes x micro-batches in flight (1 without pp; 1F1B:
 // min(pp, microbatches); GPipe: microbatches), plus one layer's full activations under full
 // recompute, plus a backward working set of s*b*h*(2 + 8/t) values (activation gradients in
-// flight; SwiGLU: 2 + 3F/(ht)), plus the output layer (final LayerNorm and LM-head inputs 4sbh and the logits, sbV/t values of the activation dtype)
+// flight; SwiGLU: 3 + (2 + 2R + 2 KV/heads + 3F/h)/t, R = 1 when m.kv_repeated else KV/heads:
+// the block's output, the q/k/v projections and their gradient beside SwiGLU's), plus the output layer (final LayerNorm and LM-head inputs 4sbh and the logits, sbV/t values of the activation dtype)
 // on the last stage.
 double activation_bytes(const ModelShape& m, const Layout& l);
 

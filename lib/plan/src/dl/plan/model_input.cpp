@@ -1,17 +1,11 @@
-// Where the planner's model shapes come from besides a GPT config: --params with architecture
-// hints (--arch, --kv-heads, --ffn-hidden, --untied-head), a Hugging Face config.json
-// (--hf-config), and a dl-train config of model.type "llama".
-#include <toml++/toml.h>
-
-#include <algorithm>
-#include <cstdlib>
+// Where the planner's model shapes come from: --params with architecture hints (--arch,
+// --kv-heads, --ffn-hidden, --untied-head), a Hugging Face config.json (--hf-config), and a
+// dl-train config (through the shared config loader, for every model.type).
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
-#include "dl/io/input_file.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/plan/plan.hpp"
 
@@ -152,108 +146,11 @@ ModelShape model_from_hf_config(const std::string& file, int64_t seq) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// model.type = "llama" in a dl-train config
-
-namespace {
-
-// The llama keys the shared schema does not have yet (n_layer, n_head, n_embd, block_size,
-// vocab_size and tie_embeddings are the gpt section's).
-constexpr const char* kLlamaOnlyKeys[] = {"n_kv_head", "ffn_hidden", "rms_norm_eps", "rope_theta", "rope_scaling"};
-
-bool llama_only(std::string_view key) {
-  for (const char* k : kLlamaOnlyKeys)
-    if (key == k) return true;
-  return false;
-}
-
-int64_t llama_int(const toml::node& n, const std::string& where, const char* key) {
-  if (auto v = n.value_exact<int64_t>(); v && *v >= 1) return *v;
-  throw_usage(where, ": model.", key, " must be a positive integer");
-}
-
-}  // namespace
+// A dl-train config (gpt, llama or mlp)
 
 PlanConfig load_plan_config(const std::string& path, const std::vector<std::string>& sets, const std::string& name) {
-  const std::string shown = name.empty() ? fs::path(path).filename().string() : name;
-  std::string text;
-  toml::table table;
-  bool llama = false;
-  if (fs::is_regular_file(path)) {
-    text = read_input_file(path, "cannot read config file");
-    try {
-      table = toml::parse(text, path);
-      if (const auto* type = table["model"]["type"].as_string()) llama = type->get() == "llama";
-    } catch (const toml::parse_error&) {
-      // load_config reports the syntax error with its file:line.
-    }
-  }
-  if (!llama) {
-    PlanConfig p{load_config(path, sets), {}};
-    p.model = model_from_config(p.config, shown);
-    return p;
-  }
-  // Blank the llama-only keys' lines (line numbers in the schema's errors stay right) and load
-  // the rest as the gpt section it shares.
-  std::vector<std::string> lines;
-  {
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-  }
-  const auto blank = [&](const toml::source_region& r) {
-    for (auto l = r.begin.line; l >= 1 && l <= std::max(r.begin.line, r.end.line) && l <= lines.size(); ++l)
-      lines[l - 1].clear();
-  };
-  ModelShape m = with_family(ModelShape{}, Family::llama);
-  const toml::table& model = *table["model"].as_table();
-  for (const auto& [key, node] : model) {
-    const std::string where = str(path, ":", node.source().begin.line);
-    if (key.str() == "n_kv_head") m.kv_heads = llama_int(node, where, "n_kv_head");
-    if (key.str() == "ffn_hidden") m.ffn_hidden = llama_int(node, where, "ffn_hidden");
-    if (key.str() == "type") {
-      auto& line = lines[node.source().begin.line - 1];
-      const auto at = line.find("llama");
-      line = line.substr(0, at - 1) + "\"gpt\"" + line.substr(at + 6);
-    } else if (const auto* sub = node.as_table(); sub && !sub->is_inline() && llama_only(key.str())) {
-      // [model.rope_scaling] as a table of its own: its header and its keys.
-      blank(sub->source());
-      for (const auto& [k, v] : *sub) blank(v.source());
-    } else if (llama_only(key.str())) {
-      blank(node.source());  // the value: an inline table or array may span lines
-    }
-  }
-  std::vector<std::string> rest;
-  for (const auto& s : sets) {
-    const auto eq = s.find('=');
-    const std::string key = s.substr(0, eq);
-    if (key.rfind("model.", 0) != 0 || !llama_only(key.substr(6))) {
-      rest.push_back(s);
-      continue;
-    }
-    const std::string value = eq == std::string::npos ? "" : s.substr(eq + 1);
-    if (key == "model.n_kv_head" || key == "model.ffn_hidden") {
-      char* end = nullptr;
-      const long long v = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || v < 1) throw_usage("--set ", s, ": ", key, " must be a positive integer");
-      (key == "model.n_kv_head" ? m.kv_heads : m.ffn_hidden) = v;
-    }
-  }
-  std::string gpt_text;
-  for (const auto& l : lines) gpt_text += l + "\n";
-  PlanConfig p{parse_config(gpt_text, path, fs::absolute(path).parent_path(), rest), {}};
-  const ModelConfig& c = p.config.model;
-  m.name = shown;
-  m.n_layer = c.n_layer;
-  m.hidden = c.n_embd;
-  m.heads = c.n_head;
-  m.seq = c.block_size;
-  m.vocab = c.vocab_size;
-  m.tied_head = c.tie_embeddings;
-  if (m.kv_heads == 0) m.kv_heads = m.heads;
-  if (m.heads % m.kv_heads != 0)
-    throw_usage(path, ": model.n_kv_head ", m.kv_heads, " does not divide model.n_head ", m.heads,
-                " (each K/V head serves n_head / n_kv_head query heads)");
-  m.params = transformer_param_count(m);
-  p.model = std::move(m);
+  PlanConfig p{load_config(path, sets), {}};
+  p.model = model_from_config(p.config, name.empty() ? fs::path(path).filename().string() : name);
   return p;
 }
 

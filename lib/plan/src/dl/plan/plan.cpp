@@ -56,6 +56,9 @@ double layer_params_tp(const ModelShape& m, double t) {
 
 bool has_layers(const ModelShape& m) { return m.n_layer > 0 && m.hidden > 0; }
 
+// The width of the K and V an attention layer keeps, as a fraction of D.
+double stored_kv_fraction(const ModelShape& m) { return m.kv_repeated ? 1.0 : m.kv_fraction(); }
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // PyTorch DDP's default gradient bucket (bucket_cap_mb = 25); two in flight.
@@ -74,9 +77,18 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
   m.name = name.empty() ? std::string(c.model.type.name()) : name;
   m.type = c.model.type.get();
   if (is_token_model(c.model.type)) {
-    // A llama is planned with its exact parameter count and, for now, GPT-shaped activations.
-    m.params = static_cast<double>(c.model.type == ModelType::llama ? llama_param_count(llama_config_from(c.model))
-                                                                     : gpt_param_count(gpt_config_from(c.model)));
+    if (c.model.type == ModelType::llama) {
+      // The block dl-train builds: its K/V heads and SwiGLU width as llama_config_from resolves
+      // them (0 in the config: n_head and 4 x n_embd), RMSNorm, rotary, no biases.
+      const LlamaConfig lc = llama_config_from(c.model);
+      m = with_family(m, Family::llama);
+      m.kv_heads = lc.n_kv_head;
+      m.ffn_hidden = lc.ffn_hidden;
+      m.kv_repeated = true;
+      m.params = static_cast<double>(llama_param_count(lc));
+    } else {
+      m.params = static_cast<double>(gpt_param_count(gpt_config_from(c.model)));
+    }
     m.n_layer = c.model.n_layer;
     m.hidden = c.model.n_embd;
     m.heads = c.model.n_head;
@@ -379,10 +391,11 @@ double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int6
   // (grouped-query attention stores the smaller K/V), the projection input 2, and the MLP's
   // F-wide values: GELU's input and output (2 x 2F/h: 16 at F = 4h), SwiGLU's gate and up
   // outputs (silu's and the product's inputs) and their product (down's input): 3 x 2F/h
-  // (Megatron-LM's swiglu keeps the same three).
+  // (Megatron-LM's swiglu keeps the same three). K and V repeated to every query head
+  // (m.kv_repeated: dl-train's llama) are as wide as Q.
   const double f_over_h = static_cast<double>(m.ffn()) / h;
   const double mlp_values = m.mlp == MlpKind::swiglu ? 3.0 : 2.0;
-  const double split = 4 + 4 * m.kv_fraction() + 2 * mlp_values * f_over_h;
+  const double split = 4 + 4 * stored_kv_fraction(m) + 2 * mlp_values * f_over_h;
   const double sbh = s * b * h, scale = bytes_per_value / 2.0;
   // Flash attention (Dao et al. 2022; dl-train's kernels/attention.cu) never stores the scores,
   // their dropout mask or output (the mask is regenerated from the RNG state): backward
@@ -440,10 +453,17 @@ double activation_bytes(const ModelShape& m, const Layout& l) {
   // activation gradients in flight while one layer's backward runs — the residual-stream
   // gradient and the layer-input gradient (2 values of width h) and the MLP's 4h-wide GELU input
   // and output gradients (8/t values of width h): s*b*h*(2 + 8/t) values. Counted once per rank.
-  // (GPT-2's F = 4h, two F-wide gradients: 8/t; SwiGLU's three: the product's, gate's and up's.)
+  // (GPT-2's F = 4h, two F-wide gradients: 8/t.) A SwiGLU block's backward (dl-train's llama,
+  // measured in tests/shard/test_plan_measured.cpp) holds, beside the three F-wide gradients
+  // (the product's, gate's and up's), the block's output (h), the q, k and v projections
+  // (1 + 2 KV/heads of h/t: RoPE rotates them apart from the packed qkv) and the packed q/k/v
+  // gradient (1 + 2R, R the stored K/V fraction): s*b*h*(3 + (2 + 2R + 2 KV/heads + 3F/h)/t).
   const double tpd = static_cast<double>(std::max<int64_t>(l.tp, 1));
-  const double mlp_grads = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * static_cast<double>(m.ffn()) / h;
-  const double work = s * b * h * (2 + mlp_grads / tpd) * bpv;
+  const double f_over_h = static_cast<double>(m.ffn()) / h;
+  const double work =
+      s * b * h * bpv *
+      (m.mlp == MlpKind::swiglu ? 3 + (2 + 2 * stored_kv_fraction(m) + 2 * m.kv_fraction() + 3 * f_over_h) / tpd
+                                : 2 + 2 * f_over_h / tpd);
   const double first = layers * per * static_cast<double>(in_flight(l)) + recompute_peak + work;
   if (l.pp <= 1) return first + output;
   // The last stage runs each micro-batch's backward right after its forward under 1F1B (one in
