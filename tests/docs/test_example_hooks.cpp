@@ -48,7 +48,9 @@ TEST_CASE("DL_EXAMPLE_MAX_STEPS stops each dl-train process after that many step
   REQUIRE_MESSAGE(second.exit_code == 0, second.err);
   const auto w = curve(d / "whole"), c = curve(d / "capped");
   REQUIRE(c.size() == 4);
-  for (const auto& [step, v] : c) {
+  for (const auto& entry : c) {  // not a structured binding: INFO's lambda captures it (clang 15)
+    const auto step = entry.first;
+    const auto& v = entry.second;
     INFO("step " << step);
     CHECK(v.first == w.at(step).first);
     CHECK(v.second == w.at(step).second);

@@ -756,7 +756,9 @@ TEST_CASE("the collectors take commands, join continued lines and tell usage lin
   std::map<std::string, std::string> helps;
   const auto from_help = help_examples(bin_dir(), &helps);
   // Each subcommand shows examples; a tool shows its own or points at its subcommands' helps.
-  for (const auto& [name, help] : helps) {
+  for (const auto& entry : helps) {  // not a structured binding: lambdas capture name (clang 15)
+    const std::string& name = entry.first;
+    const std::string& help = entry.second;
     const bool shows = std::any_of(from_help.begin(), from_help.end(),
                                    [&](const Example& e) { return e.where == name + " --help"; });
     const bool points = name.find(' ') == std::string::npos && has(help, name + " SUBCOMMAND --help` for examples");
