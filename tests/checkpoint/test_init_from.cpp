@@ -328,8 +328,8 @@ const json kLlamaShape = {{"n_layer", 2},  {"n_head", 4},          {"n_kv_head",
 
 }  // namespace
 
-TEST_CASE("a PyTorch-written Llama folder (GQA 4:2) loads in every form, gives the reference's loss, and its "
-          "checkpoint round-trips") {
+TEST_CASE("a PyTorch-written Llama folder (GQA 4:2) loads in every form and layout, gives the reference's loss, "
+          "and its checkpoint round-trips") {
   TempDir d("init-llama");
   struct Form {
     std::string name;
@@ -350,6 +350,7 @@ TEST_CASE("a PyTorch-written Llama folder (GQA 4:2) loads in every form, gives t
   };
   const std::vector<std::pair<fs::path, json>> folders = spec_folders(d.path(), "hf", kLlamaShape, forms, 20);
   const std::vector<double> references = write_hf_llamas(folders);
+  std::vector<std::pair<fs::path, fs::path>> checkpoints;  // (checkpoint, its data)
   for (size_t i = 0; i < forms.size(); ++i) {
     const Form& f = forms[i];
     CAPTURE(f.name);
@@ -370,24 +371,45 @@ TEST_CASE("a PyTorch-written Llama folder (GQA 4:2) loads in every form, gives t
     CHECK(source["dtypes"].contains(f.spec["dtype"].get<std::string>()));
     CHECK(read_file(run_dir / "config.toml").find("type = \"llama\"") != std::string::npos);
 
-    // The checkpoint is a LlamaForCausalLM folder: the reference reads it and gives the same loss
-    // (the weights as loaded, f32), and model.init_from of it gives the same eval, bit for bit.
+    // The checkpoint is a LlamaForCausalLM folder: model.init_from of it gives the same eval, bit
+    // for bit (and the reference reads it, below).
     const fs::path ckpt = run_dir / "checkpoints" / "step_00000000";
     const json cfg = json::parse(read_file(ckpt / "config.json"));
     CHECK(cfg["architectures"] == json::array({"LlamaForCausalLM"}));
     CHECK(cfg["tie_word_embeddings"] == f.spec.value("tie", false));
-    CHECK(hf_llama_folder_loss(ckpt, hf, 4) == references[i]);
+    checkpoints.emplace_back(ckpt, hf);
     write_file(d / "c2.toml", finetune_toml(ckpt, hf));
     Result again = train(d / "c2.toml", d / ("again" + std::to_string(i)), {"--steps", "0"});
     INFO(again.err);
     REQUIRE(again.code == 0);
     CHECK(again.val_loss.at(0) == r.val_loss[0]);
+    if (i == 1) {  // other layouts load the folder the same, and their sharded checkpoints load back
+      for (const std::string layout : {"parallel.tp=2", "parallel.pp=2"}) {
+        CAPTURE(layout);
+        const fs::path lrun = d / ("layout-" + layout);
+        Result l = train(d / "c.toml", lrun, {"--steps", "0", "--nproc-per-node", "2", "--set", layout});
+        INFO(l.err);
+        REQUIRE(l.code == 0);
+        CHECK(rel(l.val_loss.at(0), r.val_loss[0]) < 1e-6);  // tp sums the vocabulary in another order
+        write_file(d / "c3.toml", finetune_toml(lrun / "checkpoints" / "step_00000000", hf));
+        Result back = train(d / "c3.toml", d / ("back-" + layout), {"--steps", "0"});
+        INFO(back.err);
+        REQUIRE(back.code == 0);
+        CHECK(back.val_loss.at(0) == r.val_loss[0]);  // the same weights, one process
+      }
+    }
     if (i == 0) {  // dl-train eval of the run: its checkpoint on the run's val data
       RunResult e = run(tool("dl-train"), {"eval", "--run-dir", run_dir.string(), "--format", "json"});
       INFO(e.err);
       REQUIRE(e.exit_code == 0);
       CHECK(rel(json::parse(e.out)["loss"].get<double>(), references[i]) < 1e-5);
     }
+  }
+  // The reference reading each checkpoint: the weights dl-train loaded (f32), the same loss.
+  const std::vector<double> back = hf_llama_folder_losses(checkpoints, 4);
+  for (size_t i = 0; i < forms.size(); ++i) {
+    CAPTURE(forms[i].name);
+    CHECK(back[i] == references[i]);
   }
 }
 

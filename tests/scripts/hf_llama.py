@@ -4,8 +4,9 @@
 a folder back (a dl-train checkpoint) and computes the loss of its weights.
 
 Usage: hf_llama.py --many JSON_LIST_OF_[OUT_DIR, SPEC]   prints a list of {"loss": L}
-       hf_llama.py --loss DIR DATA_DIR WINDOWS           prints {"loss": L}: DIR's config.json and
-                                                          model.safetensors (F32) on DATA_DIR/val.bin
+       hf_llama.py --loss JSON_LIST_OF_[DIR, DATA_DIR] WINDOWS   prints a list of {"loss": L}: DIR's
+                                                          config.json and model.safetensors (F32) on
+                                                          DATA_DIR/val.bin
        hf_llama.py --transformers-loss DATA_DIR WINDOWS DIR...   prints a list of {"loss": L}:
                                                           transformers' LlamaForCausalLM.from_pretrained(DIR)
 
@@ -148,7 +149,7 @@ def main():
     elif sys.argv[1] == "--transformers-loss":
         print(json.dumps(transformers_losses(sys.argv[2], int(sys.argv[3]), sys.argv[4:])))
     elif sys.argv[1] == "--loss":
-        print(json.dumps(folder_loss(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+        print(json.dumps([folder_loss(d, data, int(sys.argv[3])) for d, data in json.loads(sys.argv[2])]))
     else:
         sys.exit(__doc__)
 

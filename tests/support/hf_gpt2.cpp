@@ -49,12 +49,17 @@ std::vector<double> write_hf_llamas(const std::vector<std::pair<fs::path, nlohma
   return write_hf_folders("hf_llama.py", folders);
 }
 
-double hf_llama_folder_loss(const fs::path& folder, const fs::path& data_dir, int windows) {
-  RunResult r = run(torch_python(), {source_path("tests/scripts/hf_llama.py").string(), "--loss", folder.string(),
-                                     data_dir.string(), std::to_string(windows)});
+std::vector<double> hf_llama_folder_losses(const std::vector<std::pair<fs::path, fs::path>>& folders, int windows) {
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const auto& [folder, data] : folders) jobs.push_back({folder.string(), data.string()});
+  RunResult r = run(torch_python(), {source_path("tests/scripts/hf_llama.py").string(), "--loss", jobs.dump(),
+                                     std::to_string(windows)});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
-  return nlohmann::json::parse(r.out)["loss"].get<double>();
+  std::vector<double> losses;
+  for (const auto& l : nlohmann::json::parse(r.out)) losses.push_back(l["loss"].get<double>());
+  REQUIRE(losses.size() == folders.size());
+  return losses;
 }
 
 double write_hf_gpt2(const fs::path& dir, nlohmann::json spec) { return write_hf_gpt2s({{dir, std::move(spec)}}).front(); }

@@ -21,8 +21,10 @@ std::vector<double> write_hf_gpt2s(const std::vector<std::pair<std::filesystem::
 
 // Llama-family folders, the same way (tests/scripts/hf_llama.py lists the keys).
 std::vector<double> write_hf_llamas(const std::vector<std::pair<std::filesystem::path, nlohmann::json>>& folders);
-// The PyTorch reference's loss of `folder`'s config.json and F32 model.safetensors (a dl-train
-// llama checkpoint) over the first `windows` windows of data_dir/val.bin.
-double hf_llama_folder_loss(const std::filesystem::path& folder, const std::filesystem::path& data_dir, int windows);
+// The PyTorch reference's losses of each (folder, data_dir): the folder's config.json and F32
+// model.safetensors (a dl-train llama checkpoint) over the first `windows` windows of
+// data_dir/val.bin. One PyTorch start.
+std::vector<double> hf_llama_folder_losses(
+    const std::vector<std::pair<std::filesystem::path, std::filesystem::path>>& folders, int windows);
 
 }  // namespace dl::test
