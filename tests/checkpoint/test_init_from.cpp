@@ -440,6 +440,12 @@ TEST_CASE("Llama folders dl-train does not compute the same way exit 2 naming th
        {"config.json: rope_scaling type \"yarn\"", "\"linear\" or \"llama3\""}},
       {"head_dim", {{"head_dim", 16}}, {"config.json: head_dim is 16", "hidden_size / num_attention_heads = 8"}},
       {"hidden_act", {{"hidden_act", "gelu"}}, {"config.json: hidden_act is \"gelu\""}},
+      {"a layer more than the weights hold", {{"num_hidden_layers", 3}},
+       {"model.safetensors: no tensor 'model.layers.2.input_layernorm.weight'; the model config.json describes needs "
+        "it as F32, F16 or BF16 [32]"}},
+      {"a layer fewer", {{"num_hidden_layers", 1}},
+       {"model.safetensors: tensor 'model.layers.1.", "is not a parameter of the Llama model config.json describes "
+        "(num_hidden_layers 1, hidden_size 32, num_key_value_heads 2, intermediate_size 48, vocab_size 512)"}},
       {"Qwen2", {{"model_type", "qwen2"}, {"architectures", {"Qwen2ForCausalLM"}}},
        {"config.json: model_type is \"qwen2\"", "biases to q_proj, k_proj and v_proj"}},
       {"model.type = \"gpt\" against a llama folder", json::object(),

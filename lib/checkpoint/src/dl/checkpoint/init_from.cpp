@@ -174,8 +174,9 @@ void InitFrom::Impl::open_huggingface(const ParamSet& whole) {
   for (const auto& info : whole.infos()) {
     auto it = stored.find(info.name);
     if (it == stored.end())
-      throw_usage(weights_named.string(), ": no tensor '", info.name,
-                  family.prefix.empty() ? std::string() : "' (or '" + family.prefix + info.name, "'); the model config.json describes needs it as ", expected_text(info.global_shape));
+      throw_usage(weights_named.string(), ": no tensor '", info.name, "'",
+                  family.prefix.empty() ? std::string() : " (or '" + family.prefix + info.name + "')",
+                  "; the model config.json describes needs it as ", expected_text(info.global_shape));
     const SafetensorsInfo& t = files[it->second.file]->info(it->second.key);
     if (t.shape != info.global_shape)
       throw_usage(file_of(info.name).string(), ": tensor '", t.name, "' is ", shape_str(t.shape),
