@@ -2,10 +2,13 @@
 // Hugging Face GPT-2 folders written by the PyTorch reference (tests/scripts/hf_gpt2.py: random
 // weights, GPT-2's 50257-token vocabulary) load in every on-disk form; dl-train's loss equals the
 // reference's; fine-tuning lowers it and resumes bit for bit; dl-train checkpoints load too; bad
-// folders exit 2 naming the file and the problem. Layouts: test_layout_checkpoints.cpp.
+// folders exit 2 naming the file and the problem. Llama-family folders (tests/scripts/hf_llama.py)
+// load, their checkpoints round-trip, and what the llama model does not compute is refused by
+// name. Layouts: test_layout_checkpoints.cpp.
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -72,6 +75,34 @@ void resume_to_20(const fs::path& run_dir, Result& a, const Result& full) {
 
 double rel(double a, double b) { return std::fabs(a - b) / std::fabs(b); }
 
+// A run from `hf` (with [model] lines `model_keys`) exits 2, its stderr holding each of `expect`,
+// and writes nothing.
+void check_refused(const fs::path& hf, const std::string& model_keys, const fs::path& run_dir,
+                   const std::vector<std::string>& expect) {
+  const fs::path cfg = run_dir.parent_path() / "c.toml";
+  std::string toml = finetune_toml(hf, hf);
+  toml.insert(toml.find("init_from"), model_keys);
+  write_file(cfg, toml);
+  Result r = train(cfg, run_dir);
+  CHECK(r.code == 2);
+  for (const auto& e : expect) CHECK_MESSAGE(r.err.find(e) != std::string::npos, "want: " << e << "\nstderr: " << r.err);
+  CHECK(!fs::exists(run_dir));
+}
+
+// (DIR/<stem>K, base updated with specs[K].spec and, when seed0 >= 0, seed seed0 + K) for each.
+template <class Spec>
+std::vector<std::pair<fs::path, json>> spec_folders(const fs::path& dir, const std::string& stem, const json& base,
+                                                    const std::vector<Spec>& specs, int seed0) {
+  std::vector<std::pair<fs::path, json>> folders;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    json spec = base;
+    if (specs[k].spec.is_object()) spec.update(specs[k].spec);
+    if (seed0 >= 0) spec["seed"] = seed0 + static_cast<int>(k);
+    folders.emplace_back(dir / (stem + std::to_string(k)), spec);
+  }
+  return folders;
+}
+
 }  // namespace
 
 TEST_CASE("a PyTorch-written GPT-2 folder loads in every on-disk form and gives the reference's loss") {
@@ -93,13 +124,7 @@ TEST_CASE("a PyTorch-written GPT-2 folder loads in every on-disk form and gives 
       {"f32, untied lm_head.weight of its own", {{"dtype", "F32"}, {"lm_head", "random"}, {"tie", false}}, 29},
       {"f32, tied folder, model.tie_embeddings = false", {{"dtype", "F32"}}, 28, "tie_embeddings = false\n"},
   };
-  std::vector<std::pair<fs::path, json>> folders;
-  for (size_t k = 0; k < forms.size(); ++k) {
-    json spec = kShape;
-    spec.update(forms[k].spec);
-    spec["seed"] = 10 + k;
-    folders.emplace_back(d / ("hf" + std::to_string(k)), spec);
-  }
+  const std::vector<std::pair<fs::path, json>> folders = spec_folders(d.path(), "hf", kShape, forms, 10);
   const std::vector<double> references = write_hf_gpt2s(folders);
   int i = 0;
   for (const auto& f : forms) {
@@ -230,26 +255,14 @@ TEST_CASE("bad GPT-2 folders exit 2 naming the file and the problem, before anyt
       {"erf GELU", {{"config", {{"activation_function", "gelu"}}}}, none,
        {"config.json: activation_function is \"gelu\""}},
   };
-  std::vector<std::pair<fs::path, json>> folders;
-  for (size_t k = 0; k < cases.size(); ++k) {
-    json spec = shape;
-    if (cases[k].spec.is_object()) spec.update(cases[k].spec);
-    folders.emplace_back(d / ("hf" + std::to_string(k)), spec);
-  }
+  const std::vector<std::pair<fs::path, json>> folders = spec_folders(d.path(), "hf", shape, cases, -1);
   write_hf_gpt2s(folders);
   int i = 0;
   for (const auto& c : cases) {
     CAPTURE(c.name);
     const fs::path hf = folders[static_cast<size_t>(i++)].first;
     c.damage(hf);
-    std::string toml = finetune_toml(hf, hf);
-    toml.insert(toml.find("init_from"), c.model_keys);
-    write_file(d / "c.toml", toml);
-    const fs::path run_dir = d / ("run" + std::to_string(i));
-    Result r = train(d / "c.toml", run_dir);
-    CHECK(r.code == 2);
-    for (const auto& e : c.expect) CHECK_MESSAGE(r.err.find(e) != std::string::npos, "want: " << e << "\nstderr: " << r.err);
-    CHECK(!fs::exists(run_dir));
+    check_refused(hf, c.model_keys, d / ("run" + std::to_string(i)), c.expect);
   }
 }
 
@@ -301,4 +314,208 @@ TEST_CASE("a run started from a GPT-2 folder resumes, evaluates and samples afte
   CHECK_MESSAGE(fresh.err.find("model.init_from") != std::string::npos, fresh.err);
   CHECK_MESSAGE(fresh.err.find(hf.string()) != std::string::npos, fresh.err);
   CHECK(!fs::exists(d / "fresh"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Llama-family folders (tests/scripts/hf_llama.py: random weights, GQA 4:2, LlamaForCausalLM's
+// names and nn.Linear layouts, the reference is tests/scripts/torch_llama.py).
+
+namespace {
+
+const json kLlamaShape = {{"n_layer", 2},  {"n_head", 4},          {"n_kv_head", 2},
+                          {"n_embd", 32},  {"intermediate_size", 48}, {"max_position_embeddings", 16},
+                          {"vocab_size", 512}};
+
+}  // namespace
+
+TEST_CASE("a PyTorch-written Llama folder (GQA 4:2) loads in every form and layout, gives the reference's loss, "
+          "and its checkpoint round-trips") {
+  TempDir d("init-llama");
+  struct Form {
+    std::string name;
+    json spec;
+    int64_t tensors;  // read from the files
+  };
+  const json llama3 = {{"rope_type", "llama3"},      {"factor", 8.0},
+                       {"low_freq_factor", 1.0},     {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8}};
+  std::vector<Form> forms = {
+      {"f32, one file, untied", {{"dtype", "F32"}}, 21},
+      {"f32, 2 shards, tied, rotary_emb.inv_freq buffers", {{"dtype", "F32"}, {"shards", 2}, {"tie", true}, {"inv_freq", true}}, 20},
+      {"bf16, one file, tied, llama3 rope_scaling", {{"dtype", "BF16"}, {"tie", true}, {"config", {{"rope_scaling", llama3}}}}, 20},
+      {"bf16, 3 shards, untied, Mistral with sliding_window = block_size",
+       {{"dtype", "BF16"}, {"shards", 3}, {"model_type", "mistral"}, {"config", {{"sliding_window", 16}}}}, 21},
+      {"f16, one file, untied, linear rope_scaling (old \"type\" key), Mistral's default window",
+       {{"dtype", "F16"}, {"model_type", "mistral"}, {"config", {{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}}}}, 21},
+  };
+  const std::vector<std::pair<fs::path, json>> folders = spec_folders(d.path(), "hf", kLlamaShape, forms, 20);
+  const std::vector<double> references = write_hf_llamas(folders);
+  std::vector<std::pair<fs::path, fs::path>> checkpoints;  // (checkpoint, its data)
+  for (size_t i = 0; i < forms.size(); ++i) {
+    const Form& f = forms[i];
+    CAPTURE(f.name);
+    const fs::path hf = folders[i].first;
+    write_file(d / "c.toml", finetune_toml(hf, hf));
+    const fs::path run_dir = d / ("run" + std::to_string(i));
+    Result r = train(d / "c.toml", run_dir, {"--steps", "0"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    REQUIRE(r.val_loss.count(0));
+    MESSAGE(f.name << ": dl-train " << r.val_loss[0] << ", PyTorch " << references[i] << ", relative difference "
+                   << rel(r.val_loss[0], references[i]));
+    CHECK(rel(r.val_loss[0], references[i]) < 1e-5);
+    const json source = json::parse(read_file(run_dir / "init_from.json"));
+    CHECK(source["format"] == "huggingface");
+    CHECK(source["tensors"] == f.tensors);
+    CHECK(source["skipped_buffers"] == (f.spec.value("inv_freq", false) ? 2 : 0));
+    CHECK(source["dtypes"].contains(f.spec["dtype"].get<std::string>()));
+    CHECK(read_file(run_dir / "config.toml").find("type = \"llama\"") != std::string::npos);
+
+    // The checkpoint is a LlamaForCausalLM folder: model.init_from of it gives the same eval, bit
+    // for bit (and the reference reads it, below).
+    const fs::path ckpt = run_dir / "checkpoints" / "step_00000000";
+    const json cfg = json::parse(read_file(ckpt / "config.json"));
+    CHECK(cfg["architectures"] == json::array({"LlamaForCausalLM"}));
+    CHECK(cfg["tie_word_embeddings"] == f.spec.value("tie", false));
+    checkpoints.emplace_back(ckpt, hf);
+    write_file(d / "c2.toml", finetune_toml(ckpt, hf));
+    Result again = train(d / "c2.toml", d / ("again" + std::to_string(i)), {"--steps", "0"});
+    INFO(again.err);
+    REQUIRE(again.code == 0);
+    CHECK(again.val_loss.at(0) == r.val_loss[0]);
+    if (i == 1) {  // other layouts load the folder the same, and their sharded checkpoints load back
+      for (const std::string layout : {"parallel.tp=2", "parallel.pp=2"}) {
+        CAPTURE(layout);
+        const fs::path lrun = d / ("layout-" + layout);
+        Result l = train(d / "c.toml", lrun, {"--steps", "0", "--nproc-per-node", "2", "--set", layout});
+        INFO(l.err);
+        REQUIRE(l.code == 0);
+        CHECK(rel(l.val_loss.at(0), r.val_loss[0]) < 1e-6);  // tp sums the vocabulary in another order
+        write_file(d / "c3.toml", finetune_toml(lrun / "checkpoints" / "step_00000000", hf));
+        Result back = train(d / "c3.toml", d / ("back-" + layout), {"--steps", "0"});
+        INFO(back.err);
+        REQUIRE(back.code == 0);
+        CHECK(back.val_loss.at(0) == r.val_loss[0]);  // the same weights, one process
+      }
+    }
+    if (i == 0) {  // dl-train eval of the run: its checkpoint on the run's val data
+      RunResult e = run(tool("dl-train"), {"eval", "--run-dir", run_dir.string(), "--format", "json"});
+      INFO(e.err);
+      REQUIRE(e.exit_code == 0);
+      CHECK(rel(json::parse(e.out)["loss"].get<double>(), references[i]) < 1e-5);
+    }
+  }
+  // The reference reading each checkpoint: the weights dl-train loaded (f32), the same loss.
+  const std::vector<double> back = hf_llama_folder_losses(checkpoints, 4);
+  for (size_t i = 0; i < forms.size(); ++i) {
+    CAPTURE(forms[i].name);
+    CHECK(back[i] == references[i]);
+  }
+}
+
+TEST_CASE("Llama folders dl-train does not compute the same way exit 2 naming the key, before anything is written") {
+  TempDir d("init-llama-bad");
+  json spec = kLlamaShape;
+  spec["seed"] = 5;
+  const fs::path base = d / "base";
+  write_hf_llamas({{base, spec}});
+  const json config = json::parse(read_file(base / "config.json"));
+  struct Case {
+    std::string name;
+    json config;  // keys changed in config.json (null: removed)
+    std::vector<std::string> expect;
+    std::string model_keys = "";  // [model] lines
+  };
+  std::vector<Case> cases = {
+      {"a sliding window shorter than the block", {{"model_type", "mistral"}, {"sliding_window", 8}},
+       {"config.json says sliding_window = 8", "model.block_size is 16", "set model.block_size to at most 8"}},
+      {"Mistral's default window under a longer block",
+       {{"model_type", "mistral"}, {"sliding_window", nullptr}, {"max_position_embeddings", 8192}},
+       {"sliding_window = 4096"}, "block_size = 4100\n"},
+      {"attention_bias", {{"attention_bias", true}}, {"config.json: attention_bias is true; dl-train's llama has no biases"}},
+      {"mlp_bias", {{"mlp_bias", true}}, {"config.json: mlp_bias is true"}},
+      {"mixture of experts", {{"num_local_experts", 8}, {"num_experts_per_tok", 2}},
+       {"config.json: num_local_experts is 8 (a mixture of experts)"}},
+      {"yarn rope_scaling", {{"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}}}},
+       {"config.json: rope_scaling type \"yarn\"", "\"linear\" or \"llama3\""}},
+      {"head_dim", {{"head_dim", 16}}, {"config.json: head_dim is 16", "hidden_size / num_attention_heads = 8"}},
+      {"hidden_act", {{"hidden_act", "gelu"}}, {"config.json: hidden_act is \"gelu\""}},
+      {"a layer more than the weights hold", {{"num_hidden_layers", 3}},
+       {"model.safetensors: no tensor 'model.layers.2.input_layernorm.weight'; the model config.json describes needs "
+        "it as F32, F16 or BF16 [32]"}},
+      {"a layer fewer", {{"num_hidden_layers", 1}},
+       {"model.safetensors: tensor 'model.layers.1.", "is not a parameter of the Llama model config.json describes "
+        "(num_hidden_layers 1, hidden_size 32, num_key_value_heads 2, intermediate_size 48, vocab_size 512)"}},
+      {"Qwen2", {{"model_type", "qwen2"}, {"architectures", {"Qwen2ForCausalLM"}}},
+       {"config.json: model_type is \"qwen2\"", "biases to q_proj, k_proj and v_proj"}},
+      {"model.type = \"gpt\" against a llama folder", json::object(),
+       {"c.toml:2: model.init_from holds a llama model", "model.type is \"gpt\""}, "type = \"gpt\"\n"},
+      {"model.n_kv_head against num_key_value_heads", json::object(),
+       {"c.toml:2: model.n_kv_head = 4, but ", "config.json says num_key_value_heads = 2"}, "n_kv_head = 4\n"},
+      {"block_size beyond max_position_embeddings", json::object(),
+       {"c.toml:2: model.block_size = 32, but ", "config.json says max_position_embeddings = 16"}, "block_size = 32\n"},
+  };
+  int i = 0;
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    const fs::path hf = d / ("hf" + std::to_string(i++));
+    fs::create_directories(hf);
+    for (const char* f : {"model.safetensors", "train.bin", "val.bin"}) fs::copy_file(base / f, hf / f);
+    json changed = config;
+    for (const auto& [k, v] : c.config.items()) {
+      if (v.is_null())
+        changed.erase(k);
+      else
+        changed[k] = v;
+    }
+    write_file(hf / "config.json", changed.dump(2));
+    check_refused(hf, c.model_keys, d / ("run" + std::to_string(i)), c.expect);
+  }
+}
+
+// transformers itself, when a Python with it is named: DL_TEST_TRANSFORMERS_PYTHON (e.g. a venv
+// made with `python3 -m venv --system-site-packages V && V/bin/pip install transformers==4.44.2`,
+// which runs on Debian's torch 1.13). Not created here: installing it would add minutes to CI on a
+// cold pip cache.
+TEST_CASE("transformers' LlamaForCausalLM.from_pretrained loads dl-train llama checkpoints and gives their loss") {
+  const char* python = std::getenv("DL_TEST_TRANSFORMERS_PYTHON");
+  if (python == nullptr || *python == '\0') {
+    MESSAGE("skipped: DL_TEST_TRANSFORMERS_PYTHON (a Python with transformers) is not set");
+    return;
+  }
+  TempDir d("init-llama-transformers");
+  struct Form {
+    json spec;
+  };
+  const std::vector<Form> forms = {{{{"tie", false}}}, {{{"tie", true}}}};
+  const auto folders = spec_folders(d.path(), "hf", kLlamaShape, forms, 40);
+  write_hf_llamas(folders);
+  std::vector<std::string> args = {source_path("tests/scripts/hf_llama.py").string(), "--transformers-loss",
+                                   folders[0].first.string(), "4"};
+  std::vector<double> ours;
+  for (size_t i = 0; i < folders.size(); ++i) {
+    // Three training steps: the checkpoint holds weights dl-train wrote, not the folder's.
+    write_file(d / "c.toml", finetune_toml(folders[i].first, folders[0].first));
+    const fs::path run_dir = d / ("run" + std::to_string(i));
+    Result r = train(d / "c.toml", run_dir, {"--steps", "3", "--set", "train.eval_every=3"});
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    REQUIRE(r.val_loss.count(3));
+    ours.push_back(r.val_loss[3]);
+    args.push_back((run_dir / "checkpoints" / "step_00000003").string());
+  }
+  RunResult t = run(python, args);
+  if (t.exit_code != 0 && t.err.find("No module named 'transformers'") != std::string::npos) {
+    MESSAGE("skipped: " << python << " has no transformers");
+    return;
+  }
+  INFO(t.err);
+  REQUIRE(t.exit_code == 0);
+  const json losses = json::parse(t.out);
+  REQUIRE(losses.size() == ours.size());
+  for (size_t i = 0; i < ours.size(); ++i) {
+    CAPTURE(i);
+    MESSAGE("transformers " << losses[i]["loss"].get<double>() << ", dl-train " << ours[i]);
+    CHECK(rel(losses[i]["loss"].get<double>(), ours[i]) < 1e-5);
+  }
 }

@@ -682,7 +682,7 @@ TEST_CASE("model.init_from: the folder's config.json sets the shape; a set key t
   CHECK(load_config(dir / "run.toml").data.tokenizer == "hf:" + (base / "gpt2").string());
   fs::remove(dir / "gpt2/tokenizer.json");
   write_file(dir / "bad.toml", "[model]\ntype = \"mlp\"\ninit_from = \"gpt2\"\n");
-  CHECK(contains(usage_error([&] { load_config(dir / "bad.toml"); }), "bad.toml:2: model.init_from starts a gpt model"));
+  CHECK(contains(usage_error([&] { load_config(dir / "bad.toml"); }), "bad.toml:2: model.init_from holds a gpt model"));
   write_file(dir / "missing.toml", "[model]\ninit_from = \"nowhere\"\n");
   CHECK(usage_error([&] { load_config(dir / "missing.toml"); }) ==
         (dir / "missing.toml").string() + ":2: model.init_from: folder not found: " + (base / "nowhere").string() +

@@ -60,6 +60,21 @@ def write_safetensors(path, tensors, dtype):
     return pos
 
 
+def write_weights(out_dir, tensors, dtype, shards):
+    """model.safetensors, or (shards > 1) model-0000K-of-0000N.safetensors and the index."""
+    if shards <= 1:
+        write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, dtype)
+        return
+    weight_map, total, per = {}, 0, -(-len(tensors) // shards)
+    for k in range(shards):
+        fname = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
+        part = tensors[k * per:(k + 1) * per]
+        total += write_safetensors(os.path.join(out_dir, fname), part, dtype)
+        weight_map.update({n: fname for n, _ in part})
+    with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+
+
 def write_tokens(path, ids):
     header = np.zeros(256, dtype="<i4")
     header[:3] = [20240520, 1, len(ids)]
@@ -124,18 +139,7 @@ def write_folder(out_dir, spec):
         tensors.append(("lm_head.weight", head))
     untied = head_kind == "random" and not spec.get("tie", True)
 
-    shards = spec.get("shards", 1)
-    if shards <= 1:
-        write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, dtype)
-    else:
-        weight_map, total, per = {}, 0, -(-len(tensors) // shards)
-        for k in range(shards):
-            fname = f"model-{k + 1:05d}-of-{shards:05d}.safetensors"
-            part = tensors[k * per:(k + 1) * per]
-            total += write_safetensors(os.path.join(out_dir, fname), part, dtype)
-            weight_map.update({n: fname for n, _ in part})
-        with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as f:
-            json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=2)
+    write_weights(out_dir, tensors, dtype, spec.get("shards", 1))
 
     config = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "vocab_size": V, "n_positions": T,
               "n_ctx": T, "n_embd": C, "n_layer": L, "n_head": H, "n_inner": None, "activation_function": "gelu_new",

@@ -14,7 +14,11 @@ const char* hf_test_text() {
          "other way. ";
 }
 
-std::vector<double> write_hf_gpt2s(const std::vector<std::pair<fs::path, nlohmann::json>>& folders) {
+namespace {
+
+// Runs tests/scripts/<script> --many on the folders; the losses it prints.
+std::vector<double> write_hf_folders(const char* script,
+                                     const std::vector<std::pair<fs::path, nlohmann::json>>& folders) {
   nlohmann::json jobs = nlohmann::json::array();
   for (const auto& [dir, spec] : folders) {
     fs::create_directories(dir);
@@ -26,7 +30,30 @@ std::vector<double> write_hf_gpt2s(const std::vector<std::pair<fs::path, nlohman
     s["text"] = text.string();
     jobs.push_back({dir.string(), s});
   }
-  RunResult r = run(torch_python(), {source_path("tests/scripts/hf_gpt2.py").string(), "--many", jobs.dump()});
+  RunResult r = run(torch_python(), {source_path(std::string("tests/scripts/") + script).string(), "--many", jobs.dump()});
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  std::vector<double> losses;
+  for (const auto& l : nlohmann::json::parse(r.out)) losses.push_back(l["loss"].get<double>());
+  REQUIRE(losses.size() == folders.size());
+  return losses;
+}
+
+}  // namespace
+
+std::vector<double> write_hf_gpt2s(const std::vector<std::pair<fs::path, nlohmann::json>>& folders) {
+  return write_hf_folders("hf_gpt2.py", folders);
+}
+
+std::vector<double> write_hf_llamas(const std::vector<std::pair<fs::path, nlohmann::json>>& folders) {
+  return write_hf_folders("hf_llama.py", folders);
+}
+
+std::vector<double> hf_llama_folder_losses(const std::vector<std::pair<fs::path, fs::path>>& folders, int windows) {
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const auto& [folder, data] : folders) jobs.push_back({folder.string(), data.string()});
+  RunResult r = run(torch_python(), {source_path("tests/scripts/hf_llama.py").string(), "--loss", jobs.dump(),
+                                     std::to_string(windows)});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   std::vector<double> losses;

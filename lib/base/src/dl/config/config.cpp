@@ -15,6 +15,7 @@
 #include <toml++/toml.h>
 
 #include "dl/config/hf_gpt2_config.hpp"
+#include "dl/config/hf_llama_config.hpp"
 #include "dl/config/schema.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/strings.hpp"
@@ -502,38 +503,27 @@ struct Checker {
   }
 
   // model.init_from: the folder's config.json fixes the model's shape; a [model] key that was set
-  // and says otherwise is an error naming both values.
+  // and says otherwise is an error naming both values. A llama or mistral folder makes the run a
+  // llama one (model.type set to anything else is an error).
   void apply_init_from() {
     ModelConfig& m = cfg.model;
     const std::string from = key_of(&m.init_from);
-    if (m.type != ModelType::gpt)
-      fail({&m.type}, from, " starts a gpt model from pretrained weights; model.type is \"", m.type, "\"");
-    fs::path file;
-    HfGpt2Shape shape;
-    try {
-      file = init_from_config_json(m.init_from);
-      shape = read_hf_gpt2_config(file);
-    } catch (const Error& e) {
-      throw_usage(where(from), ": ", from, ": ", e.what());
-    }
-    auto take = [&](int64_t& field, int64_t value, const char* json_key) {
-      const std::string key = key_of(&field);
-      if (origins.count(key) && field != value)
-        throw_usage(where(key), ": ", key, " = ", field, ", but ", file.string(), " says ", json_key, " = ", value,
-                    " (", from, " fixes the model's shape: leave ", key, " out or set it to ", value, ")");
-      field = value;
-    };
-    take(m.n_layer, shape.n_layer, "n_layer");
-    take(m.n_head, shape.n_head, "n_head");
-    take(m.n_embd, shape.n_embd, "n_embd");
-    take(m.block_size, shape.n_positions, "n_positions");
-    take(m.vocab_size, shape.vocab_size, "vocab_size");
-    // An untied folder's head cannot be tied to wte; a tied folder's may be untied (the head
-    // starts as a copy of wte.weight).
+    const fs::path file = read_init_from(from, [&] { return init_from_config_json(m.init_from); });
+    const std::string model_type = read_init_from(from, [&] { return hf_config_model_type(file); });
+    const bool llama = is_hf_llama_family(model_type);
+    const ModelType wanted = llama ? ModelType::llama : ModelType::gpt;
+    if (origins.count(key_of(&m.type)) && m.type != wanted)
+      fail({&m.type}, from, " holds a ", llama ? "llama" : "gpt", " model (", file.string(), ": model_type ",
+           model_type.empty() ? std::string("missing") : "\"" + model_type + "\"", "); model.type is \"", m.type,
+           "\" (leave it out or set it to \"", Choice<ModelType>(wanted), "\")");
+    m.type = wanted;
+    // An untied folder's head cannot be tied to the embedding; a tied folder's may be untied (the
+    // head starts as a copy of the embedding).
+    const bool tied = llama ? take_llama_shape(file, from) : take_gpt2_shape(file, from);
     const std::string tie = key_of(&m.tie_embeddings);
     if (!origins.count(tie))
-      m.tie_embeddings = shape.tie_word_embeddings;
-    else if (m.tie_embeddings && !shape.tie_word_embeddings)
+      m.tie_embeddings = tied;
+    else if (m.tie_embeddings && !tied)
       throw_usage(where(tie), ": ", tie, " = true, but ", file.string(),
                   " says tie_word_embeddings = false (its lm_head.weight is a tensor of its own): leave ", tie,
                   " out or set it to false");
@@ -548,6 +538,76 @@ struct Checker {
       else if (fs::is_regular_file(dir / "tokenizer.json", ec))
         cfg.data.tokenizer = "hf:" + dir.string();
     }
+  }
+
+  // read(), a reading of the folder's config.json, its errors prefixed by where model.init_from was set.
+  template <class F>
+  auto read_init_from(const std::string& from, F read) -> decltype(read()) {
+    try {
+      return read();
+    } catch (const Error& e) {
+      throw_usage(where(from), ": ", from, ": ", e.what());
+    }
+  }
+
+  // A [model] field takes config.json's value; set to another, it is an error naming both.
+  template <class T>
+  void take(T& field, const T& value, const char* json_key, const fs::path& file, const std::string& from) {
+    const std::string key = key_of(&field);
+    if (origins.count(key) && !(field == value))
+      throw_usage(where(key), ": ", key, " = ", field, ", but ", file.string(), " says ", json_key, " = ", value, " (",
+                  from, " fixes the model's shape: leave ", key, " out or set it to ", value, ")");
+    field = value;
+  }
+
+  // GPT-2's shape; returns tie_word_embeddings.
+  bool take_gpt2_shape(const fs::path& file, const std::string& from) {
+    ModelConfig& m = cfg.model;
+    const HfGpt2Shape shape = read_init_from(from, [&] { return read_hf_gpt2_config(file); });
+    take(m.n_layer, shape.n_layer, "n_layer", file, from);
+    take(m.n_head, shape.n_head, "n_head", file, from);
+    take(m.n_embd, shape.n_embd, "n_embd", file, from);
+    take(m.block_size, shape.n_positions, "n_positions", file, from);
+    take(m.vocab_size, shape.vocab_size, "vocab_size", file, from);
+    return shape.tie_word_embeddings;
+  }
+
+  // A llama or mistral folder's shape; returns tie_word_embeddings. model.block_size is the run's
+  // (max_position_embeddings when left out, never more: the weights saw no longer sequences).
+  bool take_llama_shape(const fs::path& file, const std::string& from) {
+    ModelConfig& m = cfg.model;
+    const HfLlamaShape s = read_init_from(from, [&] { return read_hf_llama_config(file); });
+    take(m.n_layer, s.n_layer, "num_hidden_layers", file, from);
+    take(m.n_head, s.n_head, "num_attention_heads", file, from);
+    take(m.n_kv_head, s.n_kv_head, "num_key_value_heads", file, from);
+    take(m.n_embd, s.n_embd, "hidden_size", file, from);
+    take(m.ffn_hidden, s.ffn_hidden, "intermediate_size", file, from);
+    take(m.vocab_size, s.vocab_size, "vocab_size", file, from);
+    take(m.rms_norm_eps, s.rms_norm_eps, "rms_norm_eps", file, from);
+    take(m.rope_theta, s.rope_theta, "rope_theta", file, from);
+    Choice<RopeScaling> scaling = s.rope_scaling;
+    take(m.rope_scaling, scaling, "rope_scaling.rope_type", file, from);
+    if (s.rope_scaling != RopeScaling::none) take(m.rope_factor, s.rope_factor, "rope_scaling.factor", file, from);
+    if (s.rope_scaling == RopeScaling::llama3) {
+      take(m.rope_low_freq_factor, s.rope_low_freq_factor, "rope_scaling.low_freq_factor", file, from);
+      take(m.rope_high_freq_factor, s.rope_high_freq_factor, "rope_scaling.high_freq_factor", file, from);
+      take(m.rope_original_max_position, s.rope_original_max_position,
+           "rope_scaling.original_max_position_embeddings", file, from);
+    }
+    const std::string block = key_of(&m.block_size);
+    if (!origins.count(block))
+      m.block_size = s.max_position_embeddings;
+    else if (m.block_size > s.max_position_embeddings)
+      throw_usage(where(block), ": ", block, " = ", m.block_size, ", but ", file.string(),
+                  " says max_position_embeddings = ", s.max_position_embeddings,
+                  " (the longest sequence the model takes): set ", block, " to at most that");
+    // A window at least the block is causal attention over the whole block, which dl-train computes.
+    if (s.sliding_window > 0 && s.sliding_window < m.block_size)
+      throw_usage(where(block), ": ", file.string(), " says sliding_window = ", s.sliding_window,
+                  " (each token attends only to the last ", s.sliding_window, "), but ", block, " is ", m.block_size,
+                  " and dl-train's llama attends to the whole block: set ", block, " to at most ", s.sliding_window,
+                  ", where the window is full causal attention");
+    return s.tie_word_embeddings;
   }
 
   void run() {

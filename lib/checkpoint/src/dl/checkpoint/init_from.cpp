@@ -10,11 +10,13 @@
 #include "dl/checkpoint/checkpoint.hpp"
 #include "dl/checkpoint/format.hpp"
 #include "dl/config/hf_gpt2_config.hpp"
+#include "dl/config/hf_llama_config.hpp"
 #include "dl/core/error.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/io/safetensors.hpp"
 #include "dl/nn/gpt.hpp"
 #include "dl/nn/gpt_from_config.hpp"
+#include "dl/nn/llama.hpp"
 
 namespace dl {
 
@@ -25,22 +27,39 @@ namespace {
 
 constexpr const char* kSingleFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
-constexpr const char* kPrefix = "transformer.";  // GPT2LMHeadModel's names; GPT2Model's have none
 constexpr const char* kHead = "lm_head.weight";
-constexpr const char* kTiedHead = "tied to wte.weight";
 
 bool is_weight_dtype(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 
-// h.<digits>.attn.bias / h.<digits>.attn.masked_bias: the causal-mask buffers that exports from
-// older transformers carry (openai-community/gpt2's model.safetensors has h.N.attn.bias); no weights.
-bool is_mask_buffer(const std::string& name) {
-  if (name.rfind("h.", 0) != 0) return false;
-  size_t i = 2;
+// <layers><digits><suffix>: a per-layer tensor.
+bool is_layer_tensor(const std::string& name, const std::string& layers, std::initializer_list<const char*> suffixes) {
+  if (name.rfind(layers, 0) != 0) return false;
+  size_t i = layers.size();
   while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
-  if (i == 2) return false;
+  if (i == layers.size()) return false;
   const std::string rest = name.substr(i);
-  return rest == ".attn.bias" || rest == ".attn.masked_bias";
+  for (const char* s : suffixes)
+    if (rest == s) return true;
+  return false;
 }
+
+// Buffers, no weights: GPT-2's causal masks h.N.attn.bias / h.N.attn.masked_bias (older exports,
+// openai-community/gpt2's model.safetensors has h.N.attn.bias) and Llama's rotary frequencies
+// model.layers.N.self_attn.rotary_emb.inv_freq (exports of transformers before 4.35).
+bool is_buffer(const std::string& name) {
+  return is_layer_tensor(name, "h.", {".attn.bias", ".attn.masked_bias"}) ||
+         is_layer_tensor(name, "model.layers.", {".self_attn.rotary_emb.inv_freq"});
+}
+
+// What differs between the families model.init_from reads.
+struct Family {
+  std::string name;    // "GPT-2", "Llama"
+  std::string embed;   // the token embedding, the tied head's weights
+  std::string prefix;  // a prefix of the folder's names taken off ("transformer.": GPT2LMHeadModel's)
+  std::string shape;   // the shape config.json describes, for errors
+  bool tie_word_embeddings = true;
+  const char* layout_hint = "";  // said when a tensor has the wrong shape
+};
 
 std::string expected_text(const Shape& shape) { return "F32, F16 or BF16 " + shape_str(shape); }
 
@@ -57,8 +76,9 @@ struct InitFrom::Impl {
     std::string key;
   };
   std::map<std::string, Stored> stored;
-  std::vector<std::string> skipped;  // mask buffers
-  std::string head = kTiedHead;
+  Family family;
+  std::vector<std::string> skipped;  // buffers
+  std::string head;
   // An untied model from a tied folder: its lm_head.weight starts as a copy of wte.weight.
   bool head_from_wte = false;
   double open_seconds = 0;  // reading and checking the headers
@@ -66,20 +86,20 @@ struct InitFrom::Impl {
   std::unique_ptr<CheckpointReader> checkpoint;
 
   Tensor read(const std::string& name) const {
-    if (checkpoint) return checkpoint->read(head_from_wte && name == kHead ? "wte.weight" : name, "param");
+    if (checkpoint) return checkpoint->read(head_from_wte && name == kHead ? family.embed : name, "param");
     const Stored& s = stored.at(name);
     return files[s.file]->read(s.key);
   }
 
   const fs::path& file_of(const std::string& name) const { return files[stored.at(name).file]->path(); }
 
-  void open_huggingface(const ParamSet& whole, const HfGpt2Shape& shape);
-  void open_checkpoint(const ParamSet& whole, const HfGpt2Shape& shape);
-  void take_untied_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads);
-  void check_tied_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads);
+  void open_huggingface(const ParamSet& whole);
+  void open_checkpoint(const ParamSet& whole, ModelType type);
+  void take_untied_head(std::map<std::string, Stored>& heads);
+  void check_tied_head(std::map<std::string, Stored>& heads);
 };
 
-void InitFrom::Impl::open_huggingface(const ParamSet& whole, const HfGpt2Shape& shape) {
+void InitFrom::Impl::open_huggingface(const ParamSet& whole) {
   format = "huggingface";
   std::error_code ec;
   // The files, and for a sharded folder which file the index says holds each tensor.
@@ -111,7 +131,7 @@ void InitFrom::Impl::open_huggingface(const ParamSet& whole, const HfGpt2Shape& 
     files.push_back(std::make_unique<SafetensorsReader>(weights_named));
   } else {
     throw_usage(folder.string(), ": no ", kSingleFile, " or ", kIndexFile,
-                " (a Hugging Face GPT-2 folder holds config.json and the weights in one of them)");
+                " (a Hugging Face ", family.name, " folder holds config.json and the weights in one of them)");
   }
 
   // Every tensor of every file, by its name without the prefix.
@@ -128,15 +148,16 @@ void InitFrom::Impl::open_huggingface(const ParamSet& whole, const HfGpt2Shape& 
           throw_usage(r.path().string(), ": tensor '", t.name, "' is also here, but ", weights_named.string(),
                       " places it in ", it->second);
       }
-      const std::string name = t.name.rfind(kPrefix, 0) == 0 ? t.name.substr(std::strlen(kPrefix)) : t.name;
-      if (is_mask_buffer(name)) {
+      const std::string& prefix = family.prefix;
+      const std::string name = !prefix.empty() && t.name.rfind(prefix, 0) == 0 ? t.name.substr(prefix.size()) : t.name;
+      if (is_buffer(name)) {
         skipped.push_back(t.name);
         continue;
       }
       auto& into = name == kHead ? heads : stored;
       if (into.count(name))
-        throw_usage(r.path().string(), ": tensor '", t.name, "' is stored twice (with and without the '", kPrefix,
-                    "' prefix, or in two shards)");
+        throw_usage(r.path().string(), ": tensor '", t.name, "' is stored twice",
+                    prefix.empty() ? " (in two shards)" : " (with and without the '" + prefix + "' prefix, or in two shards)");
       into[name] = {f, t.name};
     }
   }
@@ -148,18 +169,19 @@ void InitFrom::Impl::open_huggingface(const ParamSet& whole, const HfGpt2Shape& 
   }
 
   const bool untied = whole.contains(kHead);
-  if (untied) take_untied_head(shape, heads);
+  if (untied) take_untied_head(heads);
   // Exactly the model's parameters, each with its whole shape.
   for (const auto& info : whole.infos()) {
     auto it = stored.find(info.name);
     if (it == stored.end())
-      throw_usage(weights_named.string(), ": no tensor '", info.name, "' (or '", kPrefix, info.name,
-                  "'); the model config.json describes needs it as ", expected_text(info.global_shape));
+      throw_usage(weights_named.string(), ": no tensor '", info.name, "'",
+                  family.prefix.empty() ? std::string() : " (or '" + family.prefix + info.name + "')",
+                  "; the model config.json describes needs it as ", expected_text(info.global_shape));
     const SafetensorsInfo& t = files[it->second.file]->info(it->second.key);
     if (t.shape != info.global_shape)
       throw_usage(file_of(info.name).string(), ": tensor '", t.name, "' is ", shape_str(t.shape),
                   ", the model config.json describes expects ", shape_str(info.global_shape),
-                  " (GPT-2's Conv1D weights are [in, out])");
+                  family.layout_hint);
     if (!is_weight_dtype(t.dtype))
       throw_usage(file_of(info.name).string(), ": tensor '", t.name, "' is ", dtype_name(t.dtype),
                   "; model.init_from reads F32, F16 or BF16 weights");
@@ -170,64 +192,65 @@ void InitFrom::Impl::open_huggingface(const ParamSet& whole, const HfGpt2Shape& 
     if (!declared.count(name)) {
       const SafetensorsInfo& t = files[s.file]->info(s.key);
       throw_usage(files[s.file]->path().string(), ": tensor '", s.key, "' ", shape_str(t.shape),
-                  " is not a parameter of the GPT-2 model config.json describes (n_layer ", shape.n_layer, ", n_embd ",
-                  shape.n_embd, ", vocab_size ", shape.vocab_size, ")");
+                  " is not a parameter of the ", family.name, " model config.json describes (", family.shape, ")");
     }
-  if (!untied) check_tied_head(shape, heads);
+  if (!untied) check_tied_head(heads);
 }
 
 // An untied model (config.json's tie_word_embeddings = false, or model.tie_embeddings = false)
 // takes the folder's lm_head.weight; a tied folder has none, and its head starts as wte.weight.
-void InitFrom::Impl::take_untied_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads) {
+void InitFrom::Impl::take_untied_head(std::map<std::string, Stored>& heads) {
   if (!heads.empty()) {
     stored[kHead] = heads.begin()->second;
     head = std::string(kHead) + " (separate)";
     return;
   }
-  if (!shape.tie_word_embeddings)
+  if (!family.tie_word_embeddings)
     throw_usage(weights_named.string(), ": no tensor '", kHead, "', but ", (folder / "config.json").string(),
                 " says tie_word_embeddings = false (a separate LM head)");
-  auto wte = stored.find("wte.weight");
-  if (wte == stored.end()) return;  // the check of every parameter names the missing wte.weight
+  auto wte = stored.find(family.embed);
+  if (wte == stored.end()) return;  // the check of every parameter names the missing embedding
   stored[kHead] = wte->second;
   head_from_wte = true;
-  head = std::string(kHead) + " (a copy of wte.weight: model.tie_embeddings = false unties the folder's head)";
+  head = str(kHead, " (a copy of ", family.embed, ": model.tie_embeddings = false unties the folder's head)");
 }
 
 // A tied model takes an lm_head.weight only when it is the embedding, bit for bit (a tied model
 // saved with both copies). transformers would silently replace a different one by wte.weight;
 // dl-train refuses and names the key that loads it as a head of its own.
-void InitFrom::Impl::check_tied_head(const HfGpt2Shape& shape, std::map<std::string, Stored>& heads) {
+void InitFrom::Impl::check_tied_head(std::map<std::string, Stored>& heads) {
   const fs::path cfg = folder / "config.json";
   if (heads.empty()) return;
   const Stored& h = heads.begin()->second;
   const SafetensorsReader& r = *files[h.file];
   const SafetensorsInfo& t = r.info(h.key);
-  const Shape wte_shape = files[stored.at("wte.weight").file]->info(stored.at("wte.weight").key).shape;
+  const Stored& e = stored.at(family.embed);
+  const Shape wte_shape = files[e.file]->info(e.key).shape;
   if (t.shape != wte_shape)
     throw_usage(r.path().string(), ": tensor '", h.key, "' is ", shape_str(t.shape), ", expected ", shape_str(wte_shape),
-                " (the LM head has wte.weight's shape)");
-  const Tensor lm = r.read(h.key), wte = read("wte.weight");
+                " (the LM head has ", family.embed, "'s shape)");
+  const Tensor lm = r.read(h.key), wte = read(family.embed);
   if (lm.dtype() != wte.dtype() || std::memcmp(lm.raw(), wte.raw(), lm.nbytes()) != 0)
-    throw_usage(r.path().string(), ": tensor '", h.key, "' differs from wte.weight, but the model ties its LM head to "
-                "the token embedding (", cfg.string(),
-                shape.tie_word_embeddings ? " says tie_word_embeddings = true or leaves it out" : " is overridden",
+    throw_usage(r.path().string(), ": tensor '", h.key, "' differs from ", family.embed,
+                ", but the model ties its LM head to the token embedding (", cfg.string(),
+                family.tie_word_embeddings ? " says tie_word_embeddings = true or leaves it out" : " is overridden",
                 "); set model.tie_embeddings = false to load it as a separate head");
-  head = std::string(kHead) + " (equal to wte.weight)";
+  head = str(kHead, " (equal to ", family.embed, ")");
 }
 
-void InitFrom::Impl::open_checkpoint(const ParamSet& whole, const HfGpt2Shape& shape) {
+void InitFrom::Impl::open_checkpoint(const ParamSet& whole, ModelType type) {
   format = "dlkit-checkpoint";
   weights_named = folder / kCheckpointManifest;
   if (std::string problem = verify_checkpoint(folder); !problem.empty()) throw_usage(problem);
   checkpoint = std::make_unique<CheckpointReader>(folder);
-  if (checkpoint->model_type() != "gpt")
+  const std::string type_name(Choice<ModelType>(type).name());
+  if (checkpoint->model_type() != type_name)
     throw_usage(weights_named.string(), ": the checkpoint holds a '", checkpoint->model_type(),
-                "' model; model.init_from starts a gpt model");
+                "' model; its config.json describes a ", type_name, " model (a damaged checkpoint)");
   // A tied run's checkpoint into an untied model: the head starts as a copy of wte.weight.
-  if (whole.contains(kHead) && !checkpoint->has(kHead, "param") && shape.tie_word_embeddings) {
+  if (whole.contains(kHead) && !checkpoint->has(kHead, "param") && family.tie_word_embeddings) {
     head_from_wte = true;
-    head = std::string(kHead) + " (a copy of wte.weight: model.tie_embeddings = false unties the checkpoint's head)";
+    head = str(kHead, " (a copy of ", family.embed, ": model.tie_embeddings = false unties the checkpoint's head)");
   } else if (whole.contains(kHead)) {
     head = std::string(kHead) + " (separate)";
   }
@@ -244,20 +267,36 @@ void InitFrom::Impl::open_checkpoint(const ParamSet& whole, const HfGpt2Shape& s
   }
   for (const auto& name : checkpoint->names("param"))
     if (!declared.count(name))
-      throw_usage(weights_named.string(), ": tensor '", name, "' is not a parameter of the GPT-2 model config.json "
-                                          "describes");
+      throw_usage(weights_named.string(), ": tensor '", name, "' is not a parameter of the ", family.name,
+                  " model config.json describes (", family.shape, ")");
 }
 
 InitFrom::InitFrom(const fs::path& folder, const ModelConfig& model) : impl_(std::make_unique<Impl>()) {
   const auto t0 = std::chrono::steady_clock::now();
   impl_->folder = folder;
-  const HfGpt2Shape shape = read_hf_gpt2_config(init_from_config_json(folder));
+  const fs::path config_json = init_from_config_json(folder);
+  Family& f = impl_->family;
   // The whole model's parameters: names and whole shapes, as one process declares them.
-  const ParamSet whole = GptModel::declarations(gpt_config_from(model), GptParallel{});
+  ParamSet whole;
+  if (model.type == ModelType::llama) {
+    const HfLlamaShape s = read_hf_llama_config(config_json);
+    f = {"Llama", "model.embed_tokens.weight", "",
+         str("num_hidden_layers ", s.n_layer, ", hidden_size ", s.n_embd, ", num_key_value_heads ", s.n_kv_head,
+             ", intermediate_size ", s.ffn_hidden, ", vocab_size ", s.vocab_size),
+         s.tie_word_embeddings, " (nn.Linear weights are [out, in])"};
+    whole = LlamaModel::declarations(llama_config_from(model), GptParallel{});
+  } else {
+    const HfGpt2Shape s = read_hf_gpt2_config(config_json);
+    f = {"GPT-2", "wte.weight", "transformer.",
+         str("n_layer ", s.n_layer, ", n_embd ", s.n_embd, ", vocab_size ", s.vocab_size), s.tie_word_embeddings,
+         " (GPT-2's Conv1D weights are [in, out])"};
+    whole = GptModel::declarations(gpt_config_from(model), GptParallel{});
+  }
+  impl_->head = "tied to " + f.embed;
   if (fs::exists(folder / kCheckpointManifest))
-    impl_->open_checkpoint(whole, shape);
+    impl_->open_checkpoint(whole, model.type);
   else
-    impl_->open_huggingface(whole, shape);
+    impl_->open_huggingface(whole);
   impl_->open_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
@@ -287,7 +326,7 @@ json InitFrom::describe() const {
     d["step"] = m.checkpoint->state().step;
     d["layout"] = m.checkpoint->manifest()["layout"];
     d["tensors"] = m.checkpoint->names("param").size();
-    if (m.head != kTiedHead) d["lm_head"] = m.head;
+    if (m.head != "tied to " + m.family.embed) d["lm_head"] = m.head;
     return d;
   }
   json files = json::array();
