@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -26,13 +27,34 @@ using nlohmann::json;
 
 namespace {
 
+// dl-train's arguments for CONFIG on `device`: `steps` steps, a loss line every step, nothing else
+// written (no evals, checkpoints, samples or TensorBoard), then the model's `shape` overrides.
+std::vector<std::string> tiny_run(const std::string& config, const fs::path& run_dir, const std::string& device,
+                                  int steps, const std::vector<std::string>& shape) {
+  std::vector<std::string> args = {source_path(config).string(), "--device", device, "--steps", std::to_string(steps),
+                                   "--run-dir", run_dir.string(), "--json", "-q",
+                                   "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0",
+                                   "--set", "log.every=1", "--set", "log.samples=0", "--set", "log.tensorboard=false"};
+  for (const std::string& s : shape) args.insert(args.end(), {"--set", s});
+  return args;
+}
+
 // A 1-layer GPT (32 wide, 2 heads) on the built-in addition task, 4 sequences of 12 tokens a step.
 std::vector<std::string> small_gpt(const fs::path& run_dir, const std::string& device, int steps) {
-  return {source_path("configs/addition.toml").string(),
-          "--device", device, "--steps", std::to_string(steps), "--run-dir", run_dir.string(), "--json", "-q",
-          "--set", "model.n_layer=1", "--set", "model.n_embd=32", "--set", "model.n_head=2",
-          "--set", "train.batch_size=4", "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0",
-          "--set", "log.every=1", "--set", "log.samples=0", "--set", "log.tensorboard=false"};
+  return tiny_run("configs/addition.toml", run_dir, device, steps,
+                  {"model.n_layer=1", "model.n_embd=32", "model.n_head=2", "train.batch_size=4"});
+}
+
+// configs/llama-tiny.toml cut to 1 layer, 32 wide: 4 query heads over 2 K/V heads (GQA 4:2) of
+// size 8, SwiGLU 48 wide, an untied head over the 256 bytes, 4 sequences of 16 bytes a step.
+// `more` changes the shape (the tied MQA case).
+std::vector<std::string> small_llama(const fs::path& run_dir, const std::string& device, int steps,
+                                     const std::vector<std::string>& more = {}) {
+  std::vector<std::string> shape = {"model.n_layer=1", "model.n_embd=32", "model.n_head=4", "model.n_kv_head=2",
+                                    "model.ffn_hidden=48", "model.block_size=16", "train.batch_size=4",
+                                    "schedule.warmup_steps=2"};
+  shape.insert(shape.end(), more.begin(), more.end());
+  return tiny_run("configs/llama-tiny.toml", run_dir, device, steps, shape);
 }
 
 std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
@@ -118,22 +140,49 @@ TEST_CASE("a checkpoint crosses between the emulated device and the CPU bit for 
   }
 }
 
-TEST_CASE("20 steps of dl-train --device cuda on the emulated device equal the CPU backend's") {
-  TempDir dir("emu-train");
-  // fp32 to 1e-5 relative; bf16 and fp16 (loss scaling) within 2%: the CPU rounds 16-bit
-  // activations at other places than the CUDA kernels and cuBLASLt.
-  for (const auto& [precision, bar] : std::vector<std::pair<std::string, double>>{
-           {"fp32", 1e-5}, {"bf16", 0.02}, {"fp16", 0.02}}) {
+// A run's arguments for a run directory and a device.
+using RunArgs = std::function<std::vector<std::string>(const fs::path& run_dir, const std::string& device)>;
+
+// 20 steps of `run` on the CPU and on the emulated device in each precision: every step's loss
+// within its bar (relative), and the CPU's falls. fp32 to 1e-5; bf16 and fp16 (loss scaling)
+// within 2%: the CPU rounds 16-bit activations at other places than the CUDA kernels and cuBLASLt.
+void check_20_steps(const fs::path& dir, const RunArgs& run, const std::vector<std::string>& precisions) {
+  const std::map<std::string, double> bars = {{"fp32", 1e-5}, {"bf16", 0.02}, {"fp16", 0.02}};
+  for (const std::string& precision : precisions) {
     CAPTURE(precision);
+    const double bar = bars.at(precision);
     const std::vector<std::string> p = {"--set", "train.precision=" + precision};
-    const auto cpu = train(with(small_gpt(dir / ("cpu-" + precision), "cpu", 20), p));
-    const auto cuda = train(with(small_gpt(dir / ("cuda-" + precision), "cuda", 20), p));
+    const auto cpu = train(with(run(dir / ("cpu-" + precision), "cpu"), p));
+    const auto cuda = train(with(run(dir / ("cuda-" + precision), "cuda"), p));
     REQUIRE(cpu.size() == 20);
     const double d = largest_relative_difference(cuda, cpu);
     MESSAGE(precision << ": largest relative loss difference over 20 steps " << d << " (bar " << bar << "), loss "
                       << cpu.rbegin()->second << " -> cpu, " << cuda.rbegin()->second << " -> emulated cuda");
     CHECK(d < bar);
     CHECK(cpu.rbegin()->second < cpu.begin()->second);  // it learns
+  }
+}
+
+TEST_CASE("20 steps of dl-train --device cuda on the emulated device equal the CPU backend's") {
+  TempDir dir("emu-train");
+  check_20_steps(dir.path(), [](const fs::path& run_dir, const std::string& device) {
+    return small_gpt(run_dir, device, 20);
+  }, {"fp32", "bf16", "fp16"});
+}
+
+// The Llama family's kernels (RMSNorm, RoPE, SwiGLU, the GQA pack/unpack around the attention)
+// inside dl-train's steps, untied GQA 4:2 in fp32 and bf16; the tied MQA 4:1 shape in fp32.
+TEST_CASE("20 steps of a tiny llama on the emulated device equal the CPU backend's (GQA, untied; MQA, tied)") {
+  TempDir dir("emu-llama");
+  SUBCASE("GQA 4:2, untied head") {
+    check_20_steps(dir / "gqa", [](const fs::path& run_dir, const std::string& device) {
+      return small_llama(run_dir, device, 20);
+    }, {"fp32", "bf16"});
+  }
+  SUBCASE("MQA 4:1, tied head") {
+    check_20_steps(dir / "mqa", [](const fs::path& run_dir, const std::string& device) {
+      return small_llama(run_dir, device, 20, {"model.n_kv_head=1", "model.tie_embeddings=true"});
+    }, {"fp32"});
   }
 }
 
@@ -160,17 +209,32 @@ TEST_CASE("a checkpoint written on the emulated device resumes on the CPU, and t
   CHECK(d_cuda < 1e-5);
 }
 
-TEST_CASE("dp=2 and ZeRO 1, 2, 3 with two ranks on the emulated device give the one-rank losses") {
-  TempDir dir("emu-dp");
-  // train.batch_size is per rank: two ranks of 2 sequences are one rank's batch of 4.
-  const auto one = train(small_gpt(dir / "one", "cuda", 6));
-  for (const int zero : {0, 1, 2, 3}) {
+// `run` with two ranks (dp=2, each with half of the one rank's batch of 4) at each ZeRO stage
+// against one rank: every loss within 1e-5.
+void check_two_ranks(const fs::path& dir, const RunArgs& run, const std::vector<int>& zero_stages) {
+  const auto one = train(run(dir / "one", "cuda"));
+  for (const int zero : zero_stages) {
     CAPTURE(zero);
-    const auto two = train(with(small_gpt(dir / ("zero" + std::to_string(zero)), "cuda", 6),
+    const auto two = train(with(run(dir / ("zero" + std::to_string(zero)), "cuda"),
                                 {"--nproc-per-node", "2", "--set", "parallel.dp=2", "--set", "train.batch_size=2",
                                  "--set", "parallel.zero=" + std::to_string(zero)}));
     const double d = largest_relative_difference(two, one);
     MESSAGE("zero " << zero << ": largest relative loss difference from one rank " << d);
     CHECK(d < 1e-5);
   }
+}
+
+TEST_CASE("dp=2 and ZeRO 1, 2, 3 with two ranks on the emulated device give the one-rank losses") {
+  TempDir dir("emu-dp");
+  // train.batch_size is per rank: two ranks of 2 sequences are one rank's batch of 4.
+  check_two_ranks(dir.path(), [](const fs::path& run_dir, const std::string& device) {
+    return small_gpt(run_dir, device, 6);
+  }, {0, 1, 2, 3});
+}
+
+TEST_CASE("a tiny llama with two ranks (dp=2; ZeRO-3) on the emulated device gives the one-rank losses") {
+  TempDir dir("emu-llama-dp");
+  check_two_ranks(dir.path(), [](const fs::path& run_dir, const std::string& device) {
+    return small_llama(run_dir, device, 6);
+  }, {0, 3});
 }
