@@ -2,17 +2,15 @@
 // the CUDA backend's host code, its kernels (under the warp emulator) and its cuBLASLt calls (the
 // emulated runtime) train a small GPT as the CPU backend does, checkpoints move between the two,
 // and data-parallel and ZeRO ranks on the emulated device give the one-rank losses. Small shapes:
-// the emulator runs each GPU thread as a fiber, so speed is not the point (docs/CUDA.md).
+// the emulator runs each GPU thread as a fiber, so speed is not the point (docs/CUDA.md). A tiny
+// Llama too (its kernels inside dl-train's steps), alone and with two ranks.
 #include <doctest/doctest.h>
 
-#include <cmath>
-#include <functional>
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dl/checkpoint/checkpoint.hpp"
@@ -20,75 +18,17 @@
 #include "dl/dist/comm.hpp"
 #include "dl/device/select.hpp"
 #include "dl/train/run.hpp"
+#include "support/device_runs.hpp"
 #include "support/support.hpp"
 
 using namespace dl::test;
-using nlohmann::json;
 
 namespace {
-
-// dl-train's arguments for CONFIG on `device`: `steps` steps, a loss line every step, nothing else
-// written (no evals, checkpoints, samples or TensorBoard), then the model's `shape` overrides.
-std::vector<std::string> tiny_run(const std::string& config, const fs::path& run_dir, const std::string& device,
-                                  int steps, const std::vector<std::string>& shape) {
-  std::vector<std::string> args = {source_path(config).string(), "--device", device, "--steps", std::to_string(steps),
-                                   "--run-dir", run_dir.string(), "--json", "-q",
-                                   "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0",
-                                   "--set", "log.every=1", "--set", "log.samples=0", "--set", "log.tensorboard=false"};
-  for (const std::string& s : shape) args.insert(args.end(), {"--set", s});
-  return args;
-}
 
 // A 1-layer GPT (32 wide, 2 heads) on the built-in addition task, 4 sequences of 12 tokens a step.
 std::vector<std::string> small_gpt(const fs::path& run_dir, const std::string& device, int steps) {
   return tiny_run("configs/addition.toml", run_dir, device, steps,
                   {"model.n_layer=1", "model.n_embd=32", "model.n_head=2", "train.batch_size=4"});
-}
-
-// configs/llama-tiny.toml cut to 1 layer, 32 wide: 4 query heads over 2 K/V heads (GQA 4:2) of
-// size 8, SwiGLU 48 wide, an untied head over the 256 bytes, 4 sequences of 16 bytes a step.
-// `more` changes the shape (the tied MQA case).
-std::vector<std::string> small_llama(const fs::path& run_dir, const std::string& device, int steps,
-                                     const std::vector<std::string>& more = {}) {
-  std::vector<std::string> shape = {"model.n_layer=1", "model.n_embd=32", "model.n_head=4", "model.n_kv_head=2",
-                                    "model.ffn_hidden=48", "model.block_size=16", "train.batch_size=4",
-                                    "schedule.warmup_steps=2"};
-  shape.insert(shape.end(), more.begin(), more.end());
-  return tiny_run("configs/llama-tiny.toml", run_dir, device, steps, shape);
-}
-
-std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
-// step -> loss from dl-train's JSON lines (stdout; under the launcher each line may carry a "[rank r] " prefix).
-std::map<int64_t, double> losses_of(const std::string& out) {
-  std::map<int64_t, double> losses;
-  for (std::string l : lines(out)) {
-    const size_t brace = l.find('{');
-    if (brace == std::string::npos) continue;
-    const json j = json::parse(l.substr(brace));
-    if (j.contains("loss")) losses[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
-  return losses;
-}
-
-std::map<int64_t, double> train(const std::vector<std::string>& args) {
-  const RunResult r = run(tool("dl-train"), args, "", {}, 600);
-  INFO("dl-train ", args[2], ": ", r.err);
-  REQUIRE(r.exit_code == 0);
-  return losses_of(r.out);
-}
-
-// Largest |a - b| / |b| over the steps both have; every step of `b` must be in `a`.
-double largest_relative_difference(const std::map<int64_t, double>& a, const std::map<int64_t, double>& b) {
-  double worst = 0;
-  for (const auto& [step, want] : b) {
-    REQUIRE(a.count(step) == 1);
-    worst = std::max(worst, std::fabs(a.at(step) - want) / std::fabs(want));
-  }
-  return worst;
 }
 
 // Loads RUN's newest checkpoint into a one-process trainer on `device` (model, optimizer state,
@@ -140,50 +80,19 @@ TEST_CASE("a checkpoint crosses between the emulated device and the CPU bit for 
   }
 }
 
-// A run's arguments for a run directory and a device.
-using RunArgs = std::function<std::vector<std::string>(const fs::path& run_dir, const std::string& device)>;
-
-// 20 steps of `run` on the CPU and on the emulated device in each precision: every step's loss
-// within its bar (relative), and the CPU's falls. fp32 to 1e-5; bf16 and fp16 (loss scaling)
-// within 2%: the CPU rounds 16-bit activations at other places than the CUDA kernels and cuBLASLt.
-void check_20_steps(const fs::path& dir, const RunArgs& run, const std::vector<std::string>& precisions) {
-  const std::map<std::string, double> bars = {{"fp32", 1e-5}, {"bf16", 0.02}, {"fp16", 0.02}};
-  for (const std::string& precision : precisions) {
-    CAPTURE(precision);
-    const double bar = bars.at(precision);
-    const std::vector<std::string> p = {"--set", "train.precision=" + precision};
-    const auto cpu = train(with(run(dir / ("cpu-" + precision), "cpu"), p));
-    const auto cuda = train(with(run(dir / ("cuda-" + precision), "cuda"), p));
-    REQUIRE(cpu.size() == 20);
-    const double d = largest_relative_difference(cuda, cpu);
-    MESSAGE(precision << ": largest relative loss difference over 20 steps " << d << " (bar " << bar << "), loss "
-                      << cpu.rbegin()->second << " -> cpu, " << cuda.rbegin()->second << " -> emulated cuda");
-    CHECK(d < bar);
-    CHECK(cpu.rbegin()->second < cpu.begin()->second);  // it learns
-  }
-}
-
 TEST_CASE("20 steps of dl-train --device cuda on the emulated device equal the CPU backend's") {
   TempDir dir("emu-train");
+  // fp32 to 1e-5 relative; bf16 and fp16 (loss scaling) within 2%.
   check_20_steps(dir.path(), [](const fs::path& run_dir, const std::string& device) {
     return small_gpt(run_dir, device, 20);
-  }, {"fp32", "bf16", "fp16"});
+  }, {{"fp32", 1e-5}, {"bf16", 0.02}, {"fp16", 0.02}});
 }
 
 // The Llama family's kernels (RMSNorm, RoPE, SwiGLU, the GQA pack/unpack around the attention)
 // inside dl-train's steps, untied GQA 4:2 in fp32 and bf16; the tied MQA 4:1 shape in fp32.
 TEST_CASE("20 steps of a tiny llama on the emulated device equal the CPU backend's (GQA, untied; MQA, tied)") {
   TempDir dir("emu-llama");
-  SUBCASE("GQA 4:2, untied head") {
-    check_20_steps(dir / "gqa", [](const fs::path& run_dir, const std::string& device) {
-      return small_llama(run_dir, device, 20);
-    }, {"fp32", "bf16"});
-  }
-  SUBCASE("MQA 4:1, tied head") {
-    check_20_steps(dir / "mqa", [](const fs::path& run_dir, const std::string& device) {
-      return small_llama(run_dir, device, 20, {"model.n_kv_head=1", "model.tie_embeddings=true"});
-    }, {"fp32"});
-  }
+  check_tiny_llama_20_steps(dir.path(), 1e-5);
 }
 
 TEST_CASE("a checkpoint written on the emulated device resumes on the CPU, and the CPU's on the emulated device") {
@@ -209,6 +118,8 @@ TEST_CASE("a checkpoint written on the emulated device resumes on the CPU, and t
   CHECK(d_cuda < 1e-5);
 }
 
+namespace {
+
 // `run` with two ranks (dp=2, each with half of the one rank's batch of 4) at each ZeRO stage
 // against one rank: every loss within 1e-5.
 void check_two_ranks(const fs::path& dir, const RunArgs& run, const std::vector<int>& zero_stages) {
@@ -223,6 +134,8 @@ void check_two_ranks(const fs::path& dir, const RunArgs& run, const std::vector<
     CHECK(d < 1e-5);
   }
 }
+
+}  // namespace
 
 TEST_CASE("dp=2 and ZeRO 1, 2, 3 with two ranks on the emulated device give the one-rank losses") {
   TempDir dir("emu-dp");
