@@ -72,13 +72,13 @@ __global__ void rmsnorm_weight_partial_kernel(float* partial, const T* dout, con
 
 // One thread per pair (i, i + hs/2) of a head: rotated by t * inv_freq[i] (sign -1: back). The
 // angle is formed in f32 as on the CPU; cosf/sinf reduce large angles (t up to the context) exactly.
-template <class T, class F>
-__global__ void rope_kernel(T* out, const T* inp, const F* inv_freq, int64_t n_pairs, int64_t Tn, int64_t H,
+template <class T>
+__global__ void rope_kernel(T* out, const T* inp, const float* inv_freq, int64_t n_pairs, int64_t Tn, int64_t H,
                             int64_t half, float sign) {
   for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < n_pairs; p += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = p % half, head = p / half;  // head: (b*T + t)*H + h
     const int64_t t = (head / H) % Tn;
-    const float angle = static_cast<float>(t) * to_f32(inv_freq[i]);
+    const float angle = static_cast<float>(t) * inv_freq[i];
     const float c = cosf(angle), s = sign * sinf(angle);
     const int64_t at = head * 2 * half + i;
     const float x1 = to_f32(inp[at]), x2 = to_f32(inp[at + half]);  // both read first: out may be inp
@@ -169,21 +169,14 @@ void rmsnorm_backward(DType dt, void* dinp, float* partial, void* dweight, const
   column_sum_finish(dt, dweight, partial, column_chunks(N), C, C, stream);
 }
 
-void rope(DType dt, void* out, const void* inp, DType freq_t, const void* inv_freq, int64_t B, int64_t T, int64_t H,
-          int64_t hs, int sign, cudaStream_t stream) {
+void rope(DType dt, void* out, const void* inp, const float* inv_freq, int64_t B, int64_t T, int64_t H, int64_t hs,
+          int sign, cudaStream_t stream) {
   const int64_t n_pairs = B * T * H * (hs / 2);
   if (n_pairs == 0) return;
   dispatch_float(dt, sign > 0 ? "rope_forward" : "rope_backward", [&](auto z) {
     using S = decltype(z);
-    // inv_freq is f32, or in the op's dtype.
-    auto go = [&](auto f) {
-      using F = decltype(f);
-      launch("rope_kernel", rope_kernel<S, F>, grid_for(n_pairs, kThreads), kThreads, 0, stream, static_cast<S*>(out),
-             static_cast<const S*>(inp), static_cast<const F*>(inv_freq), n_pairs, T, H, hs / 2,
-             static_cast<float>(sign));
-    };
-    if (freq_t == DType::f32) go(float{});
-    else go(S{});
+    launch("rope_kernel", rope_kernel<S>, grid_for(n_pairs, kThreads), kThreads, 0, stream, static_cast<S*>(out),
+           static_cast<const S*>(inp), inv_freq, n_pairs, T, H, hs / 2, static_cast<float>(sign));
   });
   DL_KERNEL_CHECK("rope_kernel", "B=", B, " T=", T, " H=", H, " hs=", hs);
 }

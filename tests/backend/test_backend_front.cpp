@@ -586,9 +586,9 @@ TEST_CASE("values are checked by the implementation, with the same messages on e
                     "crossentropy_backward: target 6 at row 2 is outside the 6 classes of the output");
 }
 
-// The Llama family's ops: a backend without their kernels (CUDA until they land; the counting
-// fake here) refuses each by name once the front has checked the call; the CPU runs it; a bad
-// shape is refused by the front on both.
+// The Llama family's ops: a backend without their kernels (the counting fake here; the CPU and
+// CUDA backends have them all) refuses each by name once the front has checked the call; the CPU
+// runs it; a bad shape is refused by the front on both.
 TEST_CASE("the llama ops: refused by name where a backend has no kernel, checked by the front everywhere") {
   auto f32 = [](Shape s) { return Tensor::zeros(std::move(s), F32); };
   Tensor x = f32({2, 3, 8}), out = f32({2, 3, 8}), rstd = f32({6}), w = f32({8}), dw = f32({8});
@@ -624,4 +624,33 @@ TEST_CASE("the llama ops: refused by name where a backend has no kernel, checked
   CountingBackend fake;
   CHECK_THROWS_WITH(fake.rmsnorm_forward(out, rstd, x, wrong, 1e-5),
                     "rmsnorm_forward: weight is f32[7], expected 8 elements (one per column of inp f32[2,3,8])");
+}
+
+// RoPE's inv_freq is f32 whatever the op's dtype (f64 under f64 ops): the front refused a 16-bit
+// one on no backend, and the CPU's rope then failed inside ("tensor bf16[2] accessed as f64").
+TEST_CASE("rope takes inv_freq in f32 (or f64 under f64 ops), never in the op's 16-bit dtype") {
+  const Tensor f32_freq = Tensor::zeros({2}, F32), f64_freq = Tensor::zeros({2}, DType::f64);
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const std::string dtype(dtype_name(dt));
+    CAPTURE(dtype);
+    Tensor x = Tensor::zeros({2, 3, 8}, dt), out = Tensor::zeros({2, 3, 8}, dt);
+    const Tensor own = Tensor::zeros({2}, dt);
+    const std::string want = std::string(": inv_freq is ") + std::string(dtype_name(dt)) + "[2], expected f32";
+    CountingBackend fake;
+    CHECK_THROWS_WITH(fake.rope_forward(out, x, own, 2), ("rope_forward" + want).c_str());
+    CHECK_THROWS_WITH(fake.rope_backward(out, x, own, 2), ("rope_backward" + want).c_str());
+    CHECK(fake.calls == 0);
+    CHECK_THROWS_WITH(cpu_backend().rope_forward(out, x, own, 2), ("rope_forward" + want).c_str());
+    CHECK_THROWS_WITH(cpu_backend().rope_backward(out, x, own, 2), ("rope_backward" + want).c_str());
+    CHECK_NOTHROW(cpu_backend().rope_forward(out, x, f32_freq, 2));
+    CHECK_NOTHROW(cpu_backend().rope_backward(out, x, f32_freq, 2));
+  }
+  Tensor x32 = Tensor::zeros({2, 3, 8}, F32), out32 = Tensor::zeros({2, 3, 8}, F32);
+  CHECK_THROWS_WITH(cpu_backend().rope_forward(out32, x32, f64_freq, 2),
+                    "rope_forward: inv_freq is f64[2], expected f32");
+  Tensor x64 = Tensor::zeros({2, 3, 8}, DType::f64), out64 = Tensor::zeros({2, 3, 8}, DType::f64);
+  CHECK_NOTHROW(cpu_backend().rope_forward(out64, x64, f64_freq, 2));
+  CHECK_NOTHROW(cpu_backend().rope_forward(out64, x64, f32_freq, 2));
+  CHECK_THROWS_WITH(cpu_backend().rope_forward(out64, x64, Tensor::zeros({2}, DType::bf16), 2),
+                    "rope_forward: inv_freq is bf16[2], expected f32 or f64");
 }

@@ -2,8 +2,8 @@
 // op, every dtype, against the CPU backend in f64, outputs poisoned with NaN) are backend-ops'
 // cases (tests/backend/ops), run on every backend the build has; what stays here: a token id
 // outside the vocabulary is an error, attention keeps a state per row rather than per pair,
-// cross-row reductions give the same bits on every run, and a whole GPT's forward and backward
-// (every kernel together) matches the CPU in f64.
+// cross-row reductions give the same bits on every run, and a whole GPT's and Llama's forward and
+// backward (every kernel together) match the CPU in f64.
 //
 // Every case needs a GPU: without one, gpu_main.cpp prints "skipped: no CUDA device (<reason>)"
 // and exits 77 before running any, which ctest reports as skipped. The probe and device-selection
@@ -12,12 +12,14 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "dl/backend/backend.hpp"
 #include "dl/device/cuda/cuda_backend.hpp"
 #include "dl/core/half.hpp"
 #include "dl/nn/gpt.hpp"
+#include "dl/nn/llama.hpp"
 #include "support/numeric.hpp"
 
 using namespace dl;
@@ -138,19 +140,16 @@ TEST_CASE("the attention state is per row, not per pair: no T x T buffer") {
   }
 }
 
-TEST_CASE("a whole GPT forward and backward on the GPU matches the CPU in f64") {
-  GptConfig g;
-  g.n_layer = 2;
-  g.n_head = 4;
-  g.n_embd = 64;
-  g.block_size = 32;
-  g.vocab_size = 97;
-  const int64_t B = 3, T = 32;
-  GptModel ref(g, cpu(), F64), dev(g, cu(), DType::f32);
+namespace {
+
+// One forward and backward of `dev` (f32 on the GPU) and `ref` (the same model in f64 on the CPU,
+// the same initial weights) on one random batch of B x T tokens (10% of the targets ignored):
+// the loss within 1e-5, every parameter gradient within 1e-4 (relative norm), all finite.
+void check_against_f64(Model& ref, Model& dev, int64_t vocab_size, int64_t B, int64_t T) {
   ref.params().initialize(1234);
   dev.params().initialize(1234);
-  Batch batch{host_i32({B, T}, random_ids(B * T, g.vocab_size, g_key++)),
-              host_i32({B, T}, random_ids(B * T, g.vocab_size, g_key++, 0.1))};
+  Batch batch{host_i32({B, T}, random_ids(B * T, vocab_size, g_key++)),
+              host_i32({B, T}, random_ids(B * T, vocab_size, g_key++, 0.1))};
   ForwardStats s_ref = ref.forward(batch), s_dev = dev.forward(batch);
   CHECK(s_dev.targets == s_ref.targets);
   CHECK(std::fabs(s_dev.loss_sum - s_ref.loss_sum) < 1e-5 * s_ref.loss_sum);
@@ -165,5 +164,37 @@ TEST_CASE("a whole GPT forward and backward on the GPU matches the CPU in f64") 
     Tensor got = download(dev.params().grad(i));
     CHECK(all_finite(got));
     CHECK(rel_error(got, ref.params().grad(i)) < 1e-4);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a whole GPT forward and backward on the GPU matches the CPU in f64") {
+  GptConfig g;
+  g.n_layer = 2;
+  g.n_head = 4;
+  g.n_embd = 64;
+  g.block_size = 32;
+  g.vocab_size = 97;
+  GptModel ref(g, cpu(), F64), dev(g, cu(), DType::f32);
+  check_against_f64(ref, dev, g.vocab_size, 3, 32);
+}
+
+// The Llama family's kernels together (RMSNorm, RoPE, SwiGLU, the GQA pack/unpack around the
+// attention): grouped-query 4:2 with an untied head, and multi-query 4:1 with a tied one.
+TEST_CASE("a whole Llama forward and backward on the GPU matches the CPU in f64 (GQA untied, MQA tied)") {
+  for (const auto& [n_kv_head, tied] : std::vector<std::pair<int, bool>>{{2, false}, {1, true}}) {
+    CAPTURE(n_kv_head);
+    LlamaConfig c;
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_kv_head = n_kv_head;
+    c.n_embd = 64;
+    c.ffn_hidden = 96;
+    c.block_size = 32;
+    c.vocab_size = 97;
+    c.tie_embeddings = tied;
+    LlamaModel ref(c, cpu(), F64), dev(c, cu(), DType::f32);
+    check_against_f64(ref, dev, c.vocab_size, 3, 32);
   }
 }

@@ -2,16 +2,15 @@
 // the CUDA backend's host code, its kernels (under the warp emulator) and its cuBLASLt calls (the
 // emulated runtime) train a small GPT as the CPU backend does, checkpoints move between the two,
 // and data-parallel and ZeRO ranks on the emulated device give the one-rank losses. Small shapes:
-// the emulator runs each GPU thread as a fiber, so speed is not the point (docs/CUDA.md).
+// the emulator runs each GPU thread as a fiber, so speed is not the point (docs/CUDA.md). A tiny
+// Llama too (its kernels inside dl-train's steps), alone and with two ranks.
 #include <doctest/doctest.h>
 
-#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <memory>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dl/checkpoint/checkpoint.hpp"
@@ -19,54 +18,17 @@
 #include "dl/dist/comm.hpp"
 #include "dl/device/select.hpp"
 #include "dl/train/run.hpp"
+#include "support/device_runs.hpp"
 #include "support/support.hpp"
 
 using namespace dl::test;
-using nlohmann::json;
 
 namespace {
 
 // A 1-layer GPT (32 wide, 2 heads) on the built-in addition task, 4 sequences of 12 tokens a step.
 std::vector<std::string> small_gpt(const fs::path& run_dir, const std::string& device, int steps) {
-  return {source_path("configs/addition.toml").string(),
-          "--device", device, "--steps", std::to_string(steps), "--run-dir", run_dir.string(), "--json", "-q",
-          "--set", "model.n_layer=1", "--set", "model.n_embd=32", "--set", "model.n_head=2",
-          "--set", "train.batch_size=4", "--set", "train.eval_every=0", "--set", "train.checkpoint_every=0",
-          "--set", "log.every=1", "--set", "log.samples=0", "--set", "log.tensorboard=false"};
-}
-
-std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
-  args.insert(args.end(), more.begin(), more.end());
-  return args;
-}
-
-// step -> loss from dl-train's JSON lines (stdout; under the launcher each line may carry a "[rank r] " prefix).
-std::map<int64_t, double> losses_of(const std::string& out) {
-  std::map<int64_t, double> losses;
-  for (std::string l : lines(out)) {
-    const size_t brace = l.find('{');
-    if (brace == std::string::npos) continue;
-    const json j = json::parse(l.substr(brace));
-    if (j.contains("loss")) losses[j["step"].get<int64_t>()] = j["loss"].get<double>();
-  }
-  return losses;
-}
-
-std::map<int64_t, double> train(const std::vector<std::string>& args) {
-  const RunResult r = run(tool("dl-train"), args, "", {}, 600);
-  INFO("dl-train ", args[2], ": ", r.err);
-  REQUIRE(r.exit_code == 0);
-  return losses_of(r.out);
-}
-
-// Largest |a - b| / |b| over the steps both have; every step of `b` must be in `a`.
-double largest_relative_difference(const std::map<int64_t, double>& a, const std::map<int64_t, double>& b) {
-  double worst = 0;
-  for (const auto& [step, want] : b) {
-    REQUIRE(a.count(step) == 1);
-    worst = std::max(worst, std::fabs(a.at(step) - want) / std::fabs(want));
-  }
-  return worst;
+  return tiny_run("configs/addition.toml", run_dir, device, steps,
+                  {"model.n_layer=1", "model.n_embd=32", "model.n_head=2", "train.batch_size=4"});
 }
 
 // Loads RUN's newest checkpoint into a one-process trainer on `device` (model, optimizer state,
@@ -120,21 +82,17 @@ TEST_CASE("a checkpoint crosses between the emulated device and the CPU bit for 
 
 TEST_CASE("20 steps of dl-train --device cuda on the emulated device equal the CPU backend's") {
   TempDir dir("emu-train");
-  // fp32 to 1e-5 relative; bf16 and fp16 (loss scaling) within 2%: the CPU rounds 16-bit
-  // activations at other places than the CUDA kernels and cuBLASLt.
-  for (const auto& [precision, bar] : std::vector<std::pair<std::string, double>>{
-           {"fp32", 1e-5}, {"bf16", 0.02}, {"fp16", 0.02}}) {
-    CAPTURE(precision);
-    const std::vector<std::string> p = {"--set", "train.precision=" + precision};
-    const auto cpu = train(with(small_gpt(dir / ("cpu-" + precision), "cpu", 20), p));
-    const auto cuda = train(with(small_gpt(dir / ("cuda-" + precision), "cuda", 20), p));
-    REQUIRE(cpu.size() == 20);
-    const double d = largest_relative_difference(cuda, cpu);
-    MESSAGE(precision << ": largest relative loss difference over 20 steps " << d << " (bar " << bar << "), loss "
-                      << cpu.rbegin()->second << " -> cpu, " << cuda.rbegin()->second << " -> emulated cuda");
-    CHECK(d < bar);
-    CHECK(cpu.rbegin()->second < cpu.begin()->second);  // it learns
-  }
+  // fp32 to 1e-5 relative; bf16 and fp16 (loss scaling) within 2%.
+  check_20_steps(dir.path(), [](const fs::path& run_dir, const std::string& device) {
+    return small_gpt(run_dir, device, 20);
+  }, {{"fp32", 1e-5}, {"bf16", 0.02}, {"fp16", 0.02}});
+}
+
+// The Llama family's kernels (RMSNorm, RoPE, SwiGLU, the GQA pack/unpack around the attention)
+// inside dl-train's steps, untied GQA 4:2 in fp32 and bf16; the tied MQA 4:1 shape in fp32.
+TEST_CASE("20 steps of a tiny llama on the emulated device equal the CPU backend's (GQA, untied; MQA, tied)") {
+  TempDir dir("emu-llama");
+  check_tiny_llama_20_steps(dir.path(), 1e-5);
 }
 
 TEST_CASE("a checkpoint written on the emulated device resumes on the CPU, and the CPU's on the emulated device") {
@@ -160,17 +118,36 @@ TEST_CASE("a checkpoint written on the emulated device resumes on the CPU, and t
   CHECK(d_cuda < 1e-5);
 }
 
-TEST_CASE("dp=2 and ZeRO 1, 2, 3 with two ranks on the emulated device give the one-rank losses") {
-  TempDir dir("emu-dp");
-  // train.batch_size is per rank: two ranks of 2 sequences are one rank's batch of 4.
-  const auto one = train(small_gpt(dir / "one", "cuda", 6));
-  for (const int zero : {0, 1, 2, 3}) {
+namespace {
+
+// `run` with two ranks (dp=2, each with half of the one rank's batch of 4) at each ZeRO stage
+// against one rank: every loss within 1e-5.
+void check_two_ranks(const fs::path& dir, const RunArgs& run, const std::vector<int>& zero_stages) {
+  const auto one = train(run(dir / "one", "cuda"));
+  for (const int zero : zero_stages) {
     CAPTURE(zero);
-    const auto two = train(with(small_gpt(dir / ("zero" + std::to_string(zero)), "cuda", 6),
+    const auto two = train(with(run(dir / ("zero" + std::to_string(zero)), "cuda"),
                                 {"--nproc-per-node", "2", "--set", "parallel.dp=2", "--set", "train.batch_size=2",
                                  "--set", "parallel.zero=" + std::to_string(zero)}));
     const double d = largest_relative_difference(two, one);
     MESSAGE("zero " << zero << ": largest relative loss difference from one rank " << d);
     CHECK(d < 1e-5);
   }
+}
+
+}  // namespace
+
+TEST_CASE("dp=2 and ZeRO 1, 2, 3 with two ranks on the emulated device give the one-rank losses") {
+  TempDir dir("emu-dp");
+  // train.batch_size is per rank: two ranks of 2 sequences are one rank's batch of 4.
+  check_two_ranks(dir.path(), [](const fs::path& run_dir, const std::string& device) {
+    return small_gpt(run_dir, device, 6);
+  }, {0, 1, 2, 3});
+}
+
+TEST_CASE("a tiny llama with two ranks (dp=2; ZeRO-3) on the emulated device gives the one-rank losses") {
+  TempDir dir("emu-llama-dp");
+  check_two_ranks(dir.path(), [](const fs::path& run_dir, const std::string& device) {
+    return small_llama(run_dir, device, 6);
+  }, {0, 3});
 }

@@ -93,9 +93,9 @@ class Backend {
   void attention_backward(Tensor& dqkv, const Tensor& dout, const Tensor& qkv, const Tensor& out, const Tensor& state,
                           int n_head);
 
-  // The Llama family's ops (lib/nn/llama.*). Their CPU implementations are here; a backend
-  // without a kernel for one refuses it by name ("rmsnorm_forward: not implemented on the cuda
-  // backend"), so a model that needs it stops before its first step rather than computing garbage.
+  // The Llama family's ops (lib/nn/llama.*). The CPU and CUDA backends implement them all; a
+  // backend without a kernel for one refuses it by name ("rmsnorm_forward: not implemented on the
+  // <name> backend"), so a model that needs it stops before its first step rather than computing garbage.
   //
   // RMSNorm (Zhang & Sennrich 2019), row-wise over the last dimension C:
   // out = inp * rstd * weight with rstd = 1 / sqrt(mean(inp^2) + eps) saved per row [N].

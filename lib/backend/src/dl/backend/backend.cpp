@@ -65,6 +65,11 @@ class Check {
       fail_dtype(name, t, "");
     }
   }
+  // A tensor of a dtype the op fixes whatever its own (`ok`), which `expected` names.
+  void of_dtype(const Tensor& t, const char* name, bool ok, const char* expected) {
+    defined_here(t, name);
+    if (!ok) fail(name, t, expected);
+  }
   void flt_or_undefined(const Tensor& t, const char* name) {
     if (t.defined()) flt(t, name);
   }
@@ -421,12 +426,17 @@ void Backend::rmsnorm_backward(Tensor& dinp, Tensor& dweight, const Tensor& dout
   rmsnorm_backward_impl(dinp, dweight, dout, inp, weight, rstd, accumulate);
 }
 
-// x[B,T,H*hs] with hs even, inv_freq [hs/2] f32 or the op's dtype: the shapes both directions share.
+// x[B,T,H*hs] with hs even, inv_freq [hs/2] f32 (f64 under f64 ops: the finite-difference
+// tests'), never 16-bit: the angles t * inv_freq reach the context length, where a bf16
+// frequency would be off by radians. The shapes both directions share.
 static void check_rope(Check& c, const Tensor& x, const char* x_name, const Tensor& other, const char* other_name,
                        const Tensor& inv_freq, int n_head) {
   c.flt(x, x_name);
   c.flt(other, other_name);
-  c.flt_mixed(inv_freq, "inv_freq", inv_freq.dtype() == DType::f32, " (or f32)");
+  const bool f64_ops = x.dtype() == DType::f64;
+  c.of_dtype(inv_freq, "inv_freq",
+             inv_freq.dtype() == DType::f32 || (f64_ops && inv_freq.dtype() == DType::f64),
+             f64_ops ? "f32 or f64" : "f32");
   if (x.ndim() != 3) c.fail(x_name, x, "[B,T,H*hs]");
   if (n_head <= 0 || x.size(2) % (2 * n_head) != 0)
     c.fail(x_name, x, "a last dimension of n_head = ", n_head, " heads of an even size");

@@ -566,14 +566,14 @@ void CudaBackend::rmsnorm_backward_impl(Tensor& dinp, Tensor& dweight, const Ten
 }
 
 void CudaBackend::rope_forward_impl(Tensor& out, const Tensor& inp, const Tensor& inv_freq, int n_head) {
-  cuda::rope(inp.dtype(), out.raw(), inp.raw(), inv_freq.dtype(), inv_freq.raw(), inp.size(0), inp.size(1), n_head,
-             inp.size(2) / n_head, +1, impl_->stream);
+  cuda::rope(inp.dtype(), out.raw(), inp.raw(), static_cast<const float*>(inv_freq.raw()), inp.size(0), inp.size(1),
+             n_head, inp.size(2) / n_head, +1, impl_->stream);
   impl_->after("rope_forward");
 }
 
 void CudaBackend::rope_backward_impl(Tensor& dinp, const Tensor& dout, const Tensor& inv_freq, int n_head) {
-  cuda::rope(dout.dtype(), dinp.raw(), dout.raw(), inv_freq.dtype(), inv_freq.raw(), dout.size(0), dout.size(1),
-             n_head, dout.size(2) / n_head, -1, impl_->stream);
+  cuda::rope(dout.dtype(), dinp.raw(), dout.raw(), static_cast<const float*>(inv_freq.raw()), dout.size(0),
+             dout.size(1), n_head, dout.size(2) / n_head, -1, impl_->stream);
   impl_->after("rope_backward");
 }
 

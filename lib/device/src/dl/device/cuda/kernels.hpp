@@ -89,10 +89,10 @@ void rmsnorm_forward(DType dt, void* out, void* rstd, const void* inp, const voi
 void rmsnorm_backward(DType dt, void* dinp, float* partial, void* dweight, const void* dout, const void* inp,
                       const void* weight, const void* rstd, int64_t N, int64_t C, bool accumulate,
                       cudaStream_t stream);
-// Rotate-half RoPE of x[B,T,H*hs] at positions 0..T-1 by t * inv_freq[i] (inv_freq [hs/2], f32 or
-// dt); sign +1 forward, -1 backward. out may be inp.
-void rope(DType dt, void* out, const void* inp, DType freq_t, const void* inv_freq, int64_t B, int64_t T, int64_t H,
-          int64_t hs, int sign, cudaStream_t stream);
+// Rotate-half RoPE of x[B,T,H*hs] at positions 0..T-1 by t * inv_freq[i] (inv_freq [hs/2] f32,
+// as the backend's front requires); sign +1 forward, -1 backward. out may be inp.
+void rope(DType dt, void* out, const void* inp, const float* inv_freq, int64_t B, int64_t T, int64_t H, int64_t hs,
+          int sign, cudaStream_t stream);
 void swiglu_forward(DType dt, void* out, const void* gate, const void* up, int64_t n, cudaStream_t stream);
 void swiglu_backward(DType dt, void* dgate, void* dup, const void* dout, const void* gate, const void* up, int64_t n,
                      cudaStream_t stream);
