@@ -524,7 +524,11 @@ std::string render_merge(const MergeResult& r, OutputFormat f) {
   std::string head = str("merged ", r.model_type, " checkpoint ", r.checkpoint.string(), " (step ", r.step, ", ",
                          layout_string(r.layout), r.note.empty() ? "" : "; " + r.note, "): ", total_tensors(r.files),
                          " tensors, ", format_bytes(static_cast<double>(total_tensor_bytes(r.files))), "\n\n");
-  t.add_note("# Hugging Face GPT-2 names and [in,out] shapes (the single-process checkpoint's model.safetensors)");
+  t.add_note(r.model_type == "llama"
+                 ? "# Hugging Face LlamaForCausalLM names and [out,in] shapes (the single-process checkpoint's model.safetensors)"
+                 : r.model_type == "gpt"
+                       ? "# Hugging Face GPT-2 names and [in,out] shapes (the single-process checkpoint's model.safetensors)"
+                       : "# the single-process checkpoint's model.safetensors");
   return head + t.render(f);
 }
 

@@ -6,10 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dl/config/hf_llama_config.hpp"
 #include "dl/core/error.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/nn/gpt.hpp"
 #include "dl/nn/gpt_from_config.hpp"
+#include "dl/nn/llama.hpp"
 
 namespace dl::shard {
 
@@ -45,12 +47,13 @@ MeshRank mesh_rank(const parallel::MeshShape& m, int rank) {
 
 ParamSet CheckpointModel::declarations(const parallel::MeshShape& mesh, int tp_rank, int pp_rank,
                                        std::vector<std::pair<size_t, size_t>>* groups) const {
-  if (config.type == ModelType::gpt) {
+  if (is_token_model(config.type)) {
     GptParallel par;
     par.tp_size = mesh.tp;
     par.tp_rank = tp_rank;
     par.pp_size = mesh.pp;
     par.pp_rank = pp_rank;
+    if (config.type == ModelType::llama) return LlamaModel::declarations(llama_config_from(config), par, groups);
     return GptModel::declarations(gpt_config_from(config), par, groups);
   }
   ParamSet p = mlp_param_declarations(mlp);
@@ -105,6 +108,26 @@ CheckpointModel checkpoint_model(const CheckpointReader& reader) {
         m.config.block_size < 1 || m.config.vocab_size < 1)
       throw_usage(cfg_path.string(), ": not a valid GPT-2 shape (n_layer ", m.config.n_layer, ", n_head ",
                   m.config.n_head, ", n_embd ", m.config.n_embd, ")");
+  } else if (kind == ModelType::llama) {
+    // dl-train writes a llama checkpoint's config.json as transformers' LlamaConfig; its shape
+    // declares the tensors (max_position_embeddings is the run's block size).
+    const HfLlamaShape s = read_hf_llama_config(cfg_path);
+    m.config.n_layer = s.n_layer;
+    m.config.n_head = s.n_head;
+    m.config.n_kv_head = s.n_kv_head;
+    m.config.n_embd = s.n_embd;
+    m.config.ffn_hidden = s.ffn_hidden;
+    m.config.vocab_size = s.vocab_size;
+    m.config.block_size = s.max_position_embeddings;
+    m.config.rms_norm_eps = s.rms_norm_eps;
+    m.config.rope_theta = s.rope_theta;
+    m.config.rope_scaling = s.rope_scaling;
+    m.config.rope_factor = s.rope_factor;
+    m.config.rope_low_freq_factor = s.rope_low_freq_factor;
+    m.config.rope_high_freq_factor = s.rope_high_freq_factor;
+    m.config.rope_original_max_position = s.rope_original_max_position;
+    m.config.tie_embeddings = s.tie_word_embeddings;
+    m.config.init_std = cfg.value("initializer_range", 0.02);
   } else if (kind == ModelType::mlp) {
     if (cfg.contains("activation") && cfg["activation"].is_string()) {
       const std::string name = cfg["activation"].get<std::string>();
@@ -127,7 +150,7 @@ CheckpointModel checkpoint_model(const CheckpointReader& reader) {
     }
     m.mlp.n_classes = static_cast<int>(reader.shape("layers." + std::to_string(layers - 1) + ".weight").at(0));
   } else {
-    throw_usage(reader.dir().string(), ": model_type '", type, "' is neither gpt nor mlp");
+    throw_usage(reader.dir().string(), ": model_type '", type, "' is none of gpt, llama, mlp");
   }
   // The model rebuilt from config.json must declare exactly the manifest's tensors.
   ParamSet whole = m.declarations(parallel::MeshShape{}, 0, 0);
