@@ -595,8 +595,9 @@ TEST_CASE("a llama checkpoint (GQA 4:2, untied head) splits to tp=2 x pp=2 and m
   Trained resumed = resume(split, 4, {"train.steps=6"});
   REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
   REQUIRE(resumed.loss.size() == 2);
-  for (const auto& [step, loss] : resumed.loss) {
+  for (const auto& entry : resumed.loss) {  // not a structured binding: CAPTURE's lambda takes it (clang 14)
+    const int64_t step = entry.first;
     CAPTURE(step);
-    CHECK(loss == doctest::Approx(full.loss.at(step)).epsilon(1e-6));
+    CHECK(entry.second == doctest::Approx(full.loss.at(step)).epsilon(1e-6));
   }
 }
