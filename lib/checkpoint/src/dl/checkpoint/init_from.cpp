@@ -51,6 +51,14 @@ bool is_buffer(const std::string& name) {
          is_layer_tensor(name, "model.layers.", {".self_attn.rotary_emb.inv_freq"});
 }
 
+
+std::string expected_text(const Shape& shape) { return "F32, F16 or BF16 " + shape_str(shape); }
+
+}  // namespace
+
+// Named, not anonymous: Impl holds one, and in a unity batch GCC warns (-Wsubobject-linkage)
+// about a member whose type has internal linkage.
+namespace init_from_detail {
 // What differs between the families model.init_from reads.
 struct Family {
   std::string name;    // "GPT-2", "Llama"
@@ -60,10 +68,8 @@ struct Family {
   bool tie_word_embeddings = true;
   const char* layout_hint = "";  // said when a tensor has the wrong shape
 };
-
-std::string expected_text(const Shape& shape) { return "F32, F16 or BF16 " + shape_str(shape); }
-
-}  // namespace
+}  // namespace init_from_detail
+using init_from_detail::Family;
 
 struct InitFrom::Impl {
   fs::path folder;
