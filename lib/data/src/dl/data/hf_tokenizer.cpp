@@ -574,7 +574,8 @@ void HfTokenizer::Impl::load(const std::string& text, const std::string& config_
     if (!rewrites_text && !raw_added.any_contains(' ') && !normalized_added.any_contains(' ')) split_rule = 1;
   } else if (!ignore_merges && !raw_added.any_contains('\n') && !normalized_added.any_contains('\n') &&
              std::none_of(rewrites.begin(), rewrites.end(), [](const Rewrite& r) { return r.from.find('\n') != std::string::npos || r.to.find('\n') != std::string::npos; })) {
-    const int32_t nl = unit_token['\n'] >= 0 ? unit_token['\n'] : fallback_token['\n'];
+    constexpr size_t kNewline = '\n';  // a size_t index: clang's -Wchar-subscripts rejects a char one
+    const int32_t nl = unit_token[kNewline] >= 0 ? unit_token[kNewline] : fallback_token[kNewline];
     bool merged = nl < 0;
     for (const auto& s : pairs->slots)
       if (s.key != HfPairTable::kEmpty && (static_cast<int32_t>(s.key >> 32) == nl || static_cast<int32_t>(s.key & 0xFFFFFFFFu) == nl))
