@@ -59,7 +59,7 @@ inline constexpr double kIntMax = 2147483647.0;
 template <class C, class V>
 void visit_config(C& c, V&& v) {
   // [model]
-  v("model", "type", c.model.type, help("model family: a GPT-2 style decoder, a multi-layer perceptron classifier, or a Llama-family decoder (RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases)"));
+  v("model", "type", c.model.type, help("model family: a GPT-2 style decoder, a multi-layer perceptron classifier, or a Llama-family decoder (RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases but model.qkv_bias)"));
   v("model", "n_layer", c.model.n_layer, help("gpt, llama: number of transformer blocks").min(1).max(kIntMax));
   v("model", "n_head", c.model.n_head, help("gpt, llama: attention heads per block; must divide model.n_embd").min(1).max(kIntMax));
   v("model", "n_embd", c.model.n_embd, help("gpt, llama: embedding (residual stream) width").min(1).max(kIntMax));
@@ -77,6 +77,7 @@ void visit_config(C& c, V&& v) {
   v("model", "rope_low_freq_factor", c.model.rope_low_freq_factor, help("llama: rope_scaling = \"llama3\": low_freq_factor").above(0).max(1024));
   v("model", "rope_high_freq_factor", c.model.rope_high_freq_factor, help("llama: rope_scaling = \"llama3\": high_freq_factor; above model.rope_low_freq_factor").above(0).max(1024));
   v("model", "rope_original_max_position", c.model.rope_original_max_position, help("llama: rope_scaling = \"llama3\": original_max_position_embeddings").min(1).max(kIntMax));
+  v("model", "qkv_bias", c.model.qkv_bias, help("llama: biases on the q, k and v projections (Qwen2; o_proj and the MLP have none)"));
   v("model", "hidden", c.model.hidden, help("mlp: widths of the hidden layers").min(1).max(kIntMax));
   v("model", "activation", c.model.activation, help("mlp: activation after each hidden layer"));
   // [data]
