@@ -590,6 +590,11 @@ void check_llama_reshard(const std::string& name, const std::vector<TomlKey>& mo
   const fs::path split = dir / "split";
   RunResult s = shard({"split", (dir / "single").string(), "--layout", layout, "-o", split.string()});
   REQUIRE_MESSAGE(s.exit_code == 0, s.err);
+  // inspect verifies the split (the model rebuilt from its config.json declares the biases or not).
+  RunResult ins = shard({"inspect", split.string(), "--format", "json"});
+  REQUIRE_MESSAGE(ins.exit_code == 0, ins.err);
+  CHECK(json::parse(ins.out)["ok"] == true);
+  CHECK(has(ins.out, "model.layers.1.self_attn.k_proj.bias") == (hf_class == "Qwen2ForCausalLM"));
   const fs::path merged = dir / "merged" / "model.safetensors";
   fs::create_directories(merged.parent_path());
   RunResult m = shard({"merge", split.string(), "-o", merged.string(), "--with-optimizer"});
