@@ -326,10 +326,51 @@ const json kLlamaShape = {{"n_layer", 2},  {"n_head", 4},          {"n_kv_head",
                           {"n_embd", 32},  {"intermediate_size", 48}, {"max_position_embeddings", 16},
                           {"vocab_size", 512}};
 
+// dl-train --steps 0 from the folder `hf` (DIR/c.toml, the folder's data) into `run_dir`: its
+// step-0 evaluation within 1e-5 of the PyTorch reference's loss.
+Result check_loads_as_reference(const fs::path& dir, const fs::path& hf, const fs::path& run_dir,
+                                const std::string& name, double reference) {
+  write_file(dir / "c.toml", finetune_toml(hf, hf));
+  Result r = train(dir / "c.toml", run_dir, {"--steps", "0"});
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  REQUIRE(r.val_loss.count(0));
+  MESSAGE(name << ": dl-train " << r.val_loss[0] << ", PyTorch " << reference << ", relative difference "
+               << rel(r.val_loss[0], reference));
+  CHECK(rel(r.val_loss[0], reference) < 1e-5);
+  return r;
+}
+
+// model.init_from of `checkpoint` (evaluated on hf's data, into `run_dir`): `val_loss`, bit for bit.
+void check_reloads(const fs::path& dir, const fs::path& checkpoint, const fs::path& hf, const fs::path& run_dir,
+                   double val_loss) {
+  write_file(dir / "c2.toml", finetune_toml(checkpoint, hf));
+  Result again = train(dir / "c2.toml", run_dir, {"--steps", "0"});
+  INFO(again.err);
+  REQUIRE(again.code == 0);
+  CHECK(again.val_loss.at(0) == val_loss);
+}
+
+// DIR/c.toml (check_loads_as_reference's) in `layout` on 2 processes: `val_loss` within 1e-6 (tp
+// sums the vocabulary in another order), and its sharded checkpoint loads back in one process
+// to `val_loss` exactly (the same weights).
+void check_layout_loads(const fs::path& dir, const fs::path& hf, const std::string& layout, double val_loss) {
+  CAPTURE(layout);
+  const std::string tag = layout + "-" + hf.filename().string();
+  const fs::path lrun = dir / ("layout-" + tag);
+  Result l = train(dir / "c.toml", lrun, {"--steps", "0", "--nproc-per-node", "2", "--set", layout});
+  INFO(l.err);
+  REQUIRE(l.code == 0);
+  CHECK(rel(l.val_loss.at(0), val_loss) < 1e-6);
+  check_reloads(dir, lrun / "checkpoints" / "step_00000000", hf, dir / ("back-" + tag), val_loss);
+}
+
 }  // namespace
 
+// Qwen2ForCausalLM folders are the llama with random q/k/v biases, a sliding window written but
+// off (use_sliding_window = false, as Qwen2.5's config.json) and no bias keys in config.json.
 TEST_CASE("a PyTorch-written Llama folder (GQA 4:2) loads in every form and layout, gives the reference's loss, "
-          "and its checkpoint round-trips") {
+          "and its checkpoint round-trips; Qwen2 folders (q/k/v biases) too") {
   TempDir d("init-llama");
   struct Form {
     std::string name;
@@ -347,6 +388,8 @@ TEST_CASE("a PyTorch-written Llama folder (GQA 4:2) loads in every form and layo
        {{"dtype", "BF16"}, {"shards", 3}, {"model_type", "mistral"}, {"config", {{"sliding_window", 16}}}}, 21},
       {"f16, one file, untied, linear rope_scaling (old \"type\" key), Mistral's default window",
        {{"dtype", "F16"}, {"model_type", "mistral"}, {"config", {{"rope_scaling", {{"type", "linear"}, {"factor", 2.0}}}}}}, 21},
+      {"Qwen2, f32, one file, untied", {{"dtype", "F32"}, {"model_type", "qwen2"}}, 27},  // 3 biases a block
+      {"Qwen2, bf16, 2 shards, tied", {{"dtype", "BF16"}, {"model_type", "qwen2"}, {"shards", 2}, {"tie", true}}, 26},
   };
   const std::vector<std::pair<fs::path, json>> folders = spec_folders(d.path(), "hf", kLlamaShape, forms, 20);
   const std::vector<double> references = write_hf_llamas(folders);
@@ -355,50 +398,31 @@ TEST_CASE("a PyTorch-written Llama folder (GQA 4:2) loads in every form and layo
     const Form& f = forms[i];
     CAPTURE(f.name);
     const fs::path hf = folders[i].first;
-    write_file(d / "c.toml", finetune_toml(hf, hf));
     const fs::path run_dir = d / ("run" + std::to_string(i));
-    Result r = train(d / "c.toml", run_dir, {"--steps", "0"});
-    INFO(r.err);
-    REQUIRE(r.code == 0);
-    REQUIRE(r.val_loss.count(0));
-    MESSAGE(f.name << ": dl-train " << r.val_loss[0] << ", PyTorch " << references[i] << ", relative difference "
-                   << rel(r.val_loss[0], references[i]));
-    CHECK(rel(r.val_loss[0], references[i]) < 1e-5);
+    Result r = check_loads_as_reference(d.path(), hf, run_dir, f.name, references[i]);
     const json source = json::parse(read_file(run_dir / "init_from.json"));
     CHECK(source["format"] == "huggingface");
     CHECK(source["tensors"] == f.tensors);
     CHECK(source["skipped_buffers"] == (f.spec.value("inv_freq", false) ? 2 : 0));
     CHECK(source["dtypes"].contains(f.spec["dtype"].get<std::string>()));
     CHECK(read_file(run_dir / "config.toml").find("type = \"llama\"") != std::string::npos);
+    const bool qwen2 = f.spec.value("model_type", "") == "qwen2";
+    CHECK((read_file(run_dir / "config.toml").find("qkv_bias = true") != std::string::npos) == qwen2);
 
-    // The checkpoint is a LlamaForCausalLM folder: model.init_from of it gives the same eval, bit
-    // for bit (and the reference reads it, below).
+    // The checkpoint is a LlamaForCausalLM (Qwen2ForCausalLM) folder: model.init_from of it gives
+    // the same eval, bit for bit (and the reference reads it, below).
     const fs::path ckpt = run_dir / "checkpoints" / "step_00000000";
     const json cfg = json::parse(read_file(ckpt / "config.json"));
-    CHECK(cfg["architectures"] == json::array({"LlamaForCausalLM"}));
+    CHECK(cfg["architectures"] == json::array({qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}));
+    CHECK(cfg["model_type"] == (qwen2 ? "qwen2" : "llama"));
     CHECK(cfg["tie_word_embeddings"] == f.spec.value("tie", false));
     checkpoints.emplace_back(ckpt, hf);
-    write_file(d / "c2.toml", finetune_toml(ckpt, hf));
-    Result again = train(d / "c2.toml", d / ("again" + std::to_string(i)), {"--steps", "0"});
-    INFO(again.err);
-    REQUIRE(again.code == 0);
-    CHECK(again.val_loss.at(0) == r.val_loss[0]);
-    if (i == 1) {  // other layouts load the folder the same, and their sharded checkpoints load back
-      for (const std::string layout : {"parallel.tp=2", "parallel.pp=2"}) {
-        CAPTURE(layout);
-        const fs::path lrun = d / ("layout-" + layout);
-        Result l = train(d / "c.toml", lrun, {"--steps", "0", "--nproc-per-node", "2", "--set", layout});
-        INFO(l.err);
-        REQUIRE(l.code == 0);
-        CHECK(rel(l.val_loss.at(0), r.val_loss[0]) < 1e-6);  // tp sums the vocabulary in another order
-        write_file(d / "c3.toml", finetune_toml(lrun / "checkpoints" / "step_00000000", hf));
-        Result back = train(d / "c3.toml", d / ("back-" + layout), {"--steps", "0"});
-        INFO(back.err);
-        REQUIRE(back.code == 0);
-        CHECK(back.val_loss.at(0) == r.val_loss[0]);  // the same weights, one process
-      }
-    }
-    if (i == 0) {  // dl-train eval of the run: its checkpoint on the run's val data
+    check_reloads(d.path(), ckpt, hf, d / ("again" + std::to_string(i)), r.val_loss[0]);
+    if (i == 1)  // other layouts load the folder the same, and their sharded checkpoints load back
+      for (const std::string layout : {"parallel.tp=2", "parallel.pp=2"})
+        check_layout_loads(d.path(), hf, layout, r.val_loss[0]);
+    if (i == 5) check_layout_loads(d.path(), hf, "parallel.tp=2", r.val_loss[0]);  // biases split with their heads
+    if (i == 0 || qwen2) {  // dl-train eval of the run: its checkpoint on the run's val data
       RunResult e = run(tool("dl-train"), {"eval", "--run-dir", run_dir.string(), "--format", "json"});
       INFO(e.err);
       REQUIRE(e.exit_code == 0);
@@ -432,7 +456,9 @@ TEST_CASE("Llama folders dl-train does not compute the same way exit 2 naming th
       {"Mistral's default window under a longer block",
        {{"model_type", "mistral"}, {"sliding_window", nullptr}, {"max_position_embeddings", 8192}},
        {"sliding_window = 4096"}, "block_size = 4100\n"},
-      {"attention_bias", {{"attention_bias", true}}, {"config.json: attention_bias is true; dl-train's llama has no biases"}},
+      {"attention_bias", {{"attention_bias", true}},
+       {"config.json: attention_bias is true (biases on q_proj, k_proj, v_proj and o_proj)",
+        "q_proj, k_proj and v_proj only (Qwen2's)"}},
       {"mlp_bias", {{"mlp_bias", true}}, {"config.json: mlp_bias is true"}},
       {"mixture of experts", {{"num_local_experts", 8}, {"num_experts_per_tok", 2}},
        {"config.json: num_local_experts is 8 (a mixture of experts)"}},
@@ -446,8 +472,16 @@ TEST_CASE("Llama folders dl-train does not compute the same way exit 2 naming th
       {"a layer fewer", {{"num_hidden_layers", 1}},
        {"model.safetensors: tensor 'model.layers.1.", "is not a parameter of the Llama model config.json describes "
         "(num_hidden_layers 1, hidden_size 32, num_key_value_heads 2, intermediate_size 48, vocab_size 512)"}},
-      {"Qwen2", {{"model_type", "qwen2"}, {"architectures", {"Qwen2ForCausalLM"}}},
-       {"config.json: model_type is \"qwen2\"", "biases to q_proj, k_proj and v_proj"}},
+      {"Qwen2 with use_sliding_window", {{"model_type", "qwen2"}, {"use_sliding_window", true}},
+       {"config.json: use_sliding_window is true"}},
+      {"model.qkv_bias = false against a Qwen2 folder", {{"model_type", "qwen2"}},
+       {"c.toml:2: model.qkv_bias = false, but ", "config.json says model_type = \"qwen2\", which has q/k/v biases"},
+       "qkv_bias = false\n"},
+      {"a Qwen2 folder without the biases", {{"model_type", "qwen2"}},
+       {"model.safetensors: no tensor 'model.layers.0.self_attn.q_proj.bias'", "F32, F16 or BF16 [32]"}},
+      {"model.qkv_bias = true against a Llama folder", json::object(),
+       {"c.toml:2: model.qkv_bias = true, but ", "config.json says model_type = \"llama\", which has no q/k/v biases"},
+       "qkv_bias = true\n"},
       {"model.type = \"gpt\" against a llama folder", json::object(),
        {"c.toml:2: model.init_from holds a llama model", "model.type is \"gpt\""}, "type = \"gpt\"\n"},
       {"model.n_kv_head against num_key_value_heads", json::object(),
@@ -477,7 +511,8 @@ TEST_CASE("Llama folders dl-train does not compute the same way exit 2 naming th
 // made with `python3 -m venv --system-site-packages V && V/bin/pip install transformers==4.44.2`,
 // which runs on Debian's torch 1.13). Not created here: installing it would add minutes to CI on a
 // cold pip cache.
-TEST_CASE("transformers' LlamaForCausalLM.from_pretrained loads dl-train llama checkpoints and gives their loss") {
+TEST_CASE("transformers' LlamaForCausalLM and Qwen2ForCausalLM .from_pretrained load dl-train llama checkpoints and "
+          "give their loss") {
   const char* python = std::getenv("DL_TEST_TRANSFORMERS_PYTHON");
   if (python == nullptr || *python == '\0') {
     MESSAGE("skipped: DL_TEST_TRANSFORMERS_PYTHON (a Python with transformers) is not set");
@@ -487,7 +522,7 @@ TEST_CASE("transformers' LlamaForCausalLM.from_pretrained loads dl-train llama c
   struct Form {
     json spec;
   };
-  const std::vector<Form> forms = {{{{"tie", false}}}, {{{"tie", true}}}};
+  const std::vector<Form> forms = {{{{"tie", false}}}, {{{"tie", true}}}, {{{"model_type", "qwen2"}}}};
   const auto folders = spec_folders(d.path(), "hf", kLlamaShape, forms, 40);
   write_hf_llamas(folders);
   std::vector<std::string> args = {source_path("tests/scripts/hf_llama.py").string(), "--transformers-loss",

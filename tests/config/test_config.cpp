@@ -201,8 +201,8 @@ TEST_CASE("unknown keys and sections suggest the closest known key") {
   CHECK(parse_error("[model]\nwibble = 1\n") ==
         "x.toml:2: unknown key 'model.wibble'; the keys of [model] are type, n_layer, n_head, n_embd, block_size, "
         "vocab_size, init_std, tie_embeddings, init_from, n_kv_head, ffn_hidden, rms_norm_eps, rope_theta, "
-        "rope_scaling, rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position, hidden, "
-        "activation");
+        "rope_scaling, rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position, qkv_bias, "
+        "hidden, activation");
   CHECK(parse_error("[zzzzzzzz]\n") ==
         "x.toml:1: unknown section 'zzzzzzzz'; the sections are model, data, optim, schedule, train, parallel, dist, log");
   // a sub-table under a known section is an unknown key
@@ -610,7 +610,7 @@ TEST_CASE("config_to_toml lists every section and key in declaration order") {
 
 TEST_CASE("config_key_docs has one entry per key with type, default and help") {
   auto docs = config_key_docs();
-  CHECK(docs.size() == 68);
+  CHECK(docs.size() == 69);
   std::set<std::string> names;
   for (const auto& d : docs) {
     CAPTURE(d.key);

@@ -128,6 +128,27 @@ TEST_CASE("llama gradients match finite differences (f64): GQA, MQA, tied and un
   }
 }
 
+// Qwen2's q/k/v biases, set away from 0 so the forward's bias add is exercised too.
+TEST_CASE("llama q/k/v bias gradients match finite differences (f64): GQA untied, MQA tied") {
+  for (int kv : {2, 1}) {
+    CAPTURE(kv);
+    LlamaConfig c = tiny(kv, kv == 1);
+    c.qkv_bias = true;
+    LlamaModel model(c, cpu_backend(), DType::f64);
+    model.params().initialize(7);
+    int biases = 0;
+    for (size_t i = 0; i < model.params().size(); ++i) {
+      const std::string& name = model.params().info(i).name;
+      if (name.size() < 5 || name.compare(name.size() - 5, 5, ".bias") != 0) continue;
+      ++biases;
+      Tensor& b = model.params().value(i);
+      for (int64_t e = 0; e < b.numel(); ++e) set(b, e, 0.2 * std::sin(double(e) + double(i)));
+    }
+    CHECK(biases == 3 * c.n_layer);
+    check_model_grads(model, tiny_batch(), 12, 1e-6);
+  }
+}
+
 TEST_CASE("MLP gradients match finite differences (f64), relu and gelu") {
   for (std::string act : {"relu", "gelu"}) {
     CAPTURE(act);
@@ -201,6 +222,35 @@ TEST_CASE("llama parameters carry LlamaForCausalLM's names and nn.Linear's [out,
   CHECK(p.info(p.index("model.norm.weight")).shape == Shape{16});
   CHECK(p.info(p.index("lm_head.weight")).shape == Shape{11, 16});
   CHECK_FALSE(LlamaModel::declarations(tiny(2, true), GptParallel{}).contains("lm_head.weight"));
+}
+
+TEST_CASE("llama q/k/v biases carry Qwen2ForCausalLM's names, and none on o_proj or the MLP") {
+  LlamaConfig c = tiny(2, false);
+  c.qkv_bias = true;
+  const ParamSet p = LlamaModel::declarations(c, GptParallel{});
+  CHECK(p.numel() == llama_param_count(c));
+  CHECK(llama_param_count(c) == llama_param_count(tiny(2, false)) + 2 * (16 + 8 + 8));
+  CHECK(p.info(p.index("model.layers.1.self_attn.q_proj.bias")).shape == Shape{16});
+  CHECK(p.info(p.index("model.layers.1.self_attn.k_proj.bias")).shape == Shape{8});
+  CHECK(p.info(p.index("model.layers.0.self_attn.v_proj.bias")).shape == Shape{8});
+  CHECK_FALSE(p.contains("model.layers.0.self_attn.o_proj.bias"));
+  CHECK_FALSE(p.contains("model.layers.0.mlp.up_proj.bias"));
+  // Qwen2.5-0.5B: 24 layers, 896 wide, 14 heads over 2 K/V heads, MLP 4864, tied, 151936 ids.
+  LlamaConfig q;
+  q.n_layer = 24, q.n_embd = 896, q.n_head = 14, q.n_kv_head = 2, q.ffn_hidden = 4864, q.vocab_size = 151936;
+  q.tie_embeddings = true, q.qkv_bias = true;
+  CHECK(llama_param_count(q) == 494032768);
+  // Tensor parallel: each rank holds its heads' rows of the biases, as of the weights.
+  GptParallel par;
+  par.tp_size = 2;
+  par.tp_rank = 1;
+  const ParamSet r1 = LlamaModel::declarations(c, par);
+  const ParamInfo& bk = r1.info(r1.index("model.layers.0.self_attn.k_proj.bias"));
+  CHECK(bk.shape == Shape{4});
+  CHECK(bk.global_shape == Shape{8});
+  CHECK(bk.slice.dim == 0);
+  REQUIRE(bk.slice.segments.size() == 1);
+  CHECK(bk.slice.segments[0] == std::pair<int64_t, int64_t>{4, 4});
 }
 
 TEST_CASE("llama rotary frequencies: theta, linear and llama3 scaling as transformers computes them") {

@@ -3,6 +3,8 @@
 // gradients, and the same losses over 10 AdamW steps with clipping.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "dl/core/rng.hpp"
@@ -47,6 +49,18 @@ void check_parity(const json& r) {
   CHECK(r["steps_rel_max"].get<double>() < 1e-5);
 }
 
+// Sets Qwen2's q/k/v biases (which start at zero) away from it, so the first forward adds them.
+void biases_off_zero(ParamSet& P) {
+  int n = 0;
+  for (size_t i = 0; i < P.size(); ++i) {
+    if (P.info(i).name.find("_proj.bias") == std::string::npos) continue;
+    ++n;
+    Tensor& b = P.value(i);
+    for (int64_t e = 0; e < b.numel(); ++e) set(b, e, 0.1 * std::cos(0.7 * double(e) + double(i)));
+  }
+  REQUIRE(n > 0);
+}
+
 }  // namespace
 
 TEST_CASE("GPT loss, gradients and 10 AdamW steps match PyTorch") {
@@ -62,17 +76,22 @@ TEST_CASE("GPT loss, gradients and 10 AdamW steps match PyTorch") {
 }
 
 // Against tests/scripts/torch_llama.py: GQA 4:2 untied, MQA 4:1 tied with llama3 rope scaling,
-// GQA 4:2 tied with linear scaling.
-TEST_CASE("llama loss, gradients and 10 AdamW steps match PyTorch: GQA and MQA, tied and untied, rope scaling") {
+// GQA 4:2 tied with linear scaling; Qwen2's q/k/v biases (F.linear's bias in the reference) GQA
+// 4:2 untied and MQA 4:1 tied.
+TEST_CASE("llama loss, gradients and 10 AdamW steps match PyTorch: GQA and MQA, tied and untied, rope scaling, "
+          "q/k/v biases") {
   struct Variant {
     int kv;
     bool tied;
     RopeScaling scaling;
+    bool qkv_bias;
   };
-  for (Variant v : {Variant{2, false, RopeScaling::none}, Variant{1, true, RopeScaling::llama3},
-                    Variant{2, true, RopeScaling::linear}}) {
+  for (Variant v : {Variant{2, false, RopeScaling::none, false}, Variant{1, true, RopeScaling::llama3, false},
+                    Variant{2, true, RopeScaling::linear, false}, Variant{2, false, RopeScaling::none, true},
+                    Variant{1, true, RopeScaling::none, true}}) {
     CAPTURE(v.kv);
     CAPTURE(v.tied);
+    CAPTURE(v.qkv_bias);
     LlamaConfig c;
     c.n_layer = 2;
     c.n_head = 4;
@@ -89,6 +108,7 @@ TEST_CASE("llama loss, gradients and 10 AdamW steps match PyTorch: GQA and MQA, 
     c.rope_low_freq_factor = 1;
     c.rope_high_freq_factor = 4;
     c.rope_original_max_position = 64;  // wavelengths of 2pi .. 2pi 500^(7/8) cross all three llama3 bands
+    c.qkv_bias = v.qkv_bias;
     LlamaModel model(c, cpu_backend());
     json scaling = nullptr;
     if (v.scaling != RopeScaling::none)
@@ -97,8 +117,10 @@ TEST_CASE("llama loss, gradients and 10 AdamW steps match PyTorch: GQA and MQA, 
                  {"original_max_position_embeddings", c.rope_original_max_position}};
     json spec{{"model", "llama"},          {"n_layer", c.n_layer},         {"n_head", c.n_head},
               {"n_kv_head", c.n_kv_head},  {"n_embd", c.n_embd},           {"rms_norm_eps", c.rms_norm_eps},
-              {"rope_theta", c.rope_theta}, {"rope_scaling", scaling},     {"tie_word_embeddings", c.tie_embeddings}};
-    check_parity(run_torch_parity(model, cpu_backend(), token_batches("llama", 256), spec));
+              {"rope_theta", c.rope_theta}, {"rope_scaling", scaling},     {"tie_word_embeddings", c.tie_embeddings},
+              {"qkv_bias", c.qkv_bias}};
+    check_parity(run_torch_parity(model, cpu_backend(), token_batches("llama", 256), spec,
+                                  v.qkv_bias ? biases_off_zero : std::function<void(ParamSet&)>()));
   }
 }
 

@@ -200,6 +200,27 @@ TEST_CASE("llama: every parallel layout gives the single-process losses and grad
   CHECK(identical(first.grad_norm, whole.grad_norm));
 }
 
+// Qwen2's q/k/v biases: tp = 2 splits them with their heads' rows; ZeRO-3 shards them with the
+// block's other parameters; pp = 2 places them with their block.
+TEST_CASE("llama with q/k/v biases: tp=2, dp=2 zero=3 and pp=2 give the single-process losses and gradient norms") {
+  TempDir dir("layouts-qwen2");
+  write_file(dir / "c.toml",
+             layout_gpt({{"model.type", "\"llama\""}, {"model.n_kv_head", "2"}, {"model.ffn_hidden", "40"},
+                         {"model.qkv_bias", "true"}, {"optim.lr", "3e-3"}, {"schedule.warmup_steps", "4"},
+                         {"schedule.decay_steps", "20"}, {"train.steps", "20"}}));
+  Run single = train(dir / "c.toml", dir / "single", 1, {});
+  INFO(single.err);
+  REQUIRE(single.code == 0);
+  REQUIRE(single.loss.size() == 20);
+  CHECK(single.loss.rbegin()->second < single.loss.begin()->second);
+  const std::vector<Layout> layouts = {
+      {"tp=2", 2, {"parallel.tp=2"}},
+      {"dp=2 zero=3", 2, {"parallel.dp=2", "train.batch_size=4", "parallel.zero=3"}},
+      {"pp=2 1f1b m=4", 2, {"parallel.pp=2", "train.batch_size=2", "parallel.microbatches=4", "parallel.schedule=1f1b"}},
+  };
+  check_layouts(dir / "c.toml", dir.path(), layouts, single, 20, "qkv_bias ");
+}
+
 TEST_CASE("llama: tensor parallel needs whole K/V groups per rank, said by key name") {
   TempDir dir("layouts-llama-kv");
   write_file(dir / "c.toml", layout_gpt({{"model.type", "\"llama\""}, {"model.n_kv_head", "1"}}));

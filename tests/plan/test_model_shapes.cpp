@@ -306,17 +306,22 @@ TEST_CASE("a dl-train config of model.type llama: the shipped Llama 3 8B and Tin
 TEST_CASE("model_from_config of a llama: llama_param_count's count and the llama block, for GQA, MQA, MHA, tied, untied") {
   struct Shape {
     int64_t layers, heads, kv, embd, ffn, vocab;
-    bool tied;
+    bool tied, qkv_bias;
   };
   // kv 0 and ffn 0 are the config's defaults: n_head and 4 x n_embd (not Meta's SwiGLU width).
-  const Shape shapes[] = {{2, 4, 2, 32, 96, 256, false},  {2, 4, 2, 32, 96, 256, true},   {3, 6, 1, 48, 128, 100, false},
-                          {1, 8, 1, 64, 0, 512, true},     {4, 6, 0, 192, 512, 256, false}, {2, 4, 4, 16, 40, 32, true}};
+  // The last two carry Qwen2's q/k/v biases.
+  const Shape shapes[] = {{2, 4, 2, 32, 96, 256, false, false}, {2, 4, 2, 32, 96, 256, true, false},
+                          {3, 6, 1, 48, 128, 100, false, false}, {1, 8, 1, 64, 0, 512, true, false},
+                          {4, 6, 0, 192, 512, 256, false, false}, {2, 4, 4, 16, 40, 32, true, false},
+                          {2, 4, 2, 32, 96, 256, false, true},   {3, 6, 1, 48, 128, 100, true, true}};
   for (const auto& sh : shapes) {
     Config c;
     c.model.type = ModelType::llama;
     c.model.n_layer = sh.layers, c.model.n_head = sh.heads, c.model.n_kv_head = sh.kv, c.model.n_embd = sh.embd;
     c.model.ffn_hidden = sh.ffn, c.model.vocab_size = sh.vocab, c.model.block_size = 16, c.model.tie_embeddings = sh.tied;
+    c.model.qkv_bias = sh.qkv_bias;
     CAPTURE(sh.heads);
+    CAPTURE(sh.qkv_bias);
     CAPTURE(sh.kv);
     CAPTURE(sh.ffn);
     CAPTURE(sh.tied);
@@ -332,6 +337,8 @@ TEST_CASE("model_from_config of a llama: llama_param_count's count and the llama
     CHECK(m.kv() == lc.n_kv_head);
     CHECK(m.ffn() == lc.ffn_hidden);
     CHECK(m.tied_head == sh.tied);
+    CHECK(m.qkv_bias == sh.qkv_bias);
+    CHECK_FALSE(m.proj_bias);
     CHECK(transformer_param_count(m) == m.params);
     ModelShape by_hand = with_family(ModelShape{}, Family::llama);
     by_hand.n_layer = sh.layers, by_hand.hidden = sh.embd, by_hand.heads = sh.heads, by_hand.kv_heads = lc.n_kv_head;

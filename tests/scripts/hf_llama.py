@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes small Hugging Face Llama-family folders from the independent PyTorch Llama
+"""Writes small Hugging Face Llama-family folders (Qwen2's too) from the independent PyTorch Llama
 (torch_llama.py), for dl-train's model.init_from tests, and computes the reference's loss; reads
 a folder back (a dl-train checkpoint) and computes the loss of its weights.
 
@@ -8,7 +8,9 @@ Usage: hf_llama.py --many JSON_LIST_OF_[OUT_DIR, SPEC]   prints a list of {"loss
                                                           config.json and model.safetensors (F32) on
                                                           DATA_DIR/val.bin
        hf_llama.py --transformers-loss DATA_DIR WINDOWS DIR...   prints a list of {"loss": L}:
-                                                          transformers' LlamaForCausalLM.from_pretrained(DIR)
+                                                          transformers' AutoModelForCausalLM.from_pretrained(DIR)
+                                                          (config.json's architecture: LlamaForCausalLM,
+                                                          Qwen2ForCausalLM), refusing missing or unused keys
 
 SPEC: n_layer, n_head, n_kv_head, n_embd, intermediate_size, max_position_embeddings (the
 windows' length T), vocab_size, seed, text (a file whose bytes, mapped onto the vocabulary as
@@ -16,7 +18,8 @@ windows' length T), vocab_size, seed, text (a file whose bytes, mapped onto the 
 shards (1: model.safetensors; more: model-0000K-of-0000N.safetensors and the index), tie
 (tie_word_embeddings; false: an lm_head.weight of its own), inv_freq (the
 model.layers.N.self_attn.rotary_emb.inv_freq buffers older exports carry), model_type ("llama"
-| "mistral"), config (keys overriding config.json), val_windows.
+| "mistral" | "qwen2": Qwen2ForCausalLM's config with use_sliding_window false and random q/k/v
+biases), config (keys overriding config.json), val_windows.
 
 Writes OUT_DIR/config.json, the weights, train.bin and val.bin (as hf_gpt2.py). The loss is the
 mean cross-entropy over val.bin's windows (window k: ids [k T, k T + T] predict the next), in f32
@@ -36,7 +39,8 @@ from torch_llama import inv_freq, llama_loss  # noqa: E402
 
 
 def spec_from_config(config):
-    """torch_llama's spec from a config.json, as transformers' LlamaConfig defaults it."""
+    """torch_llama's spec from a config.json, as transformers' LlamaConfig defaults it (Qwen2's
+    q/k/v biases are its architecture's, not a config key)."""
     scaling = config.get("rope_scaling")
     if scaling and "rope_type" not in scaling:
         scaling = dict(scaling, rope_type=scaling["type"])
@@ -44,7 +48,8 @@ def spec_from_config(config):
             "n_kv_head": config.get("num_key_value_heads") or config["num_attention_heads"],
             "n_embd": config["hidden_size"], "rms_norm_eps": config.get("rms_norm_eps", 1e-6),
             "rope_theta": config.get("rope_theta", 10000.0), "rope_scaling": scaling,
-            "tie_word_embeddings": config.get("tie_word_embeddings", False)}
+            "tie_word_embeddings": config.get("tie_word_embeddings", False),
+            "qkv_bias": config.get("model_type") == "qwen2"}
 
 
 def random_weights(spec, dtype):
@@ -62,6 +67,10 @@ def random_weights(spec, dtype):
         W[p + "self_attn.q_proj.weight"] = torch.randn(H * hd, C) * 0.3
         W[p + "self_attn.k_proj.weight"] = torch.randn(KV * hd, C) * 0.3
         W[p + "self_attn.v_proj.weight"] = torch.randn(KV * hd, C) * 0.3
+        if spec.get("model_type") == "qwen2":
+            W[p + "self_attn.q_proj.bias"] = torch.randn(H * hd) * 0.5
+            W[p + "self_attn.k_proj.bias"] = torch.randn(KV * hd) * 0.5
+            W[p + "self_attn.v_proj.bias"] = torch.randn(KV * hd) * 0.5
         W[p + "self_attn.o_proj.weight"] = torch.randn(C, H * hd) * 0.3
         W[p + "post_attention_layernorm.weight"] = 1 + 0.1 * torch.randn(C)
         W[p + "mlp.gate_proj.weight"] = torch.randn(F, C) * 0.3
@@ -83,8 +92,9 @@ def windows_loss(W, spec, val, T, n):
 def write_folder(out_dir, spec):
     dtype = spec.get("dtype", "F32")
     T, V = spec["max_position_embeddings"], spec["vocab_size"]
-    config = {"architectures": ["MistralForCausalLM" if spec.get("model_type") == "mistral" else "LlamaForCausalLM"],
-              "model_type": spec.get("model_type", "llama"), "hidden_size": spec["n_embd"],
+    model_type = spec.get("model_type", "llama")
+    arch = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM"}[model_type]
+    config = {"architectures": [arch], "model_type": model_type, "hidden_size": spec["n_embd"],
               "intermediate_size": spec["intermediate_size"], "num_hidden_layers": spec["n_layer"],
               "num_attention_heads": spec["n_head"], "num_key_value_heads": spec["n_kv_head"],
               "max_position_embeddings": T, "vocab_size": V, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
@@ -92,6 +102,11 @@ def write_folder(out_dir, spec):
               "tie_word_embeddings": spec.get("tie", False), "torch_dtype": {"F32": "float32", "BF16": "bfloat16",
                                                                                "F16": "float16"}[dtype],
               "bos_token_id": 1, "eos_token_id": 2}
+    if model_type == "qwen2":
+        # As Qwen2.5's config.json: no bias keys (the biases are the architecture's), a window
+        # written but off.
+        del config["attention_bias"], config["mlp_bias"]
+        config.update({"use_sliding_window": False, "sliding_window": 4096, "max_window_layers": 21})
     config.update(spec.get("config", {}))
     W = random_weights(spec, dtype)
     os.makedirs(out_dir, exist_ok=True)
@@ -130,11 +145,20 @@ def val_windows(data_dir, T, n):
 
 
 def transformers_losses(data_dir, n, folders):
-    """transformers' LlamaForCausalLM.from_pretrained of each folder, its loss on the windows."""
-    from transformers import LlamaForCausalLM
+    """transformers' AutoModelForCausalLM.from_pretrained of each folder (the class its config.json
+    names), its loss on the windows; a weight the class wants and the folder lacks, or the reverse,
+    is an error (from_pretrained would start it at random and only warn)."""
+    from transformers import AutoModelForCausalLM
     out = []
     for folder in folders:
-        model = LlamaForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
+        model, info = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32,
+                                                           output_loading_info=True)
+        model.eval()
+        with open(os.path.join(folder, "config.json")) as f:
+            arch = json.load(f)["architectures"][0]
+        assert type(model).__name__ == arch, (folder, type(model).__name__, arch)
+        problems = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+        assert not problems, (folder, problems)
         x, y = val_windows(data_dir, model.config.max_position_embeddings, n)
         with torch.no_grad():
             logits = model(x).logits

@@ -4,7 +4,8 @@ Written from transformers' modeling_llama.py conventions, not from dlkit: LlamaR
 float32, weight times the normalized input), rotary embeddings with rotate_half on the pairs
 (i, i + head_dim/2) and inv_freq from rope_theta with the "linear" and "llama3" rope_scaling of
 modeling_rope_utils.py, repeat_kv for grouped K/V heads, LlamaMLP down(silu(gate(x)) * up(x)),
-nn.Linear [out, in] weights without biases, and an lm_head that is the embedding when
+nn.Linear [out, in] weights without biases (but Qwen2ForCausalLM's on q_proj, k_proj and v_proj
+when spec "qkv_bias"), and an lm_head that is the embedding when
 tie_word_embeddings. Parameters are looked up by LlamaForCausalLM's state-dict names.
 """
 import math
@@ -67,9 +68,11 @@ def llama_loss(W, idx, tgt, spec):
     for l in range(L):
         p = f"model.layers.{l}."
         h = rms_norm(x, W[p + "input_layernorm.weight"], eps)
-        q = F.linear(h, W[p + "self_attn.q_proj.weight"]).view(B, T, H, hd).transpose(1, 2)
-        k = F.linear(h, W[p + "self_attn.k_proj.weight"]).view(B, T, KV, hd).transpose(1, 2)
-        v = F.linear(h, W[p + "self_attn.v_proj.weight"]).view(B, T, KV, hd).transpose(1, 2)
+        bq, bk, bv = ((W[p + f"self_attn.{n}_proj.bias"] for n in "qkv") if spec.get("qkv_bias")
+                      else (None, None, None))
+        q = F.linear(h, W[p + "self_attn.q_proj.weight"], bq).view(B, T, H, hd).transpose(1, 2)
+        k = F.linear(h, W[p + "self_attn.k_proj.weight"], bk).view(B, T, KV, hd).transpose(1, 2)
+        v = F.linear(h, W[p + "self_attn.v_proj.weight"], bv).view(B, T, KV, hd).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         k, v = repeat_kv(k, H // KV), repeat_kv(v, H // KV)

@@ -134,6 +134,10 @@ TEST_CASE("dl-shard plan of a tiny llama matches dl-train's measured memory: dp,
           {"activation checkpointing", 1, {"parallel.activation_checkpointing=true"}, {"--zero", "0"}},
           // Multi-query attention (one K/V head) and a tied head.
           {"mqa tied single process", 1, {"model.n_kv_head=1", "model.tie_embeddings=true"}, {"--zero", "0"}},
+          // Qwen2's q/k/v biases: split with their heads under tp, sharded with their block.
+          {"q/k/v biases tp=2", 2, {"model.qkv_bias=true", "parallel.tp=2"}, {"--zero", "0", "--tp", "2"}},
+          {"q/k/v biases dp=2 zero=3", 2,
+           {"model.qkv_bias=true", "parallel.dp=2", "parallel.zero=3", "train.batch_size=4"}, {"--zero", "3"}},
       }),
       0.05);
 }

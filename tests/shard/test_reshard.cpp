@@ -569,30 +569,44 @@ TEST_CASE("SafetensorsStreamWriter: SafetensorsWriter's bytes from appended part
   CHECK(listing(d.path()) == before);  // neither the file nor its temporary
 }
 
-TEST_CASE("a llama checkpoint (GQA 4:2, untied head) splits to tp=2 x pp=2 and merges back byte for byte; dl-train "
-          "resumes the split shards") {
-  TempDir dir("reshard-llama");
+namespace {
+
+// A llama run of `model` (extra [model] settings) checkpointed at step 4, split to `layout` on
+// `ranks` processes and merged back byte for byte (merge names the Hugging Face class); dl-train
+// resumes the split shards to step 6 with the uninterrupted run's losses.
+void check_llama_reshard(const std::string& name, const std::vector<TomlKey>& model,
+                         const std::string& layout, int ranks, const std::string& hf_class) {
+  TempDir dir(name);
   const fs::path cfg = dir / "llama.toml";
-  write_file(cfg, layout_gpt({{"model.type", "\"llama\""}, {"model.n_kv_head", "2"}, {"model.ffn_hidden", "40"},
-                              {"model.tie_embeddings", "false"}, {"optim.lr", "3e-3"}, {"train.steps", "6"}}));
+  std::vector<TomlKey> keys = {
+      {"model.type", "\"llama\""}, {"model.n_kv_head", "2"}, {"model.ffn_hidden", "40"},
+      {"model.tie_embeddings", "false"}, {"optim.lr", "3e-3"}, {"train.steps", "6"}};
+  keys.insert(keys.end(), model.begin(), model.end());
+  write_file(cfg, layout_gpt(keys));
   Trained single = train(cfg, dir / "single", 1, {}, {"--steps", "4"});
   REQUIRE_MESSAGE(single.code == 0, single.err);
   Trained full = train(cfg, dir / "full", 1, {});
   REQUIRE_MESSAGE(full.code == 0, full.err);
   const fs::path split = dir / "split";
-  RunResult s = shard({"split", (dir / "single").string(), "--layout", "dp=1,tp=2,pp=2", "-o", split.string()});
+  RunResult s = shard({"split", (dir / "single").string(), "--layout", layout, "-o", split.string()});
   REQUIRE_MESSAGE(s.exit_code == 0, s.err);
+  // inspect verifies the split (the model rebuilt from its config.json declares the biases or not).
+  RunResult ins = shard({"inspect", split.string(), "--format", "json"});
+  REQUIRE_MESSAGE(ins.exit_code == 0, ins.err);
+  CHECK(json::parse(ins.out)["ok"] == true);
+  CHECK(has(ins.out, "model.layers.1.self_attn.k_proj.bias") == (hf_class == "Qwen2ForCausalLM"));
   const fs::path merged = dir / "merged" / "model.safetensors";
   fs::create_directories(merged.parent_path());
   RunResult m = shard({"merge", split.string(), "-o", merged.string(), "--with-optimizer"});
   REQUIRE_MESSAGE(m.exit_code == 0, m.err);
-  CHECK(has(m.out, "LlamaForCausalLM names"));
+  CHECK(has(m.out, hf_class + " names"));
   CHECK(read_file(merged) == read_file(step_dir(dir / "single", 4) / "model.safetensors"));
   CHECK(read_file(merged.parent_path() / "optimizer.safetensors") ==
         read_file(step_dir(dir / "single", 4) / "optimizer.safetensors"));
-  // Four ranks continue from the shards where the single process left off (tp sums the
+  CHECK(read_file(merged.parent_path() / "config.json") == read_file(step_dir(dir / "single", 4) / "config.json"));
+  // The ranks continue from the shards where the single process left off (tp sums the
   // vocabulary's rows in another order: equal within 1e-6, as the layout tests hold).
-  Trained resumed = resume(split, 4, {"train.steps=6"});
+  Trained resumed = resume(split, ranks, {"train.steps=6"});
   REQUIRE_MESSAGE(resumed.code == 0, resumed.err);
   REQUIRE(resumed.loss.size() == 2);
   for (const auto& entry : resumed.loss) {  // not a structured binding: CAPTURE's lambda takes it (clang 14)
@@ -600,4 +614,17 @@ TEST_CASE("a llama checkpoint (GQA 4:2, untied head) splits to tp=2 x pp=2 and m
     CAPTURE(step);
     CHECK(entry.second == doctest::Approx(full.loss.at(step)).epsilon(1e-6));
   }
+}
+
+}  // namespace
+
+TEST_CASE("a llama checkpoint (GQA 4:2, untied head) splits to tp=2 x pp=2 and merges back byte for byte; dl-train "
+          "resumes the split shards") {
+  check_llama_reshard("reshard-llama", {}, "dp=1,tp=2,pp=2", 4, "LlamaForCausalLM");
+}
+
+// The biases split with their heads' rows under tp, as the q/k/v weights.
+TEST_CASE("a llama checkpoint with q/k/v biases (a Qwen2 folder) splits to tp=2 and merges back byte for byte; "
+          "dl-train resumes the split shards") {
+  check_llama_reshard("reshard-qwen2", {{"model.qkv_bias", "true"}}, "dp=1,tp=2,pp=1", 2, "Qwen2ForCausalLM");
 }

@@ -24,11 +24,13 @@ Tensor host_copy(Backend& be, const Tensor& t) {
 
 }  // namespace
 
-nlohmann::json run_torch_parity(Model& model, Backend& be, const std::vector<Batch>& batches, nlohmann::json spec) {
+nlohmann::json run_torch_parity(Model& model, Backend& be, const std::vector<Batch>& batches, nlohmann::json spec,
+                                const std::function<void(ParamSet&)>& adjust) {
   using nlohmann::json;
   TempDir dir("parity");
   ParamSet& P = model.params();
   P.initialize(42);
+  if (adjust) adjust(P);
   json order = json::array();
   SafetensorsWriter w;
   for (size_t i = 0; i < P.size(); ++i) {

@@ -39,6 +39,8 @@ struct ModelConfig {
   double rope_low_freq_factor = 1.0;
   double rope_high_freq_factor = 4.0;
   int64_t rope_original_max_position = 8192;
+  // Biases on the q, k and v projections (Qwen2); a checkpoint's config.json is then Qwen2ForCausalLM's
+  bool qkv_bias = false;
   // mlp
   std::vector<int64_t> hidden = {64, 64};
   Choice<Activation> activation = Activation::relu;

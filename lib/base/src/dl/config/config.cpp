@@ -503,7 +503,7 @@ struct Checker {
   }
 
   // model.init_from: the folder's config.json fixes the model's shape; a [model] key that was set
-  // and says otherwise is an error naming both values. A llama or mistral folder makes the run a
+  // and says otherwise is an error naming both values. A llama, mistral or qwen2 folder makes the run a
   // llama one (model.type set to anything else is an error).
   void apply_init_from() {
     ModelConfig& m = cfg.model;
@@ -572,7 +572,7 @@ struct Checker {
     return shape.tie_word_embeddings;
   }
 
-  // A llama or mistral folder's shape; returns tie_word_embeddings. model.block_size is the run's
+  // A llama, mistral or qwen2 folder's shape; returns tie_word_embeddings. model.block_size is the run's
   // (max_position_embeddings when left out, never more: the weights saw no longer sequences).
   bool take_llama_shape(const fs::path& file, const std::string& from) {
     ModelConfig& m = cfg.model;
@@ -594,6 +594,12 @@ struct Checker {
       take(m.rope_original_max_position, s.rope_original_max_position,
            "rope_scaling.original_max_position_embeddings", file, from);
     }
+    const std::string bias = key_of(&m.qkv_bias);
+    if (origins.count(bias) && m.qkv_bias != s.qkv_bias)
+      throw_usage(where(bias), ": ", bias, " = ", m.qkv_bias ? "true" : "false", ", but ", file.string(),
+                  " says model_type = \"", s.model_type, "\", which has ", s.qkv_bias ? "" : "no ",
+                  "q/k/v biases (", from, " fixes the model's shape: leave ", bias, " out)");
+    m.qkv_bias = s.qkv_bias;
     const std::string block = key_of(&m.block_size);
     if (!origins.count(block))
       m.block_size = s.max_position_embeddings;

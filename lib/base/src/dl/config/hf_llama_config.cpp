@@ -76,13 +76,11 @@ HfLlamaShape read_hf_llama_config(const fs::path& file) {
   if (!j.is_object()) throw_usage(file.string(), ": not a JSON object (a Llama config.json is one)");
   HfLlamaShape s;
   s.model_type = j.value("model_type", "");
-  if (s.model_type == "qwen2")
-    throw_usage(file.string(), ": model_type is \"qwen2\": Qwen2ForCausalLM adds biases to q_proj, k_proj and v_proj "
-                               "(always, whatever config.json says), which dl-train's llama does not have; model.init_from "
-                               "reads LlamaForCausalLM and MistralForCausalLM folders");
-  if (s.model_type != "llama" && s.model_type != "mistral")
+  if (s.model_type != "llama" && s.model_type != "mistral" && s.model_type != "qwen2")
     throw_usage(file.string(), ": model_type is ", j.value("model_type", json()).dump(),
-                "; model.init_from reads model_type \"gpt2\", \"llama\" and \"mistral\"");
+                "; model.init_from reads model_type \"gpt2\", \"llama\", \"mistral\" and \"qwen2\"");
+  // Qwen2Attention gives q_proj, k_proj and v_proj biases whatever config.json says.
+  s.qkv_bias = s.model_type == "qwen2";
   s.n_layer = positive_count(j, "num_hidden_layers", file);
   s.n_head = positive_count(j, "num_attention_heads", file);
   s.n_kv_head = has_value(j, "num_key_value_heads") ? positive_count(j, "num_key_value_heads", file) : s.n_head;
@@ -101,9 +99,12 @@ HfLlamaShape read_hf_llama_config(const fs::path& file) {
                 "num_attention_heads = ", s.n_embd / s.n_head);
   if (has_value(j, "hidden_act") && j["hidden_act"] != "silu")
     throw_usage(file.string(), ": hidden_act is ", j["hidden_act"].dump(), "; dl-train's llama MLP is SwiGLU (\"silu\")");
-  for (const char* key : {"attention_bias", "mlp_bias"})
-    if (has_value(j, key) && j[key] != false)
-      throw_usage(file.string(), ": ", key, " is ", j[key].dump(), "; dl-train's llama has no biases");
+  if (has_value(j, "attention_bias") && j["attention_bias"] != false)
+    throw_usage(file.string(), ": attention_bias is ", j["attention_bias"].dump(),
+                " (biases on q_proj, k_proj, v_proj and o_proj); dl-train's llama has biases on q_proj, k_proj and "
+                "v_proj only (Qwen2's)");
+  if (has_value(j, "mlp_bias") && j["mlp_bias"] != false)
+    throw_usage(file.string(), ": mlp_bias is ", j["mlp_bias"].dump(), "; dl-train's llama MLP has no biases");
   for (const char* key : kMoeKeys)
     if (has_value(j, key) && j[key] != 0)
       throw_usage(file.string(), ": ", key, " is ", j[key].dump(),
@@ -116,11 +117,17 @@ HfLlamaShape read_hf_llama_config(const fs::path& file) {
       throw_usage(file.string(), ": tie_word_embeddings must be true or false, got ", j["tie_word_embeddings"].dump());
     s.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
   }
-  // MistralConfig's sliding_window defaults to 4096; LlamaConfig has none.
-  if (has_value(j, "sliding_window"))
+  if (s.model_type == "qwen2") {
+    // Qwen2 configs carry sliding_window (and max_window_layers) with use_sliding_window = false,
+    // the default: then every layer attends to the whole sequence.
+    if (has_value(j, "use_sliding_window") && j["use_sliding_window"] != false)
+      throw_usage(file.string(), ": use_sliding_window is ", j["use_sliding_window"].dump(),
+                  "; dl-train's llama attends to the whole block (Qwen2 with use_sliding_window = false)");
+  } else if (has_value(j, "sliding_window")) {
     s.sliding_window = positive_count(j, "sliding_window", file);
-  else if (s.model_type == "mistral" && !j.contains("sliding_window"))
-    s.sliding_window = 4096;
+  } else if (s.model_type == "mistral" && !j.contains("sliding_window")) {
+    s.sliding_window = 4096;  // MistralConfig's default; LlamaConfig has none
+  }
   return s;
 }
 

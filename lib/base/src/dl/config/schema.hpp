@@ -59,7 +59,7 @@ inline constexpr double kIntMax = 2147483647.0;
 template <class C, class V>
 void visit_config(C& c, V&& v) {
   // [model]
-  v("model", "type", c.model.type, help("model family: a GPT-2 style decoder, a multi-layer perceptron classifier, or a Llama-family decoder (RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases)"));
+  v("model", "type", c.model.type, help("model family: a GPT-2 style decoder, a multi-layer perceptron classifier, or a Llama-family decoder (RMSNorm, RoPE, SwiGLU, grouped-query attention, no biases but model.qkv_bias)"));
   v("model", "n_layer", c.model.n_layer, help("gpt, llama: number of transformer blocks").min(1).max(kIntMax));
   v("model", "n_head", c.model.n_head, help("gpt, llama: attention heads per block; must divide model.n_embd").min(1).max(kIntMax));
   v("model", "n_embd", c.model.n_embd, help("gpt, llama: embedding (residual stream) width").min(1).max(kIntMax));
@@ -67,7 +67,7 @@ void visit_config(C& c, V&& v) {
   v("model", "vocab_size", c.model.vocab_size, help("gpt, llama: vocabulary size (token ids 0 .. vocab_size-1)").min(2).max(kIntMax));
   v("model", "init_std", c.model.init_std, help("gpt, llama: initial weights ~ N(0, init_std); mlp layers use Kaiming normal").min(0));
   v("model", "tie_embeddings", c.model.tie_embeddings, help("gpt, llama: the LM head is the token embedding (wte.weight; llama: model.embed_tokens.weight); false: a separate output projection lm_head.weight [vocab_size, n_embd]; with model.init_from: config.json's tie_word_embeddings (false here unties a tied folder's head, starting it as a copy of wte.weight)"));
-  v("model", "init_from", c.model.init_from, help("gpt, llama: start from the weights in this folder (a Hugging Face GPT-2, LlamaForCausalLM or MistralForCausalLM folder: config.json with model.safetensors or its sharded index; or a dl-train checkpoint step_* folder); its config.json sets model.type and the model's shape; empty: random weights").existing_folder().optional());
+  v("model", "init_from", c.model.init_from, help("gpt, llama: start from the weights in this folder (a Hugging Face GPT-2, LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM folder: config.json with model.safetensors or its sharded index; or a dl-train checkpoint step_* folder); its config.json sets model.type and the model's shape; empty: random weights").existing_folder().optional());
   v("model", "n_kv_head", c.model.n_kv_head, help("llama: key/value heads (grouped-query attention; 1: multi-query); must divide model.n_head; 0: model.n_head").min(0).max(kIntMax));
   v("model", "ffn_hidden", c.model.ffn_hidden, help("llama: width of the SwiGLU MLP (intermediate_size); 0: 4 x model.n_embd").min(0).max(kIntMax));
   v("model", "rms_norm_eps", c.model.rms_norm_eps, help("llama: RMSNorm's epsilon").above(0).max(1));
@@ -77,6 +77,7 @@ void visit_config(C& c, V&& v) {
   v("model", "rope_low_freq_factor", c.model.rope_low_freq_factor, help("llama: rope_scaling = \"llama3\": low_freq_factor").above(0).max(1024));
   v("model", "rope_high_freq_factor", c.model.rope_high_freq_factor, help("llama: rope_scaling = \"llama3\": high_freq_factor; above model.rope_low_freq_factor").above(0).max(1024));
   v("model", "rope_original_max_position", c.model.rope_original_max_position, help("llama: rope_scaling = \"llama3\": original_max_position_embeddings").min(1).max(kIntMax));
+  v("model", "qkv_bias", c.model.qkv_bias, help("llama: biases on the q, k and v projections (Qwen2; o_proj and the MLP have none); checkpoints are then Qwen2ForCausalLM folders; with model.init_from: true for a qwen2 folder"));
   v("model", "hidden", c.model.hidden, help("mlp: widths of the hidden layers").min(1).max(kIntMax));
   v("model", "activation", c.model.activation, help("mlp: activation after each hidden layer"));
   // [data]

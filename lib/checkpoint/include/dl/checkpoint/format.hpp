@@ -174,7 +174,8 @@ class CheckpointReader {
 
 // config.json of an mlp checkpoint.
 std::string mlp_config_json(const ModelConfig& model);
-// A llama run's config.json, in transformers' LlamaConfig keys (model_type "llama").
+// A llama run's config.json, in transformers' LlamaConfig keys (model_type "llama"), or with
+// model.qkv_bias Qwen2Config's (model_type "qwen2", Qwen2ForCausalLM).
 std::string llama_config_json(const ModelConfig& model);
 
 }  // namespace dl

@@ -3,8 +3,9 @@
 //     model.safetensors.index.json and the shards it names; tensor names with or without the
 //     "transformer." prefix (GPT2LMHeadModel's and GPT2Model's), F32, F16 or BF16 on disk; the
 //     attention-mask buffers old exports carry (h.N.attn.bias, h.N.attn.masked_bias) are skipped;
-//   - a Hugging Face LlamaForCausalLM / MistralForCausalLM folder (model.type = "llama"), the same
-//     files and dtypes; the rotary_emb.inv_freq buffers of older exports are skipped;
+//   - a Hugging Face LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM folder
+//     (model.type = "llama"; Qwen2's q/k/v biases with model.qkv_bias), the same files and
+//     dtypes; the rotary_emb.inv_freq buffers of older exports are skipped;
 //   - a dl-train checkpoint (step_* folder) of any layout, its pieces assembled by CheckpointReader.
 // GptModel's and LlamaModel's parameters carry the Hugging Face names and layouts (Conv1D's
 // [in, out], nn.Linear's [out, in]), so the declarations are the naming map: a tensor is taken as

@@ -75,11 +75,21 @@ json llama_shape(const ModelConfig& m) {
 
 std::string llama_config_json(const ModelConfig& m) {
   json j = llama_shape(m);
-  j["model_type"] = "llama";
-  j["architectures"] = {"LlamaForCausalLM"};
+  if (m.qkv_bias) {
+    // Qwen2ForCausalLM: q/k/v biases always. No sliding window; null (not a window that a
+    // transformers version might apply from max_window_layers on) and no layer beyond that.
+    j["model_type"] = "qwen2";
+    j["architectures"] = {"Qwen2ForCausalLM"};
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = m.n_layer;
+  } else {
+    j["model_type"] = "llama";
+    j["architectures"] = {"LlamaForCausalLM"};
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+  }
   j["hidden_act"] = "silu";
-  j["attention_bias"] = false;
-  j["mlp_bias"] = false;
   j["torch_dtype"] = "float32";
   j["rope_scaling"] = nullptr;
   if (m.rope_scaling != RopeScaling::none) {
@@ -505,9 +515,9 @@ void check_checkpoint_model(const fs::path& dir, const ModelConfig& want) {
   const fs::path file = dir / "config.json";
   const json j = read_json_file(file);
   const std::string type = j.is_object() ? j.value("model_type", "") : "";
-  if (type != "gpt2" && type != "dlkit-mlp" && type != "llama")
+  if (type != "gpt2" && type != "dlkit-mlp" && type != "llama" && type != "qwen2")
     throw_usage(file.string(), ": model_type is ", j.is_object() ? j.value("model_type", json()).dump() : "missing",
-                ", expected \"gpt2\", \"llama\" or \"dlkit-mlp\" (a damaged checkpoint config)");
+                ", expected \"gpt2\", \"llama\", \"qwen2\" or \"dlkit-mlp\" (a damaged checkpoint config)");
   auto differ = [&](const char* key, const auto& had, const auto& asked) {
     if (had == asked) return;
     auto text = [](const auto& v) { return json(v).dump(); };
@@ -515,8 +525,10 @@ void check_checkpoint_model(const fs::path& dir, const ModelConfig& want) {
                 " in the config: a resumed run continues the model it trained (set model.", key, " back to ", text(had),
                 ", or start a new run)");
   };
-  differ("type", std::string(type == "gpt2" ? "gpt" : type == "llama" ? "llama" : "mlp"), std::string(want.type.name()));
+  const bool llama = type == "llama" || type == "qwen2";  // qwen2: a llama run with q/k/v biases
+  differ("type", std::string(type == "gpt2" ? "gpt" : llama ? "llama" : "mlp"), std::string(want.type.name()));
   if (want.type == ModelType::llama) {
+    differ("qkv_bias", type == "qwen2", want.qkv_bias);
     // The shape the run was started with: every key must still hold (named by its config.json key).
     const json shape = llama_shape(want);
     for (const auto& [key, asked] : shape.items())

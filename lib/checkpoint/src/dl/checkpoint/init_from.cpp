@@ -286,7 +286,7 @@ InitFrom::InitFrom(const fs::path& folder, const ModelConfig& model) : impl_(std
   ParamSet whole;
   if (model.type == ModelType::llama) {
     const HfLlamaShape s = read_hf_llama_config(config_json);
-    f = {"Llama", "model.embed_tokens.weight", "",
+    f = {s.qkv_bias ? "Qwen2" : "Llama", "model.embed_tokens.weight", "",
          str("num_hidden_layers ", s.n_layer, ", hidden_size ", s.n_embd, ", num_key_value_heads ", s.n_kv_head,
              ", intermediate_size ", s.ffn_hidden, ", vocab_size ", s.vocab_size),
          s.tie_word_embeddings, " (nn.Linear weights are [out, in])"};

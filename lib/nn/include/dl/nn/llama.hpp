@@ -10,6 +10,7 @@
 // input columns, the embedding, head and loss by vocabulary), pipeline stages, activation
 // checkpointing and ZeRO-3's ParamGroupHooks; every local tensor is a slice of the whole one.
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "dl/nn/decoder.hpp"
@@ -35,6 +36,8 @@ struct LlamaConfig {
   int rope_original_max_position = 8192;
   double init_std = 0.02;
   bool tie_embeddings = false;
+  // Biases on q_proj, k_proj and v_proj (Qwen2ForCausalLM's; o_proj and the MLP have none).
+  bool qkv_bias = false;
 
   int head_size() const { return n_embd / n_head; }
 };
@@ -64,7 +67,11 @@ class LlamaModel final : public DecoderModel<LlamaActs> {
   using Acts = LlamaActs;
   struct Layer {  // parameter indices of one block
     size_t in_norm, q, k, v, o, post_norm, gate, up, down;
+    std::optional<size_t> bq, bk, bv;  // with qkv_bias
   };
+  // A projection's bias and its gradient, or undefined tensors without one.
+  Tensor bias(const std::optional<size_t>& b) { return b ? P(*b) : Tensor(); }
+  Tensor bias_grad(const std::optional<size_t>& b) { return b ? G(*b) : Tensor(); }
   struct DeclareOnly {};
   LlamaModel(const LlamaConfig& config, Backend& backend, DType dtype, GptParallel parallel, DeclareOnly);
   void declare_params();

@@ -32,6 +32,7 @@ LlamaConfig llama_config_from(const ModelConfig& m) {
   c.rope_original_max_position = static_cast<int>(m.rope_original_max_position);
   c.init_std = m.init_std;
   c.tie_embeddings = m.tie_embeddings;
+  c.qkv_bias = m.qkv_bias;
   return c;
 }
 

@@ -10,7 +10,8 @@ namespace dl {
 int64_t llama_param_count(const LlamaConfig& c) {
   const int64_t C = c.n_embd, L = c.n_layer, F = c.ffn_hidden, V = c.vocab_size;
   const int64_t Ckv = int64_t(c.n_kv_head) * c.head_size();
-  const int64_t per_layer = 2 * C + C * C + 2 * Ckv * C + C * C + 3 * F * C;
+  const int64_t qkv_bias = c.qkv_bias ? C + 2 * Ckv : 0;
+  const int64_t per_layer = 2 * C + C * C + 2 * Ckv * C + C * C + 3 * F * C + qkv_bias;
   return V * C * (c.tie_embeddings ? 1 : 2) + L * per_layer + C;
 }
 
@@ -100,6 +101,11 @@ void LlamaModel::declare_params() {
     Ps.declare_slice(name, std::move(shape), std::move(slice), ParamInit::normal, std, true);
     return i;
   };
+  auto bias_vector = [&](const std::string& name, int64_t n, TensorSlice slice) {
+    size_t i = Ps.size();
+    Ps.declare_slice(name, {n}, std::move(slice), ParamInit::zeros, 0, false);
+    return i;
+  };
   auto norm = [&](const std::string& name) {
     size_t i = Ps.size();
     Ps.declare(name, {C}, ParamInit::ones, 0, false);
@@ -119,6 +125,11 @@ void LlamaModel::declare_params() {
     L.q = matrix(h + "self_attn.q_proj.weight", {Cq, C}, part(0, r * Cq_, Cq_));
     L.k = matrix(h + "self_attn.k_proj.weight", {Ckv, C}, part(0, r * Ckv_, Ckv_));
     L.v = matrix(h + "self_attn.v_proj.weight", {Ckv, C}, part(0, r * Ckv_, Ckv_));
+    if (cfg_.qkv_bias) {  // split with their rows, as the weights
+      L.bq = bias_vector(h + "self_attn.q_proj.bias", Cq, part(0, r * Cq_, Cq_));
+      L.bk = bias_vector(h + "self_attn.k_proj.bias", Ckv, part(0, r * Ckv_, Ckv_));
+      L.bv = bias_vector(h + "self_attn.v_proj.bias", Ckv, part(0, r * Ckv_, Ckv_));
+    }
     L.o = matrix(h + "self_attn.o_proj.weight", {C, Cq}, part(1, r * Cq_, Cq_));
     L.post_norm = norm(h + "post_attention_layernorm.weight");
     L.gate = matrix(h + "mlp.gate_proj.weight", {F, C}, part(0, r * Fl_, Fl_));
@@ -186,9 +197,9 @@ void LlamaModel::block_forward(int l, const Tensor& in, Acts& a, Tensor& out) {
   const Tensor none;
   const auto linear = WeightLayout::out_in;
   be_.rmsnorm_forward(a.xn1, a.rstd1, in, P(L.in_norm), eps);
-  be_.matmul_forward(q_, a.xn1, P(L.q), none, linear);
-  be_.matmul_forward(k_, a.xn1, P(L.k), none, linear);
-  be_.matmul_forward(v_, a.xn1, P(L.v), none, linear);
+  be_.matmul_forward(q_, a.xn1, P(L.q), bias(L.bq), linear);
+  be_.matmul_forward(k_, a.xn1, P(L.k), bias(L.bk), linear);
+  be_.matmul_forward(v_, a.xn1, P(L.v), bias(L.bv), linear);
   be_.rope_forward(q_, q_, inv_freq_, Hl_);
   be_.rope_forward(k_, k_, inv_freq_, Hkvl_);
   be_.qkv_pack(a.qkv, q_, k_, v_, Hl_, Hkvl_);
@@ -237,9 +248,10 @@ void LlamaModel::block_backward(int l, const Tensor& in, Acts& a) {
   be_.qkv_unpack(q_, k_, v_, d3c_, Hl_, Hkvl_);
   be_.rope_backward(q_, q_, inv_freq_, Hl_);
   be_.rope_backward(k_, k_, inv_freq_, Hkvl_);
-  be_.matmul_backward(dc, G(L.q), none, q_, a.xn1, P(L.q), linear, false);
-  be_.matmul_backward(dc, G(L.k), none, k_, a.xn1, P(L.k), linear, true);
-  be_.matmul_backward(dc, G(L.v), none, v_, a.xn1, P(L.v), linear, true);
+  Tensor dbq = bias_grad(L.bq), dbk = bias_grad(L.bk), dbv = bias_grad(L.bv);
+  be_.matmul_backward(dc, G(L.q), dbq, q_, a.xn1, P(L.q), linear, false);
+  be_.matmul_backward(dc, G(L.k), dbk, k_, a.xn1, P(L.k), linear, true);
+  be_.matmul_backward(dc, G(L.v), dbv, v_, a.xn1, P(L.v), linear, true);
   tp_allreduce(dc);
   be_.rmsnorm_backward(dres_, G(L.in_norm), dc, in, P(L.in_norm), a.rstd1, true);
 }

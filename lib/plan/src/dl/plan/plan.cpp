@@ -79,9 +79,11 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
   if (is_token_model(c.model.type)) {
     if (c.model.type == ModelType::llama) {
       // The block dl-train builds: its K/V heads and SwiGLU width as llama_config_from resolves
-      // them (0 in the config: n_head and 4 x n_embd), RMSNorm, rotary, no biases.
+      // them (0 in the config: n_head and 4 x n_embd), RMSNorm, rotary, no biases but the
+      // optional q/k/v ones.
       const LlamaConfig lc = llama_config_from(c.model);
       m = with_family(m, Family::llama);
+      m.qkv_bias = lc.qkv_bias;
       m.kv_heads = lc.n_kv_head;
       m.ffn_hidden = lc.ffn_hidden;
       m.kv_repeated = true;

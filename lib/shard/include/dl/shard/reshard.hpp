@@ -36,6 +36,7 @@ struct MergeResult {
   std::filesystem::path checkpoint;  // the step directory read
   std::string note;                  // how it was found from MergeOptions::source
   std::string model_type;
+  bool qkv_bias = false;  // llama: Qwen2's q/k/v biases (a Qwen2ForCausalLM folder)
   CheckpointLayout layout;
   int64_t step = 0;
   std::vector<WrittenFile> files;

@@ -105,6 +105,7 @@ MergeResult merge_checkpoint(const MergeOptions& o) {
   CheckedCheckpoint ck = open_checkpoint(r.checkpoint);
   const CheckpointReader& reader = *ck.reader;
   r.model_type = reader.model_type();
+  r.qkv_bias = ck.model.config.qkv_bias;
   r.layout = reader.layout();
   r.step = reader.state().step;
 
@@ -525,7 +526,8 @@ std::string render_merge(const MergeResult& r, OutputFormat f) {
                          layout_string(r.layout), r.note.empty() ? "" : "; " + r.note, "): ", total_tensors(r.files),
                          " tensors, ", format_bytes(static_cast<double>(total_tensor_bytes(r.files))), "\n\n");
   t.add_note(r.model_type == "llama"
-                 ? "# Hugging Face LlamaForCausalLM names and [out,in] shapes (the single-process checkpoint's model.safetensors)"
+                 ? str("# Hugging Face ", r.qkv_bias ? "Qwen2ForCausalLM" : "LlamaForCausalLM",
+                       " names and [out,in] shapes (the single-process checkpoint's model.safetensors)")
                  : r.model_type == "gpt"
                        ? "# Hugging Face GPT-2 names and [in,out] shapes (the single-process checkpoint's model.safetensors)"
                        : "# the single-process checkpoint's model.safetensors");

@@ -109,7 +109,8 @@ CheckpointModel checkpoint_model(const CheckpointReader& reader) {
       throw_usage(cfg_path.string(), ": not a valid GPT-2 shape (n_layer ", m.config.n_layer, ", n_head ",
                   m.config.n_head, ", n_embd ", m.config.n_embd, ")");
   } else if (kind == ModelType::llama) {
-    // dl-train writes a llama checkpoint's config.json as transformers' LlamaConfig; its shape
+    // dl-train writes a llama checkpoint's config.json as transformers' LlamaConfig (Qwen2Config
+    // with q/k/v biases); its shape
     // declares the tensors (max_position_embeddings is the run's block size).
     const HfLlamaShape s = read_hf_llama_config(cfg_path);
     m.config.n_layer = s.n_layer;
@@ -127,6 +128,7 @@ CheckpointModel checkpoint_model(const CheckpointReader& reader) {
     m.config.rope_high_freq_factor = s.rope_high_freq_factor;
     m.config.rope_original_max_position = s.rope_original_max_position;
     m.config.tie_embeddings = s.tie_word_embeddings;
+    m.config.qkv_bias = s.qkv_bias;
     m.config.init_std = cfg.value("initializer_range", 0.02);
   } else if (kind == ModelType::mlp) {
     if (cfg.contains("activation") && cfg["activation"].is_string()) {
