@@ -119,15 +119,18 @@ TEST_CASE("layernorm, attention, activations, residual and encoder: the same bit
     }
   }
   SUBCASE("causal attention") {
-    const int64_t B = 6, T = 37, C = 64, H = 8;
-    same_bits_at_every_thread_count("attention", [&] {
-      Tensor qkv = random_tensor({B, T, 3 * C}, dt, 21), dout = random_tensor({B, T, C}, dt, 22);
-      Tensor out = Tensor::empty({B, T, C}, dt), att = Tensor::empty({B, H, T, T}, dt);
-      cpu_backend().attention_forward(out, att, qkv, static_cast<int>(H));
-      Tensor dqkv = random_tensor({B, T, 3 * C}, dt, 23);
-      cpu_backend().attention_backward(dqkv, dout, qkv, out, att, static_cast<int>(H));
-      return std::vector<Tensor>{out, att, dqkv};
-    });
+    // Head sizes 8 and Llama's 64 and 80: tiles of two, four, and four then two vectors per row.
+    for (auto [H, hs] : {std::pair<int64_t, int64_t>{8, 8}, {4, 64}, {4, 80}}) {
+      const int64_t B = 6, T = 37, C = H * hs;
+      same_bits_at_every_thread_count("attention hs=" + std::to_string(hs), [&, H = H, C = C] {
+        Tensor qkv = random_tensor({B, T, 3 * C}, dt, 21), dout = random_tensor({B, T, C}, dt, 22);
+        Tensor out = Tensor::empty({B, T, C}, dt), att = Tensor::empty({B, H, T, T}, dt);
+        cpu_backend().attention_forward(out, att, qkv, static_cast<int>(H));
+        Tensor dqkv = random_tensor({B, T, 3 * C}, dt, 23);
+        cpu_backend().attention_backward(dqkv, dout, qkv, out, att, static_cast<int>(H));
+        return std::vector<Tensor>{out, att, dqkv};
+      });
+    }
   }
   SUBCASE("gelu, relu, add, scale") {
     const int64_t n = 100003;
@@ -156,6 +159,34 @@ TEST_CASE("layernorm, attention, activations, residual and encoder: the same bit
       return std::vector<Tensor>{out, dwte, dwpe};
     });
   }
+}
+
+TEST_CASE("the Llama ops (RMSNorm, RoPE, SwiGLU, the grouped K/V pack): the same bits with 1, 2, 3 and 4 threads") {
+  const DType dt = DType::f32;
+  const int64_t B = 8, T = 70, H = 6, Hkv = 2, hs = 64, C = H * hs, Ckv = Hkv * hs, F = 1000;
+  same_bits_at_every_thread_count("llama ops", [&] {
+    Tensor x = random_tensor({B, T, C}, dt, 51, -2, 2), w = random_tensor({C}, dt, 52, 0.5, 1.5);
+    Tensor out = Tensor::empty({B, T, C}, dt), rstd = Tensor::empty({B * T}, dt);
+    cpu_backend().rmsnorm_forward(out, rstd, x, w, 1e-5);
+    Tensor dx = random_tensor({B, T, C}, dt, 53), dw = random_tensor({C}, dt, 54);
+    cpu_backend().rmsnorm_backward(dx, dw, random_tensor({B, T, C}, dt, 55), x, w, rstd, true);
+    Tensor inv_freq = random_tensor({hs / 2}, dt, 56, 0.001, 1);
+    Tensor q = random_tensor({B, T, C}, dt, 57), k = random_tensor({B, T, Ckv}, dt, 58);
+    Tensor v = random_tensor({B, T, Ckv}, dt, 59);
+    cpu_backend().rope_forward(q, q, inv_freq, static_cast<int>(H));
+    cpu_backend().rope_backward(k, k, inv_freq, static_cast<int>(Hkv));
+    Tensor qkv = Tensor::empty({B, T, 3 * C}, dt);
+    cpu_backend().qkv_pack(qkv, q, k, v, static_cast<int>(H), static_cast<int>(Hkv));
+    Tensor dq = Tensor::empty({B, T, C}, dt), dk = Tensor::empty({B, T, Ckv}, dt), dv = Tensor::empty({B, T, Ckv}, dt);
+    cpu_backend().qkv_unpack(dq, dk, dv, random_tensor({B, T, 3 * C}, dt, 60), static_cast<int>(H),
+                             static_cast<int>(Hkv));
+    // Gates over [-12, 12]: the sigmoid's tails as well as its middle.
+    Tensor gate = random_tensor({B * T, F}, dt, 61, -12, 12), up = random_tensor({B * T, F}, dt, 62);
+    Tensor h = Tensor::empty({B * T, F}, dt), dgate = Tensor::empty({B * T, F}, dt), dup = Tensor::empty({B * T, F}, dt);
+    cpu_backend().swiglu_forward(h, gate, up);
+    cpu_backend().swiglu_backward(dgate, dup, random_tensor({B * T, F}, dt, 63), gate, up);
+    return std::vector<Tensor>{out, rstd, dx, dw, q, k, qkv, dq, dk, dv, h, dgate, dup};
+  });
 }
 
 TEST_CASE("cross-entropy, sums and optimizer steps: the same bits with 1, 2, 3 and 4 threads") {

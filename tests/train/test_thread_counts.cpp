@@ -1,5 +1,5 @@
 // dl-train gives the same bits under DL_NUM_THREADS=1, 2, 3 and 4: losses, gradient norms and
-// evaluations of a GPT (fp32 and bf16) and an MLP, and a run resumed on another thread count.
+// evaluations of a GPT (fp32 and bf16), a Llama and an MLP, and a run resumed on another thread count.
 // The shapes are odd sizes just large enough that the pool and BLAS split the work (when OpenBLAS
 // threaded its own GEMMs, each of these runs differed between 1 and 2 threads).
 #include <doctest/doctest.h>
@@ -85,10 +85,16 @@ void same_metrics_on_every_thread_count(const TempDir& d, const std::string& nam
 
 }  // namespace
 
-TEST_CASE("GPT fp32 and bf16, MLP: the same losses, gradient norms and evaluations with 1, 2, 3 and 4 threads") {
+TEST_CASE("GPT fp32 and bf16, Llama, MLP: the same losses, gradient norms and evaluations with 1, 2, 3 and 4 threads") {
   TempDir d("threads");
   SUBCASE("GPT fp32") { same_metrics_on_every_thread_count(d, "gpt", kThreadsGpt); }
   SUBCASE("GPT bf16") { same_metrics_on_every_thread_count(d, "gpt16", kThreadsGpt, {"train.precision=\"bf16\""}); }
+  // Head size 64: the attention tiles of four vectors per row; grouped K/V, RoPE, RMSNorm, SwiGLU.
+  SUBCASE("Llama fp32") {
+    same_metrics_on_every_thread_count(d, "llama",
+                                       threads_gpt({{"model.type", "\"llama\""}, {"model.n_embd", "256"},
+                                                    {"model.n_kv_head", "2"}, {"model.ffn_hidden", "300"}}));
+  }
   SUBCASE("MLP") {
     write_random_csv(d / "wide.csv", 1200, 129, 67);
     same_metrics_on_every_thread_count(d, "mlp", threads_mlp(d / "wide.csv"));

@@ -286,36 +286,49 @@ struct Vec {
 inline constexpr int64_t kTileRows = 4;
 
 // C[r][0..N) = sum_{k in [k0, k1)} A[r][k] * B[k][0..N) for r < kTileRows. N is a multiple of
-// 2 vector widths; A, B, C rows are lda/ldb/ldc elements apart.
-template <class T>
-inline void tile_gemm(const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, int64_t N, int64_t k0,
-                      int64_t k1) {
+// 2 vector widths; A, B, C rows are lda/ldb/ldc elements apart. a_transposed: A is stored
+// transposed, A[r][k] at A[k * lda + r] (backward reads dS^T and P^T from dS and P in place).
+// Columns [n0, n0 + V * W) of the tile: V vectors per row in registers, every element summed over k
+// in order, so the result does not depend on V.
+template <class T, bool a_transposed, int64_t NV>
+inline void tile_gemm_cols(const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, int64_t n0,
+                           int64_t k0, int64_t k1) {
   using V = typename Vec<T>::type;
   constexpr int64_t W = Vec<T>::width;
-  for (int64_t n0 = 0; n0 < N; n0 += 2 * W) {
-    V acc[kTileRows][2];
-    for (int64_t r = 0; r < kTileRows; ++r) acc[r][0] = acc[r][1] = V{};
-    for (int64_t k = k0; k < k1; ++k) {
-      const V b0 = *reinterpret_cast<const V*>(B + k * ldb + n0);
-      const V b1 = *reinterpret_cast<const V*>(B + k * ldb + n0 + W);
-      for (int64_t r = 0; r < kTileRows; ++r) {
-        const T a = A[r * lda + k];
-        acc[r][0] += a * b0;
-        acc[r][1] += a * b1;
-      }
-    }
+  V acc[kTileRows][NV];
+  for (int64_t r = 0; r < kTileRows; ++r)
+    for (int64_t v = 0; v < NV; ++v) acc[r][v] = V{};
+  for (int64_t k = k0; k < k1; ++k) {
+    V b[NV];
+    for (int64_t v = 0; v < NV; ++v) b[v] = *reinterpret_cast<const V*>(B + k * ldb + n0 + v * W);
     for (int64_t r = 0; r < kTileRows; ++r) {
-      *reinterpret_cast<V*>(C + r * ldc + n0) = acc[r][0];
-      *reinterpret_cast<V*>(C + r * ldc + n0 + W) = acc[r][1];
+      const T a = a_transposed ? A[k * lda + r] : A[r * lda + k];
+      for (int64_t v = 0; v < NV; ++v) acc[r][v] += a * b[v];
     }
   }
+  for (int64_t r = 0; r < kTileRows; ++r)
+    for (int64_t v = 0; v < NV; ++v) *reinterpret_cast<V*>(C + r * ldc + n0 + v * W) = acc[r][v];
+}
+
+// C[r][0..N) = sum_{k in [k0, k1)} A[r][k] * B[k][0..N) for r < kTileRows. N is a multiple of
+// 2 vector widths; A, B, C rows are lda/ldb/ldc elements apart. a_transposed: A is stored
+// transposed, A[r][k] at A[k * lda + r] (backward reads dS^T and P^T from dS and P in place).
+// Four vectors per row where N allows (a head of 64 floats in one pass: half the loads of A per
+// multiply-add), else two.
+template <class T, bool a_transposed = false>
+inline void tile_gemm(const T* A, int64_t lda, const T* B, int64_t ldb, T* C, int64_t ldc, int64_t N, int64_t k0,
+                      int64_t k1) {
+  constexpr int64_t W = Vec<T>::width;
+  int64_t n0 = 0;
+  for (; n0 + 4 * W <= N; n0 += 4 * W) tile_gemm_cols<T, a_transposed, 4>(A, lda, B, ldb, C, ldc, n0, k0, k1);
+  for (; n0 < N; n0 += 2 * W) tile_gemm_cols<T, a_transposed, 2>(A, lda, B, ldb, C, ldc, n0, k0, k1);
 }
 
 // Per-task scratch: padded sizes and buffers, reused across the tasks of one thread.
 template <class T>
 struct AttnScratch {
   int64_t Tp = 0, Dp = 0;  // T and hs rounded up to 2 vector widths
-  std::vector<T> q, k, kt, v, vt, s, st, o, dO;
+  std::vector<T> q, k, kt, v, vt, s, o, dO;
 
   AttnScratch(int64_t seq, int64_t hs) {
     int64_t step = 2 * Vec<T>::width;
@@ -323,7 +336,7 @@ struct AttnScratch {
     Dp = (hs + step - 1) / step * step;
     for (auto* b : {&q, &k, &v, &o, &dO}) b->assign(static_cast<size_t>(Tp * Dp), T(0));
     for (auto* b : {&kt, &vt}) b->assign(static_cast<size_t>(Dp * Tp), T(0));
-    for (auto* b : {&s, &st}) b->assign(static_cast<size_t>(Tp * Tp), T(0));
+    s.assign(static_cast<size_t>(Tp * Tp), T(0));
   }
   // Copies head columns [col, col + hs) of rows with stride `ld` into a [Tp][Dp] buffer
   // (optionally scaled) and its transpose [Dp][Tp]; padding stays zero.
@@ -404,8 +417,9 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int6
   parallel_for(B * H, 1, [&](int64_t lo, int64_t hi) {
     AttnScratch<T> w(Tn, hs);
     const int64_t Tp = w.Tp, Dp = w.Dp;
-    // P and P^T (padded), dP -> dS in place, dS^T; results dQ, dK, dV.
-    std::vector<T> p(static_cast<size_t>(Tp * Tp), T(0)), pt(static_cast<size_t>(Tp * Tp), T(0));
+    // P (padded), dP -> dS in place; results dQ, dK, dV. dK and dV read dS and P transposed in
+    // place (tile_gemm's a_transposed): no transposed copies.
+    std::vector<T> p(static_cast<size_t>(Tp * Tp), T(0));
     std::vector<T> dq(static_cast<size_t>(Tp * Dp)), dk(static_cast<size_t>(Tp * Dp)), dv(static_cast<size_t>(Tp * Dp));
     for (int64_t task = lo; task < hi; ++task) {
       int64_t b = task / H, h = task % H;
@@ -416,10 +430,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int6
       w.load(w.dO, nullptr, dout + b * Tn * C + h * hs, C, Tn, hs);
       for (int64_t i = 0; i < Tn; ++i) {
         const T* a = att + (task * Tn + i) * Tn;
-        for (int64_t j = 0; j <= i; ++j) {
-          p[i * Tp + j] = a[j];
-          pt[j * Tp + i] = a[j];
-        }
+        std::copy(a, a + i + 1, p.data() + i * Tp);
       }
       for (int64_t i0 = 0; i0 < Tp; i0 += kTileRows) {
         // dP = dO V^T on the causal columns, then dS = P * (dP - rowsum(P * dP)) / sqrt(hs).
@@ -435,17 +446,18 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int6
 #pragma omp simd
           for (int64_t j = 0; j < n; ++j) ds[j] = pi[j] * (ds[j] - dot) * scale;
           for (int64_t j = n; j < ncols; ++j) ds[j] = 0;
-          for (int64_t j = 0; j < n; ++j) w.st[j * Tp + i] = ds[j];
         }
         // dQ = dS K over the non-zero columns of dS.
         tile_gemm(w.s.data() + i0 * Tp, Tp, w.k.data(), Dp, dq.data() + i0 * Dp, Dp, Dp, 0,
                   std::min(i0 + kTileRows, Tn));
       }
-      // dK = dS^T Q and dV = P^T dO: row j of dS^T and P^T is non-zero from column j on.
+      // dK = dS^T Q and dV = P^T dO: row j of dS^T and P^T is non-zero from column j on. The
+      // entries of dS and P read here above the diagonal are zero: dS's up to its row block's
+      // causal bound (set above), P's never written.
       for (int64_t j0 = 0; j0 < Tp; j0 += kTileRows) {
         int64_t k0 = std::min(j0, Tn);
-        tile_gemm(w.st.data() + j0 * Tp, Tp, w.q.data(), Dp, dk.data() + j0 * Dp, Dp, Dp, k0, Tn);
-        tile_gemm(pt.data() + j0 * Tp, Tp, w.dO.data(), Dp, dv.data() + j0 * Dp, Dp, Dp, k0, Tn);
+        tile_gemm<T, true>(w.s.data() + j0, Tp, w.q.data(), Dp, dk.data() + j0 * Dp, Dp, Dp, k0, Tn);
+        tile_gemm<T, true>(p.data() + j0, Tp, w.dO.data(), Dp, dv.data() + j0 * Dp, Dp, Dp, k0, Tn);
       }
       for (int64_t i = 0; i < Tn; ++i) {
         T* dqi = dqkv + (b * Tn + i) * C3 + h * hs;
@@ -458,7 +470,7 @@ void attention_backward(T* dqkv, const T* dout, const T* qkv, const T* att, int6
           dvi[d] = accumulate ? dvi[d] + gv : gv;
         }
       }
-      // Leave p/pt/st zero for the next task (their non-zero pattern is the same lower triangle).
+      // p's non-zero pattern is the same lower triangle in every task: no clearing needed.
     }
   });
 }

@@ -102,16 +102,18 @@ void rope(T* out, const T* inp, const float* inv_freq, int64_t B, int64_t Tn, in
 }
 
 // ---------------------------------------------------------------------------------------------
-// SwiGLU: out = silu(gate) * up.
+// SwiGLU: out = silu(gate) * up. The sigmoid goes through vexp (math.hpp) so the loops vectorise
+// (glibc's expf does not): the MLP's element-wise pass was 5% of a Llama step through scalar expf.
 
 template <class T>
 inline T sigmoid(T x) {
-  return T(1) / (T(1) + std::exp(-x));
+  return T(1) / (T(1) + vexp(-x));
 }
 
 template <class T>
 void swiglu_forward(T* out, const T* gate, const T* up, int64_t n) {
   parallel_for(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
     for (int64_t i = lo; i < hi; ++i) {
       const T g = gate[i];
       out[i] = g * sigmoid(g) * up[i];
@@ -123,6 +125,7 @@ void swiglu_forward(T* out, const T* gate, const T* up, int64_t n) {
 template <class T>
 void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, int64_t n) {
   parallel_for(n, 16384, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
     for (int64_t i = lo; i < hi; ++i) {
       const T g = gate[i], u = up[i], d = dout[i], s = sigmoid(g);
       dgate[i] = d * u * s * (T(1) + g * (T(1) - s));
