@@ -98,8 +98,10 @@ class Dataset {
   virtual Batch make_batch(const std::vector<int64_t>& example_ids) const = 0;
 
   virtual bool is_sequence() const = 0;
-  // sequence datasets: smallest vocabulary that holds every id the data can contain
+  // sequence datasets: smallest vocabulary that holds every id the data can contain, and what
+  // needs that many ids ("token id 70000 in tokens:GLOB file 'PATH'", "the vocabulary of data.tokenizer = ...")
   virtual int64_t min_vocab_size() const { return 0; }
+  virtual std::string vocab_origin() const { return {}; }
   // feature datasets
   virtual int64_t n_features() const { return 0; }
   virtual int64_t n_classes() const { return 0; }
@@ -128,6 +130,9 @@ struct DataSplits {
 // feature data). Throws dl::Error(usage) naming the file and what is wrong (missing file, empty
 // glob, bad shard header, too little data for one window, unparsable CSV cell with its line).
 DataSplits open_datasets(const DataConfig& data, int64_t block_size, uint64_t seed);
+// Throws dl::Error(usage) when a model of vocab_size ids cannot embed every id of `data` (a
+// sequence dataset), naming what holds the largest id (a token shard's file, the tokenizer).
+void check_model_vocab(const Dataset& data, int64_t vocab_size);
 
 // The visiting order of one split: position p of the endless stream maps to example
 // permutation_e(p mod n) with e = p / n, where permutation_e is a keyed bijection of [0, n)
