@@ -52,7 +52,12 @@ class Tokenizer {
   virtual int64_t vocab_size() const { return 0; }
   // The id put between documents of a multi-file source (GPT-2's <|endoftext|>); none for bytes.
   virtual std::optional<int32_t> document_separator() const { return std::nullopt; }
-  // The files the tokenizer was loaded from (copied into a run so that it can be reloaded).
+  // The ids a Hugging Face config.json names as bos_token_id / eos_token_id; none when the
+  // tokenizer does not define them.
+  virtual std::optional<int32_t> bos_token_id() const { return std::nullopt; }
+  virtual std::optional<int32_t> eos_token_id() const { return std::nullopt; }
+  // The files the tokenizer was loaded from (copied into a run and its checkpoints so that it can
+  // be reloaded).
   virtual std::vector<std::string> files() const { return {}; }
   // The first position >= from (or text.size()) where `text` may be cut so that encoding the two
   // parts gives the ids of the whole: how text is split across threads.
