@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dl/data/hf_tokenizer.hpp"
 #include "support/hf_gpt2.hpp"
 #include "support/support.hpp"
 
@@ -473,10 +474,31 @@ TEST_CASE("Llama folders dl-train does not compute the same way exit 2 naming th
   }
 }
 
+// A Hugging Face tokenizer in `folder`: BPE over ByteLevel with the letters a..z (ids 0..25) and
+// "Ġ" (a space, 26), no merges, <s> 27 and </s> 28 as tokenizer_config.json's bos and eos (added
+// tokens follow the vocabulary: tokenizers renumbers them so).
+void write_letter_tokenizer(const fs::path& folder) {
+  json vocab = json::object();
+  for (int c = 0; c < 26; ++c) vocab[std::string(1, static_cast<char>('a' + c))] = c;
+  vocab["\xC4\xA0"] = 26;
+  auto special = [](int id, const char* content) {
+    return json{{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+                {"rstrip", false}, {"normalized", false}, {"special", true}};
+  };
+  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  write_file(folder / "tokenizer.json",
+             json{{"version", "1.0"}, {"added_tokens", {special(27, "<s>"), special(28, "</s>")}},
+                  {"pre_tokenizer", byte_level}, {"decoder", byte_level},
+                  {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}}.dump());
+  write_file(folder / "tokenizer_config.json",
+             R"({"bos_token": "<s>", "eos_token": "</s>", "tokenizer_class": "PreTrainedTokenizerFast"})");
+}
+
 // transformers itself, when a Python with it is named: DL_TEST_TRANSFORMERS_PYTHON (e.g. a venv
 // made with `python3 -m venv --system-site-packages V && V/bin/pip install transformers==4.44.2`,
 // which runs on Debian's torch 1.13). Not created here: installing it would add minutes to CI on a
-// cold pip cache.
+// cold pip cache. The source folders carry a tokenizer, so the checkpoints do too: AutoTokenizer
+// loads it from the checkpoint with the bos/eos ids that its config.json names.
 TEST_CASE("transformers' LlamaForCausalLM.from_pretrained loads dl-train llama checkpoints and gives their loss") {
   const char* python = std::getenv("DL_TEST_TRANSFORMERS_PYTHON");
   if (python == nullptr || *python == '\0') {
@@ -490,6 +512,7 @@ TEST_CASE("transformers' LlamaForCausalLM.from_pretrained loads dl-train llama c
   const std::vector<Form> forms = {{{{"tie", false}}}, {{{"tie", true}}}};
   const auto folders = spec_folders(d.path(), "hf", kLlamaShape, forms, 40);
   write_hf_llamas(folders);
+  for (const auto& f : folders) write_letter_tokenizer(f.first);
   std::vector<std::string> args = {source_path("tests/scripts/hf_llama.py").string(), "--transformers-loss",
                                    folders[0].first.string(), "4"};
   std::vector<double> ours;
@@ -517,5 +540,11 @@ TEST_CASE("transformers' LlamaForCausalLM.from_pretrained loads dl-train llama c
     CAPTURE(i);
     MESSAGE("transformers " << losses[i]["loss"].get<double>() << ", dl-train " << ours[i]);
     CHECK(rel(losses[i]["loss"].get<double>(), ours[i]) < 1e-5);
+    const json& tok = losses[i]["tokenizer"];
+    CHECK(tok["bos_token_id"] == 27);
+    CHECK(tok["eos_token_id"] == 28);
+    CHECK(tok["config_bos_token_id"] == 27);
+    CHECK(tok["config_eos_token_id"] == 28);
+    CHECK(tok["ids"].get<std::vector<int32_t>>() == dl::HfTokenizer(args[4 + i]).encode("hello world"));
   }
 }

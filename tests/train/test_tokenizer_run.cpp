@@ -39,8 +39,8 @@ progress = "none"
 }
 
 // GPT-2's BPE as a Hugging Face tokenizer.json (ByteLevel) in DIR, with `added` tokens after its
-// vocabulary. Without <|endoftext|>, which Gpt2Tokenizer requires: read as "gpt2:" a run's copy
-// would be refused.
+// vocabulary (ids from 50256 on). Without <|endoftext|>, which Gpt2Tokenizer requires: read as
+// "gpt2:" a run's copy would be refused.
 void write_hf_gpt2_tokenizer(const fs::path& dir, const nlohmann::json& added = nlohmann::json::array()) {
   const fs::path gpt2 = shared_path("data/gpt2");
   nlohmann::json merges = nlohmann::json::array();
@@ -149,7 +149,7 @@ TEST_CASE("an hf-tokenizer llama run's checkpoints are whole Hugging Face folder
     return nlohmann::json{{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
                           {"rstrip", false}, {"normalized", false}, {"special", true}};
   };
-  write_hf_gpt2_tokenizer(d / "tok", {special(50257, "<|begin_of_text|>"), special(50258, "<|end_of_text|>")});
+  write_hf_gpt2_tokenizer(d / "tok", {special(50256, "<|begin_of_text|>"), special(50257, "<|end_of_text|>")});
   // transformers saves AddedToken objects as {"content": ...}; older folders a bare string.
   write_file(d / "tok" / "tokenizer_config.json",
              R"({"bos_token": "<|begin_of_text|>", "eos_token": {"content": "<|end_of_text|>", "lstrip": false},)"
@@ -171,8 +171,8 @@ TEST_CASE("an hf-tokenizer llama run's checkpoints are whole Hugging Face folder
   }
   const auto hf = nlohmann::json::parse(read_file(ck / "config.json"));
   CHECK(hf["model_type"] == "llama");
-  CHECK(hf["bos_token_id"] == 50257);
-  CHECK(hf["eos_token_id"] == 50258);
+  CHECK(hf["bos_token_id"] == 50256);
+  CHECK(hf["eos_token_id"] == 50257);
   // Listed with their CRCs as every checkpoint file is: a damaged copy makes the checkpoint bad.
   const auto manifest = nlohmann::json::parse(read_file(ck / "trainer_state.json"));
   CHECK(manifest["files"].contains("tokenizer.json"));
