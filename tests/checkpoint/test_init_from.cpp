@@ -255,6 +255,13 @@ TEST_CASE("bad GPT-2 folders exit 2 naming the file and the problem, before anyt
        {"config.json: layer_norm_epsilon is 1e-06; dl-train's GPT-2 computes LayerNorm with 1e-5"}},
       {"erf GELU", {{"config", {{"activation_function", "gelu"}}}}, none,
        {"config.json: activation_function is \"gelu\""}},
+      // Values of another JSON type (fuzz_hf_config): exit 1 with the JSON library's type_error before.
+      {"a string epsilon", {{"config", {{"layer_norm_epsilon", "1e-5"}}}}, none,
+       {"config.json: \"layer_norm_epsilon\" must be a number, got \"1e-5\""}},
+      {"a numeric activation", {{"config", {{"activation_function", 5}}}}, none,
+       {"config.json: \"activation_function\" must be a string, got 5"}},
+      {"a numeric tie_word_embeddings", {{"config", {{"tie_word_embeddings", 1}}}}, none,
+       {"config.json: \"tie_word_embeddings\" must be true or false, got 1"}},
   };
   const std::vector<std::pair<fs::path, json>> folders = spec_folders(d.path(), "hf", shape, cases, -1);
   write_hf_gpt2s(folders);
