@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dl/data/hf_tokenizer.hpp"
 #include "support/hf_gpt2.hpp"
 #include "support/support.hpp"
 
@@ -254,6 +255,13 @@ TEST_CASE("bad GPT-2 folders exit 2 naming the file and the problem, before anyt
        {"config.json: layer_norm_epsilon is 1e-06; dl-train's GPT-2 computes LayerNorm with 1e-5"}},
       {"erf GELU", {{"config", {{"activation_function", "gelu"}}}}, none,
        {"config.json: activation_function is \"gelu\""}},
+      // Values of another JSON type (fuzz_hf_config): exit 1 with the JSON library's type_error before.
+      {"a string epsilon", {{"config", {{"layer_norm_epsilon", "1e-5"}}}}, none,
+       {"config.json: \"layer_norm_epsilon\" must be a number, got \"1e-5\""}},
+      {"a numeric activation", {{"config", {{"activation_function", 5}}}}, none,
+       {"config.json: \"activation_function\" must be a string, got 5"}},
+      {"a numeric tie_word_embeddings", {{"config", {{"tie_word_embeddings", 1}}}}, none,
+       {"config.json: \"tie_word_embeddings\" must be true or false, got 1"}},
   };
   const std::vector<std::pair<fs::path, json>> folders = spec_folders(d.path(), "hf", shape, cases, -1);
   write_hf_gpt2s(folders);
@@ -507,10 +515,31 @@ TEST_CASE("Llama folders dl-train does not compute the same way exit 2 naming th
   }
 }
 
+// A Hugging Face tokenizer in `folder`: BPE over ByteLevel with the letters a..z (ids 0..25) and
+// "Ġ" (a space, 26), no merges, <s> 27 and </s> 28 as tokenizer_config.json's bos and eos (added
+// tokens follow the vocabulary: tokenizers renumbers them so).
+void write_letter_tokenizer(const fs::path& folder) {
+  json vocab = json::object();
+  for (int c = 0; c < 26; ++c) vocab[std::string(1, static_cast<char>('a' + c))] = c;
+  vocab["\xC4\xA0"] = 26;
+  auto special = [](int id, const char* content) {
+    return json{{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+                {"rstrip", false}, {"normalized", false}, {"special", true}};
+  };
+  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  write_file(folder / "tokenizer.json",
+             json{{"version", "1.0"}, {"added_tokens", {special(27, "<s>"), special(28, "</s>")}},
+                  {"pre_tokenizer", byte_level}, {"decoder", byte_level},
+                  {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}}.dump());
+  write_file(folder / "tokenizer_config.json",
+             R"({"bos_token": "<s>", "eos_token": "</s>", "tokenizer_class": "PreTrainedTokenizerFast"})");
+}
+
 // transformers itself, when a Python with it is named: DL_TEST_TRANSFORMERS_PYTHON (e.g. a venv
 // made with `python3 -m venv --system-site-packages V && V/bin/pip install transformers==4.44.2`,
 // which runs on Debian's torch 1.13). Not created here: installing it would add minutes to CI on a
-// cold pip cache.
+// cold pip cache. The source folders carry a tokenizer, so the checkpoints do too: AutoTokenizer
+// loads it from the checkpoint with the bos/eos ids that its config.json names.
 TEST_CASE("transformers' LlamaForCausalLM and Qwen2ForCausalLM .from_pretrained load dl-train llama checkpoints and "
           "give their loss") {
   const char* python = std::getenv("DL_TEST_TRANSFORMERS_PYTHON");
@@ -525,6 +554,7 @@ TEST_CASE("transformers' LlamaForCausalLM and Qwen2ForCausalLM .from_pretrained 
   const std::vector<Form> forms = {{{{"tie", false}}}, {{{"tie", true}}}, {{{"model_type", "qwen2"}}}};
   const auto folders = spec_folders(d.path(), "hf", kLlamaShape, forms, 40);
   write_hf_llamas(folders);
+  for (const auto& f : folders) write_letter_tokenizer(f.first);
   std::vector<std::string> args = {source_path("tests/scripts/hf_llama.py").string(), "--transformers-loss",
                                    folders[0].first.string(), "4"};
   std::vector<double> ours;
@@ -552,5 +582,11 @@ TEST_CASE("transformers' LlamaForCausalLM and Qwen2ForCausalLM .from_pretrained 
     CAPTURE(i);
     MESSAGE("transformers " << losses[i]["loss"].get<double>() << ", dl-train " << ours[i]);
     CHECK(rel(losses[i]["loss"].get<double>(), ours[i]) < 1e-5);
+    const json& tok = losses[i]["tokenizer"];
+    CHECK(tok["bos_token_id"] == 27);
+    CHECK(tok["eos_token_id"] == 28);
+    CHECK(tok["config_bos_token_id"] == 27);
+    CHECK(tok["config_eos_token_id"] == 28);
+    CHECK(tok["ids"].get<std::vector<int32_t>>() == dl::HfTokenizer(args[4 + i]).encode("hello world"));
   }
 }

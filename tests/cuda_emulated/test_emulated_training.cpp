@@ -45,7 +45,7 @@ fs::path rewrite_checkpoint(const fs::path& run_dir, const std::string& device, 
                                   cfg.dist.bucket_mb, true);
   model->set_hooks(&engine);
   const dl::TrainerState state = dl::load_checkpoint(dl::latest_good_checkpoint(run_dir / "checkpoints"), *model, &engine);
-  dl::CheckpointSource src{*model, engine, mesh.world(), dl::CheckpointLayout{}};
+  dl::CheckpointSource src{*model, engine, mesh.world(), dl::CheckpointLayout{}, {}};
   return dl::save_checkpoint(out, src, state, cfg, 1);
 }
 

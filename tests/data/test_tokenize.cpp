@@ -7,6 +7,7 @@
 
 #include "dl/core/error.hpp"
 #include "dl/data/gpt2_tokenizer.hpp"
+#include "dl/data/hf_tokenizer.hpp"
 #include "dl/data/tokenize.hpp"
 #include "support/support.hpp"
 
@@ -49,29 +50,54 @@ std::vector<int32_t> whole_file_ids(const std::vector<std::string>& files) {
   return ids;
 }
 
-std::vector<int32_t> read_shard(const fs::path& p) {
+// The ids of an llm.c shard of `width`-byte tokens (2: magic 20240520, version 1; 4: 20240801, 7).
+std::vector<int32_t> read_shard(const fs::path& p, size_t width = 2) {
   const std::string b = dl::test::read_file(p);
   REQUIRE(b.size() >= 1024);
   int32_t header[3];
   std::memcpy(header, b.data(), sizeof header);
-  CHECK(header[0] == 20240520);
-  CHECK(header[1] == 1);
-  REQUIRE(b.size() == 1024 + 2 * static_cast<size_t>(header[2]));
+  CHECK(header[0] == (width == 2 ? 20240520 : 20240801));
+  CHECK(header[1] == (width == 2 ? 1 : 7));
+  REQUIRE(b.size() == 1024 + width * static_cast<size_t>(header[2]));
   std::vector<int32_t> ids(static_cast<size_t>(header[2]));
   for (size_t i = 0; i < ids.size(); ++i) {
-    uint16_t v;
-    std::memcpy(&v, b.data() + 1024 + 2 * i, 2);
-    ids[i] = v;
+    uint32_t v = 0;  // little-endian, as the machines that run the tests are
+    std::memcpy(&v, b.data() + 1024 + width * i, width);
+    ids[i] = static_cast<int32_t>(v);
   }
   return ids;
 }
 
-std::vector<int32_t> read_shards(const std::vector<std::string>& paths) {
+std::vector<int32_t> read_shards(const std::vector<std::string>& paths, size_t width = 2) {
   std::vector<int32_t> ids;
   for (const auto& p : paths) {
-    auto one = read_shard(p);
+    auto one = read_shard(p, width);
     ids.insert(ids.end(), one.begin(), one.end());
   }
+  return ids;
+}
+
+// GPT-2's BPE as a tokenizer.json whose ids are GPT-2's plus kWideShift: a vocabulary of 115,257
+// ids astride the 16-bit limit (Llama 3 has 128,256, Qwen2 151,646), whose ids are known from
+// GPT-2's. Written to DIR/tokenizer.json; returns DIR.
+constexpr int32_t kWideShift = 65000;
+std::string write_wide_tokenizer(const fs::path& dir) {
+  const fs::path gpt2 = dl::test::shared_path("data/gpt2");
+  nlohmann::json vocab = nlohmann::json::parse(dl::test::read_file(gpt2 / "vocab.json"));
+  for (auto& id : vocab) id = id.get<int32_t>() + kWideShift;
+  nlohmann::json merges = nlohmann::json::array();
+  for (const std::string& line : dl::test::lines(dl::test::read_file(gpt2 / "merges.txt")))
+    if (!line.empty() && !line.starts_with("#version")) merges.push_back(line);
+  const nlohmann::json pre = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
+  fs::create_directories(dir);
+  dl::test::write_file(dir / "tokenizer.json",
+                       nlohmann::json{{"pre_tokenizer", pre}, {"decoder", pre},
+                                      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}}.dump());
+  return dir.string();
+}
+
+std::vector<int32_t> shifted(std::vector<int32_t> ids) {
+  for (int32_t& id : ids) id += kWideShift;
   return ids;
 }
 
@@ -234,4 +260,86 @@ TEST_CASE("dl-train tokenize: shards from the command, errors exit 2 naming the 
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("--threads = 100000 is beyond the thread cap") != std::string::npos);
   CHECK(!fs::exists(tmp / "many"));
+}
+
+TEST_CASE("tokenize: a vocabulary past 16 bits writes uint32 shards that tokens: and text: read with every id") {
+  dl::test::TempDir tmp("wide");
+  const auto files = write_corpus(tmp.path(), 2, 6000);
+  const HfTokenizer tok(write_wide_tokenizer(tmp / "tok"));
+  REQUIRE(tok.vocab_size() == 50257 + kWideShift);
+  const auto expected = shifted(whole_file_ids(files));
+  REQUIRE(*std::max_element(expected.begin(), expected.end()) > 65535);  // uint16 would cut these
+  TokenizeOptions o;
+  o.sources = {(tmp.path() / "doc*.txt").string()};
+  o.out_dir = (tmp.path() / "out").string();
+  o.shard_tokens = 1500;
+  o.val_fraction = 0.2;
+  o.threads = 2;
+  o.chunk_bytes = 1000;
+  const TokenizeSummary s = tokenize_to_shards(tok, o);
+  CHECK(s.token_bytes == 4);
+  CHECK(dl::test::has(describe_tokenize_summary(s), "of uint32 tokens"));
+  std::vector<std::string> train, val;
+  for (const auto& p : s.shards) (fs::path(p).filename().string().starts_with("train_") ? train : val).push_back(p);
+  auto ids = read_shards(train, 4);
+  const auto v = read_shards(val, 4);
+  ids.insert(ids.end(), v.begin(), v.end());
+  CHECK(ids == expected);
+
+  const int64_t T = 16;
+  DataConfig d;
+  d.source = "tokens:" + (tmp.path() / "out" / "train_*.bin").string();
+  d.val_source = "tokens:" + (tmp.path() / "out" / "val_*.bin").string();
+  d.tokenizer = "hf:" + (tmp.path() / "tok").string();
+  auto splits = open_datasets(d, T, 1);
+  CHECK(splits.train->min_vocab_size() == 50257 + kWideShift);
+  Batch b = splits.train->make_batch({0});
+  CHECK(std::vector<int32_t>(b.inputs.data<int32_t>(), b.inputs.data<int32_t>() + T) ==
+        std::vector<int32_t>(expected.begin(), expected.begin() + T));
+
+  // text: tokenizes in-process into 32-bit ids: the same ids, none cut.
+  d.source = "text:" + (tmp.path() / "doc*.txt").string();
+  d.val_source.clear();
+  d.val_fraction = 0.0;
+  auto text = open_datasets(d, T, 1);
+  Batch t = text.train->make_batch({1});
+  CHECK(std::vector<int32_t>(t.targets.data<int32_t>(), t.targets.data<int32_t>() + T) ==
+        std::vector<int32_t>(expected.begin() + T + 1, expected.begin() + 2 * T + 1));
+}
+
+TEST_CASE("dl-train tokenize: a Llama 3-sized tokenizer.json gives uint32 shards; a model too small for their ids exits 2 naming the shard") {
+  dl::test::TempDir tmp("widecli");
+  const auto files = write_corpus(tmp.path(), 1, 6000);
+  const std::string tok_dir = write_wide_tokenizer(tmp / "tok");
+  const std::string out = (tmp.path() / "out").string();
+  auto r = dl::test::run(dl::test::tool("dl-train"), {"tokenize", files[0], "--tokenizer", tok_dir, "-o", out});
+  CAPTURE(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(dl::test::has(r.err, "1 shard(s) of uint32 tokens"));
+  const std::string shard = (fs::path(out) / "train_000000.bin").string();
+  CHECK(r.out == shard + "\t" + std::to_string(read_shard(shard, 4).size()) + "\n");
+  CHECK(read_shard(shard, 4) == shifted(whole_file_ids(files)));
+
+  const std::string config = R"([model]
+type = "gpt"
+n_layer = 1
+n_head = 2
+n_embd = 8
+block_size = 16
+vocab_size = 65536
+
+[data]
+source = "tokens:)" + out + R"(/train_*.bin"
+val_fraction = 0.0
+
+[train]
+steps = 1
+batch_size = 2
+threads = 1
+)";
+  dl::test::write_file(tmp / "run.toml", config);
+  r = dl::test::run(dl::test::tool("dl-train"), {(tmp / "run.toml").string(), "--run-dir", (tmp / "run").string(), "--quiet"});
+  CHECK(r.exit_code == 2);
+  CHECK(dl::test::has(r.err, "model.vocab_size = 65536 is smaller than the data's vocabulary"));
+  CHECK(dl::test::has(r.err, "file '" + shard + "'"));
 }

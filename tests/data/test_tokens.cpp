@@ -1,4 +1,5 @@
-// tokens:GLOB: llm.c shards and headerless uint16 files, validation of headers and sizes.
+// tokens:GLOB: llm.c shards (uint16 and uint32 tokens) and headerless uint16 files, validation of
+// headers and sizes, the model vocabulary they need.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -24,6 +25,17 @@ std::string shard(const std::vector<uint16_t>& t, int32_t count = -1, int32_t ve
   std::string s(1024, '\0');
   std::memcpy(s.data(), header.data(), 1024);
   return s + u16s(t);
+}
+// An llm.c shard of uint32 tokens (Llama 3's layout: magic 20240801, version 7).
+std::string shard32(const std::vector<uint32_t>& t, int32_t version = 7) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240801;
+  header[1] = version;
+  header[2] = static_cast<int32_t>(t.size());
+  std::string s(1024 + 4 * t.size(), '\0');
+  std::memcpy(s.data(), header.data(), 1024);
+  std::memcpy(s.data() + 1024, t.data(), 4 * t.size());
+  return s;
 }
 std::vector<uint16_t> seq(size_t n, uint16_t start) {
   std::vector<uint16_t> t(n);
@@ -166,6 +178,67 @@ TEST_CASE("tokens: a damaged llm.c header is an error naming the file, never rea
   auto s = open_datasets(tokens_source((dir / "headerless.bin").string(), 0.0), 10, 1);
   CHECK(s.train->size() == 10);
   CHECK(row(s.train->make_batch({0}).inputs, 0) == slice(h, 0, 10));
+}
+
+TEST_CASE("tokens: uint32 llm.c shards hold ids past 65,535 and mix with uint16 shards") {
+  TempDir dir("tok32");
+  std::vector<uint32_t> wide(40);
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] = 65530 + static_cast<uint32_t>(i * 1777);  // 65,530 .. 134,833
+  wide[5] = 128255;
+  const auto narrow = seq(25, 300);
+  write_file(dir / "a_000.bin", shard(narrow));
+  write_file(dir / "a_001.bin", shard32(wide));
+  auto s = open_datasets(tokens_source((dir / "a_*.bin").string(), 0.0), 8, 1);
+  // a_000: (25 - 1) / 8 = 3 windows, a_001: 39 / 8 = 4.
+  REQUIRE(s.train->size() == 7);
+  const uint32_t top = *std::max_element(wide.begin(), wide.end());
+  CHECK(s.train->min_vocab_size() == int64_t{top} + 1);
+  CHECK(dl::test::has(s.train->vocab_origin(), "token id " + std::to_string(top)));
+  CHECK(dl::test::has(s.train->vocab_origin(), (dir / "a_001.bin").string()));
+  Batch b = s.train->make_batch({2, 3, 6});
+  CHECK(row(b.inputs, 0) == slice(narrow, 16, 8));
+  const std::vector<int32_t> first(wide.begin(), wide.begin() + 8), next(wide.begin() + 1, wide.begin() + 9);
+  CHECK(row(b.inputs, 1) == first);
+  CHECK(row(b.targets, 1) == next);
+  const std::vector<int32_t> last(wide.begin() + 24, wide.begin() + 32);
+  CHECK(row(b.inputs, 2) == last);
+
+  // The uint32 layout's header is checked as the uint16 one's is.
+  const std::string good = shard32(wide);
+  std::string cut = good;
+  cut.resize(cut.size() - 3);
+  expect_corrupt(dir, "cut.bin", cut, "header says 40 tokens but the file holds 39 tokens and a stray byte");
+  expect_corrupt(dir, "stray.bin", good + "xyz", "header says 40 tokens but the file holds 40 tokens and 3 stray bytes");
+  expect_corrupt(dir, "v1.bin", shard32(wide, 1), "header version is 1, expected 7 with the magic 20240801 (uint32 tokens)");
+  std::string damaged = good;
+  damaged[1] = static_cast<char>(damaged[1] ^ 0x10);
+  expect_corrupt(dir, "damaged.bin", damaged, "one byte off the llm.c magic 20240801");
+  std::string zeroed = good;
+  std::memset(zeroed.data(), 0, 4);
+  expect_corrupt(dir, "zeroed.bin", zeroed, "version 7, 40 tokens");
+}
+
+TEST_CASE("tokens: a model vocabulary smaller than the shards' ids is refused naming the file") {
+  TempDir dir("tokvocab");
+  write_file(dir / "s_000.bin", shard(seq(30, 0)));
+  write_file(dir / "s_001.bin", shard32({5, 70000, 9, 3, 1, 2, 4, 6, 8, 7}));
+  auto s = open_datasets(tokens_source((dir / "s_*.bin").string(), 0.0), 4, 1);
+  CHECK_NOTHROW(check_model_vocab(*s.train, 70001));
+  try {
+    check_model_vocab(*s.train, 65536);
+    FAIL("expected an error");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::usage);
+    const std::string msg = e.what();
+    CAPTURE(msg);
+    CHECK(dl::test::has(msg, "model.vocab_size = 65536 is smaller than the data's vocabulary (70001 ids: token id 70000 in tokens:"));
+    CHECK(dl::test::has(msg, "file '" + (dir / "s_001.bin").string() + "'"));
+  }
+  // A tokenizer's vocabulary wider than the ids is what the model needs, and is named.
+  DataConfig d = tokens_source((dir / "s_000.bin").string(), 0.0);
+  d.tokenizer = "gpt2:" + dl::test::shared_path("data/gpt2").string();
+  auto g = open_datasets(d, 4, 1);
+  CHECK_THROWS_WITH_AS(check_model_vocab(*g.train, 1000), doctest::Contains("(50257 ids: the vocabulary of data.tokenizer = \"gpt2:"), Error);
 }
 
 TEST_CASE("tokens and text cannot be mixed across train and val") {

@@ -11,6 +11,9 @@ Usage: hf_llama.py --many JSON_LIST_OF_[OUT_DIR, SPEC]   prints a list of {"loss
                                                           transformers' AutoModelForCausalLM.from_pretrained(DIR)
                                                           (config.json's architecture: LlamaForCausalLM,
                                                           Qwen2ForCausalLM), refusing missing or unused keys
+                                                          (and "tokenizer": AutoTokenizer's bos/eos ids,
+                                                          config.json's, and the ids of "hello world",
+                                                          when DIR holds a tokenizer.json)
 
 SPEC: n_layer, n_head, n_kv_head, n_embd, intermediate_size, max_position_embeddings (the
 windows' length T), vocab_size, seed, text (a file whose bytes, mapped onto the vocabulary as
@@ -162,8 +165,16 @@ def transformers_losses(data_dir, n, folders):
         x, y = val_windows(data_dir, model.config.max_position_embeddings, n)
         with torch.no_grad():
             logits = model(x).logits
-        out.append({"loss": torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                              y.reshape(-1)).item()})
+        entry = {"loss": torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                           y.reshape(-1)).item()}
+        if os.path.exists(os.path.join(folder, "tokenizer.json")):
+            from transformers import AutoTokenizer
+            tok = AutoTokenizer.from_pretrained(folder)
+            entry["tokenizer"] = {"bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id,
+                                  "config_bos_token_id": model.config.bos_token_id,
+                                  "config_eos_token_id": model.config.eos_token_id,
+                                  "ids": tok.encode("hello world", add_special_tokens=False)}
+        out.append(entry)
     return out
 
 

@@ -172,6 +172,7 @@ int main(int argc, char** argv) {
       "Files are documents: the tokenizer's separator (GPT-2's <|endoftext|>, a tokenizer.json's eos token)\n"
       "goes between them. Shards are OUT/train_NNNNNN.bin (and OUT/val_NNNNNN.bin), the same ids as text:\n"
       "data with data.tokenizer = \"gpt2:DIR\" or \"hf:DIR\" (DIR with vocab.json + merges.txt, or tokenizer.json).\n"
+      "Tokens are uint16 (magic 20240520) up to 65,536 ids, else uint32 (magic 20240801: Llama 3, Qwen2).\n"
       "Examples:\n"
       "  dl-train tokenize book.txt --tokenizer gpt2 -o data/book --val-fraction 0.05\n"
       "  dl-train tokenize 'corpus/*.txt' --tokenizer gpt2 -o data/corpus --shard-tokens 100000000\n"

@@ -62,20 +62,28 @@ HfGpt2Shape read_hf_gpt2_config(const fs::path& file) {
   s.vocab_size = positive_int(j, "vocab_size", file);
   if (s.n_embd % s.n_head != 0)
     throw_usage(file.string(), ": n_embd (", s.n_embd, ") is not divisible by n_head (", s.n_head, ")");
+  // A value of the wrong JSON type is named like any other, not a JSON library's type_error (exit 1).
+  auto require_type = [&](const char* key, bool ok, const char* what) {
+    if (!ok) throw_usage(file.string(), ": \"", key, "\" must be ", what, ", got ", j[key].dump());
+  };
   if (present(j, "layer_norm_epsilon")) {
+    require_type("layer_norm_epsilon", j["layer_norm_epsilon"].is_number(), "a number");
     const double eps = j["layer_norm_epsilon"].get<double>();
     if (std::fabs(eps - 1e-5) > 1e-12)
       throw_usage(file.string(), ": layer_norm_epsilon is ", eps, "; dl-train's GPT-2 computes LayerNorm with 1e-5");
   }
   if (present(j, "activation_function")) {
+    require_type("activation_function", j["activation_function"].is_string(), "a string");
     const std::string a = j["activation_function"].get<std::string>();
     // All three are GELU's tanh approximation; "gelu" (erf) and the rest compute something else.
     if (a != "gelu_new" && a != "gelu_pytorch_tanh" && a != "gelu_fast")
       throw_usage(file.string(), ": activation_function is \"", a,
                   "\"; dl-train's GPT-2 computes GELU's tanh approximation (gelu_new, gelu_pytorch_tanh)");
   }
-  if (present(j, "n_inner") && j["n_inner"] != 4 * s.n_embd)
-    throw_usage(file.string(), ": n_inner is ", j["n_inner"].dump(), "; dl-train's GPT-2 MLP is 4 n_embd = ", 4 * s.n_embd,
+  // 4 n_embd compared without computing it: n_embd may be any positive int64.
+  if (present(j, "n_inner") &&
+      !(j["n_inner"].is_number_integer() && j["n_inner"].get<int64_t>() % 4 == 0 && j["n_inner"].get<int64_t>() / 4 == s.n_embd))
+    throw_usage(file.string(), ": n_inner is ", j["n_inner"].dump(), "; dl-train's GPT-2 MLP is 4 n_embd = 4 x ", s.n_embd,
                 " wide");
   if (present(j, "scale_attn_weights") && j["scale_attn_weights"] != true)
     throw_usage(file.string(), ": scale_attn_weights is false; dl-train's attention scales by 1/sqrt(head size)");
@@ -83,7 +91,10 @@ HfGpt2Shape read_hf_gpt2_config(const fs::path& file) {
     throw_usage(file.string(), ": scale_attn_by_inverse_layer_idx is true; dl-train's attention does not scale by layer");
   if (present(j, "add_cross_attention") && j["add_cross_attention"] == true)
     throw_usage(file.string(), ": add_cross_attention is true; dl-train's GPT-2 is a decoder without cross-attention");
-  if (present(j, "tie_word_embeddings")) s.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  if (present(j, "tie_word_embeddings")) {
+    require_type("tie_word_embeddings", j["tie_word_embeddings"].is_boolean(), "true or false");
+    s.tie_word_embeddings = j["tie_word_embeddings"].get<bool>();
+  }
   return s;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,12 +15,21 @@
 
 namespace dl {
 
+// What a checkpoint carries of the run's tokenizer (Tokenizer::files(), bos_token_id(), ...):
+// its files go into the checkpoint, which is then a whole Hugging Face folder, and a llama
+// config.json gets bos_token_id / eos_token_id.
+struct CheckpointTokenizer {
+  std::vector<std::string> files;
+  std::optional<int32_t> bos_token_id, eos_token_id;
+};
+
 // Everything a rank contributes to a checkpoint.
 struct CheckpointSource {
   Model& model;
   parallel::ZeroEngine& engine;
   dist::Comm& world;
   CheckpointLayout layout;
+  CheckpointTokenizer tokenizer = {};
 };
 
 // Collective: every rank calls it. Writes the checkpoint for state.step under `root`

@@ -6,6 +6,7 @@
 
 #include "dl/io/atomic_file.hpp"
 #include "dl/io/crc32c.hpp"
+#include "dl/io/input_file.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/io/safetensors.hpp"
 
@@ -23,6 +24,32 @@ Tensor host_copy(Backend& be, const Tensor& t) {
   return h;
 }
 
+
+// config.json with the tokenizer's bos_token_id / eos_token_id, as transformers' configs carry them
+// (generation stops at eos_token_id).
+std::string with_special_token_ids(const std::string& config_json, const CheckpointTokenizer& tok) {
+  if (!tok.bos_token_id && !tok.eos_token_id) return config_json;
+  json j = json::parse(config_json);
+  if (tok.bos_token_id) j["bos_token_id"] = *tok.bos_token_id;
+  if (tok.eos_token_id) j["eos_token_id"] = *tok.eos_token_id;
+  return j.dump(2) + "\n";
+}
+
+// Copies the run's tokenizer files into the checkpoint folder `dir`, listed in `files` with their
+// CRCs as every checkpoint file is. The run's own copy (RUN/tokenizer/, made when it started) is
+// read when there is one, so a tokenizer folder moved during the run does not fail a checkpoint.
+void add_tokenizer_files(const fs::path& root, const fs::path& dir, const CheckpointTokenizer& tok, json& files) {
+  for (const std::string& source : tok.files) {
+    const std::string name = fs::path(source).filename().string();
+    if (files.contains(name)) continue;  // never a checkpoint's own config.json
+    std::error_code ec;
+    const fs::path run_copy = root.parent_path() / kRunTokenizerDir / name;
+    const std::string bytes = read_input_file(fs::is_regular_file(run_copy, ec) ? run_copy : fs::path(source),
+                                              "cannot read the run's tokenizer file");
+    write_file_atomic(dir / name, bytes);
+    files[name] = {{"crc32c", crc32c(bytes.data(), bytes.size())}, {"bytes", bytes.size()}};
+  }
+}
 
 }  // namespace
 
@@ -90,8 +117,10 @@ fs::path save_checkpoint(const fs::path& root, CheckpointSource& src, const Trai
     std::string cfg = src.model.type() == ModelType::gpt     ? hf_gpt2_config_json(config.model)
                       : src.model.type() == ModelType::llama ? llama_config_json(config.model)
                                                              : mlp_config_json(config.model);
+    if (src.model.type() == ModelType::llama) cfg = with_special_token_ids(cfg, src.tokenizer);
     write_file_atomic(tmp / "config.json", cfg);
     files["config.json"] = {{"crc32c", crc32c(cfg.data(), cfg.size())}, {"bytes", cfg.size()}};
+    add_tokenizer_files(root, tmp, src.tokenizer, files);
     json optimizer{{"name", eng.optimizer().name()}, {"steps", eng.optimizer().step_count()}, {"state", state_names}};
     json manifest = checkpoint_manifest(src.model.kind(), state, optimizer, src.layout, tensors, pieces, files);
     write_file_atomic(tmp / kCheckpointManifest, manifest.dump(1) + "\n");

@@ -52,7 +52,12 @@ class Tokenizer {
   virtual int64_t vocab_size() const { return 0; }
   // The id put between documents of a multi-file source (GPT-2's <|endoftext|>); none for bytes.
   virtual std::optional<int32_t> document_separator() const { return std::nullopt; }
-  // The files the tokenizer was loaded from (copied into a run so that it can be reloaded).
+  // The ids a Hugging Face config.json names as bos_token_id / eos_token_id; none when the
+  // tokenizer does not define them.
+  virtual std::optional<int32_t> bos_token_id() const { return std::nullopt; }
+  virtual std::optional<int32_t> eos_token_id() const { return std::nullopt; }
+  // The files the tokenizer was loaded from (copied into a run and its checkpoints so that it can
+  // be reloaded).
   virtual std::vector<std::string> files() const { return {}; }
   // The first position >= from (or text.size()) where `text` may be cut so that encoding the two
   // parts gives the ids of the whole: how text is split across threads.
@@ -98,8 +103,10 @@ class Dataset {
   virtual Batch make_batch(const std::vector<int64_t>& example_ids) const = 0;
 
   virtual bool is_sequence() const = 0;
-  // sequence datasets: smallest vocabulary that holds every id the data can contain
+  // sequence datasets: smallest vocabulary that holds every id the data can contain, and what
+  // needs that many ids ("token id 70000 in tokens:GLOB file 'PATH'", "the vocabulary of data.tokenizer = ...")
   virtual int64_t min_vocab_size() const { return 0; }
+  virtual std::string vocab_origin() const { return {}; }
   // feature datasets
   virtual int64_t n_features() const { return 0; }
   virtual int64_t n_classes() const { return 0; }
@@ -128,6 +135,9 @@ struct DataSplits {
 // feature data). Throws dl::Error(usage) naming the file and what is wrong (missing file, empty
 // glob, bad shard header, too little data for one window, unparsable CSV cell with its line).
 DataSplits open_datasets(const DataConfig& data, int64_t block_size, uint64_t seed);
+// Throws dl::Error(usage) when a model of vocab_size ids cannot embed every id of `data` (a
+// sequence dataset), naming what holds the largest id (a token shard's file, the tokenizer).
+void check_model_vocab(const Dataset& data, int64_t vocab_size);
 
 // The visiting order of one split: position p of the endless stream maps to example
 // permutation_e(p mod n) with e = p / n, where permutation_e is a keyed bijection of [0, n)

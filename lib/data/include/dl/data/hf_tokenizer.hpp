@@ -29,7 +29,7 @@ namespace dl {
 
 class HfTokenizer final : public Tokenizer {
  public:
-  // Loads DIR/tokenizer.json (and DIR/tokenizer_config.json's eos_token, when there is one).
+  // Loads DIR/tokenizer.json (and DIR/tokenizer_config.json's eos_token and bos_token, when there is one).
   // Throws dl::Error(usage) naming the file, the field and what is supported.
   explicit HfTokenizer(const std::string& dir);
   // The same from the files' text (tokenizer_config may be empty); messages name DIR's files.
@@ -44,6 +44,10 @@ class HfTokenizer final : public Tokenizer {
   // tokenizer_config.json's eos_token, else the first of <|endoftext|>, </s>, <|end_of_text|> the
   // file holds; none otherwise.
   std::optional<int32_t> document_separator() const override;
+  // tokenizer_config.json's bos_token and eos_token, when it names tokens of the vocabulary.
+  std::optional<int32_t> bos_token_id() const override;
+  std::optional<int32_t> eos_token_id() const override;
+  // tokenizer.json, and tokenizer_config.json and special_tokens_map.json when DIR has them.
   std::vector<std::string> files() const override;
   // Where the pieces provably restart: before a space that follows printable ASCII for the
   // pattern and Metaspace styles; after a newline that no merge touches for the SentencePiece

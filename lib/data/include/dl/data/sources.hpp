@@ -57,13 +57,32 @@ enum class Role { split, train, val };
 
 DataSplits open_addition(const DataConfig& data, int64_t block_size, uint64_t seed, Role role);
 DataSplits open_text(const std::string& pattern, const DataConfig& data, int64_t block_size, Role role);
-// The tokens of one shard's bytes (llm.c header or headerless uint16, as tokens.cpp describes),
-// checked against the header; `data` must be 2-byte aligned (a mapping is). Throws
-// dl::Error(usage) naming `what` and `path` when the header lies about the file.
-struct TokenShardView {
-  const uint16_t* tokens = nullptr;
-  int64_t n_tokens = 0;
+// The two llm.c shard layouts (llm.c's dev/data/data_common.py): a 256 x int32 header (magic,
+// version, token count), then the tokens as uint16 (GPT-2's, magic 20240520, version 1) or as
+// uint32 (Llama 3's, magic 20240801, version 7: for vocabularies past 65,536 ids).
+struct ShardLayout {
+  int32_t magic, version;
+  int token_bytes;
+  const char* token_type;
 };
+inline constexpr ShardLayout kShardLayouts[] = {{20240520, 1, 2, "uint16"}, {20240801, 7, 4, "uint32"}};
+inline constexpr size_t kShardHeaderBytes = 256 * sizeof(int32_t);
+
+// A run of tokens in a shard, each token_bytes wide (2 or 4), aligned to its width.
+struct TokenShardView {
+  const unsigned char* tokens = nullptr;
+  int64_t n_tokens = 0;
+  int token_bytes = 2;
+  uint32_t operator[](int64_t i) const {
+    if (token_bytes == 2) return reinterpret_cast<const uint16_t*>(tokens)[i];
+    return reinterpret_cast<const uint32_t*>(tokens)[i];
+  }
+  // The view from token i on.
+  TokenShardView from(int64_t i) const { return {tokens + i * token_bytes, n_tokens - i, token_bytes}; }
+};
+// The tokens of one shard's bytes (an llm.c header of either layout, or headerless uint16, as
+// tokens.cpp describes), checked against the header; `data` must be 4-byte aligned (a mapping is).
+// Throws dl::Error(usage) naming `what` and `path` when the header lies about the file.
 TokenShardView parse_token_shard(const unsigned char* data, size_t size, const std::string& path,
                                  const std::string& what);
 DataSplits open_tokens(const std::string& pattern, const DataConfig& data, int64_t block_size, Role role);
@@ -73,15 +92,20 @@ DataSplits open_csv(const std::string& train_path, const std::string& val_path, 
                     uint64_t seed);
 
 // Base of the token-window datasets: min_vocab_size() is settable so that both splits report
-// one vocabulary (the larger of the two sources).
+// one vocabulary (the larger of the two sources), with what needs it.
 class SequenceDataset : public Dataset {
  public:
   bool is_sequence() const override { return true; }
   int64_t min_vocab_size() const override { return vocab_; }
-  void set_min_vocab(int64_t v) { vocab_ = v; }
+  std::string vocab_origin() const override { return vocab_origin_; }
+  void set_min_vocab(int64_t v, std::string origin) {
+    vocab_ = v;
+    vocab_origin_ = std::move(origin);
+  }
 
  protected:
   int64_t vocab_ = 256;
+  std::string vocab_origin_ = "the byte tokenizer";
 };
 
 // synthetic:addition helpers: the text of a problem and the length of one problem in tokens.
@@ -92,13 +116,13 @@ int64_t addition_problem_len(int digits);
 void check_example_ids(const std::vector<int64_t>& ids, int64_t n, std::string_view what);
 
 // Stacks windows of T + 1 tokens into inputs (first T) and targets (last T). window(id) returns a
-// pointer to example id's first token, of any integer element type.
+// pointer (or a TokenShardView) to example id's first token, of any integer element type.
 template <class WindowFn>
 Batch window_batch(const std::vector<int64_t>& ids, int64_t T, WindowFn&& window) {
   const int64_t n = static_cast<int64_t>(ids.size());
   Batch b{Tensor::empty({n, T}, DType::i32), Tensor::empty({n, T}, DType::i32)};
   for (int64_t r = 0; r < n; ++r) {
-    const auto* w = window(ids[static_cast<size_t>(r)]);
+    const auto w = window(ids[static_cast<size_t>(r)]);
     int32_t* in = b.inputs.data<int32_t>() + r * T;
     int32_t* tg = b.targets.data<int32_t>() + r * T;
     for (int64_t t = 0; t < T; ++t) {

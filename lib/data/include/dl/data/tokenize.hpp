@@ -55,13 +55,16 @@ struct TokenizeSummary {
   int64_t train_tokens = 0, val_tokens = 0;
   std::vector<std::string> shards;  // written, in order: train_000000.bin ..., val_000000.bin ...
   std::vector<int64_t> shard_tokens;
+  int token_bytes = 2;        // 2: uint16 tokens (magic 20240520), 4: uint32 (magic 20240801)
   double seconds = 0;         // all of it: reading, encoding, writing the shards (with fsync)
   double encode_seconds = 0;  // the threads' encoding alone
 };
 
-// Writes OUT_DIR/train_NNNNNN.bin (and val_NNNNNN.bin) as llm.c shards (256 x int32 header:
-// 20240520, 1, token count; then uint16 tokens), each atomically. Throws dl::Error(usage) for a
-// tokenizer whose ids do not fit 16 bits, a missing source, or an out_dir that already holds shards.
+// Writes OUT_DIR/train_NNNNNN.bin (and val_NNNNNN.bin) as llm.c shards, each atomically: a 256 x
+// int32 header (20240520, 1, token count) and uint16 tokens when the tokenizer's vocabulary fits
+// 16 bits (at most 65,536 ids), else (20240801, 7, token count) and uint32 tokens (Llama 3's,
+// Qwen2's vocabularies; data/sources.hpp's kShardLayouts). Throws dl::Error(usage) for a missing
+// source or an out_dir that already holds shards.
 TokenizeSummary tokenize_to_shards(const Tokenizer& tok, const TokenizeOptions& o);
 
 // stdout of dl-train tokenize: one "PATH<TAB>TOKENS" line per shard written.

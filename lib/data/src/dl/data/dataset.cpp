@@ -44,11 +44,25 @@ DataSplits open_datasets(const DataConfig& data, int64_t block_size, uint64_t se
     out.val = std::move(v.val);
   }
   // One vocabulary for both splits: the model must embed every id either split can hold.
-  int64_t vocab = std::max(out.train->min_vocab_size(), out.tokenizer->vocab_size());
-  if (out.val) vocab = std::max(vocab, out.val->min_vocab_size());
-  static_cast<SequenceDataset&>(*out.train).set_min_vocab(vocab);
-  if (out.val) static_cast<SequenceDataset&>(*out.val).set_min_vocab(vocab);
+  int64_t vocab = out.train->min_vocab_size();
+  std::string origin = out.train->vocab_origin();
+  auto widen = [&](int64_t v, std::string why) {
+    if (v <= vocab) return;
+    vocab = v;
+    origin = std::move(why);
+  };
+  widen(out.tokenizer->vocab_size(), str("the vocabulary of data.tokenizer = \"", data.tokenizer, "\""));
+  if (out.val) widen(out.val->min_vocab_size(), out.val->vocab_origin());
+  static_cast<SequenceDataset&>(*out.train).set_min_vocab(vocab, origin);
+  if (out.val) static_cast<SequenceDataset&>(*out.val).set_min_vocab(vocab, origin);
   return out;
+}
+
+void check_model_vocab(const Dataset& data, int64_t vocab_size) {
+  if (vocab_size >= data.min_vocab_size()) return;
+  throw_usage("model.vocab_size = ", vocab_size, " is smaller than the data's vocabulary (", data.min_vocab_size(),
+              " ids: ", data.vocab_origin(), "); set model.vocab_size >= ", data.min_vocab_size(),
+              " or use data made with the model's tokenizer");
 }
 
 }  // namespace dl

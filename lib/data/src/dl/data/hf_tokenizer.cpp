@@ -223,6 +223,7 @@ struct HfTokenizer::Impl {
   bool has_decoder = false;
   std::vector<DecodeStep> decoder;
   std::optional<int32_t> separator;
+  std::optional<int32_t> bos, eos;  // tokenizer_config.json's bos_token and eos_token
   size_t n_model = 0, n_added = 0;
   std::vector<std::string> parts_desc;  // for describe()
   // Ids must lie below this (the vocabulary and added tokens, plus 2^20): ids may have holes, as in
@@ -587,16 +588,24 @@ void HfTokenizer::Impl::load(const std::string& text, const std::string& config_
   if (!config_text.empty()) {
     const std::string cwhere = (fs::path(dir) / "tokenizer_config.json").string();
     const json c = parse_json(config_text, cwhere);
+    // A token is named by its text, or by {"content": text, ...} as transformers saves AddedToken.
+    auto token_named = [&](const char* key) {
+      const json& e = c[key];
+      return e.is_string() ? e.get<std::string>() : e.is_object() ? get_or(e, "content", "") : "";
+    };
     if (c.is_object() && c.contains("eos_token")) {
-      const json& e = c["eos_token"];
-      std::string name = e.is_string() ? e.get<std::string>() : e.is_object() ? get_or(e, "content", "") : "";
+      std::string name = token_named("eos_token");
       if (!name.empty()) {
         auto it = spelled_ids.find(name);
         if (it == spelled_ids.end())
           throw_usage(cwhere, ": eos_token '", name, "' is not a token of ", where);
-        separator = it->second;
+        separator = eos = it->second;
       }
     }
+    // bos_token only reaches a checkpoint's config.json: one the vocabulary lacks is left out there
+    // rather than refusing a tokenizer that encodes well.
+    if (c.is_object() && c.contains("bos_token"))
+      if (auto it = spelled_ids.find(token_named("bos_token")); it != spelled_ids.end()) bos = it->second;
   }
   if (!separator)
     for (const char* name : {"<|endoftext|>", "</s>", "<|end_of_text|>"})
@@ -834,7 +843,9 @@ HfTokenizer::HfTokenizer(const std::string& dir)
           }(),
           read_optional(fs::path(dir) / "tokenizer_config.json"), dir) {
   impl_->files = {(fs::path(dir) / "tokenizer.json").string()};
-  if (fs::exists(fs::path(dir) / "tokenizer_config.json")) impl_->files.push_back((fs::path(dir) / "tokenizer_config.json").string());
+  // The companions transformers' AutoTokenizer reads beside it, travelling with runs and checkpoints.
+  for (const char* companion : {"tokenizer_config.json", "special_tokens_map.json"})
+    if (fs::exists(fs::path(dir) / companion)) impl_->files.push_back((fs::path(dir) / companion).string());
 }
 
 HfTokenizer::HfTokenizer(const std::string& tokenizer_json, const std::string& tokenizer_config, const std::string& dir)
@@ -852,6 +863,8 @@ HfTokenizer::~HfTokenizer() = default;
 
 int64_t HfTokenizer::vocab_size() const { return static_cast<int64_t>(impl_->spelled.size()); }
 std::optional<int32_t> HfTokenizer::document_separator() const { return impl_->separator; }
+std::optional<int32_t> HfTokenizer::bos_token_id() const { return impl_->bos; }
+std::optional<int32_t> HfTokenizer::eos_token_id() const { return impl_->eos; }
 std::vector<std::string> HfTokenizer::files() const { return impl_->files; }
 
 std::optional<int32_t> HfTokenizer::token_id(std::string_view spelled) const {

@@ -42,9 +42,10 @@ class TextDataset final : public SequenceDataset {
 class TokenizedTextDataset final : public SequenceDataset {
  public:
   TokenizedTextDataset(std::string what, std::shared_ptr<const std::vector<int32_t>> ids, size_t begin, size_t end,
-                       int64_t block_size, bool val, int64_t vocab)
+                       int64_t block_size, bool val, int64_t vocab, const std::string& tokenizer)
       : what_(std::move(what)), ids_(std::move(ids)), begin_(begin), end_(end), T_(block_size), val_(val) {
     vocab_ = vocab;
+    vocab_origin_ = str("the vocabulary of data.tokenizer = \"", tokenizer, "\"");
     n_ = static_cast<int64_t>(end_ - begin_ - 1) / T_;  // callers guarantee end - begin >= T + 1
   }
   std::string describe() const override {
@@ -84,15 +85,15 @@ DataSplits open_tokenized_text(const std::string& pattern, const DataConfig& dat
   const int64_t vocab = out.tokenizer->vocab_size();
   if (role == Role::split) {
     check(n_train, "training");
-    out.train = std::make_unique<TokenizedTextDataset>(what, ids, 0, static_cast<size_t>(n_train), block_size, false, vocab);
+    out.train = std::make_unique<TokenizedTextDataset>(what, ids, 0, static_cast<size_t>(n_train), block_size, false, vocab, data.tokenizer);
     if (n_val > 0) {
       check(n_val, "validation");
       out.val = std::make_unique<TokenizedTextDataset>(what, ids, static_cast<size_t>(n_train), static_cast<size_t>(size),
-                                                       block_size, true, vocab);
+                                                       block_size, true, vocab, data.tokenizer);
     }
   } else {
     check(size, role == Role::val ? "validation" : "training");
-    auto d = std::make_unique<TokenizedTextDataset>(what, ids, 0, static_cast<size_t>(size), block_size, role == Role::val, vocab);
+    auto d = std::make_unique<TokenizedTextDataset>(what, ids, 0, static_cast<size_t>(size), block_size, role == Role::val, vocab, data.tokenizer);
     (role == Role::val ? out.val : out.train) = std::move(d);
   }
   return out;

@@ -124,43 +124,51 @@ std::vector<int32_t> tokenize_files(const Tokenizer& tok, const std::vector<std:
 
 namespace {
 
-constexpr int32_t kShardMagic = 20240520;
-constexpr int32_t kShardVersion = 1;
-
-// Gathers one split's tokens and writes them as numbered llm.c shards.
+// Gathers one split's tokens and writes them as numbered llm.c shards of one layout.
 class ShardWriter {
  public:
-  ShardWriter(fs::path dir, std::string prefix, int64_t shard_tokens, TokenizeSummary& summary)
-      : dir_(std::move(dir)), prefix_(std::move(prefix)), cap_(shard_tokens), summary_(summary) {}
+  ShardWriter(fs::path dir, std::string prefix, int64_t shard_tokens, const data::ShardLayout& layout, int64_t vocab,
+              TokenizeSummary& summary)
+      : dir_(std::move(dir)), prefix_(std::move(prefix)), cap_(shard_tokens), layout_(layout), vocab_(vocab),
+        summary_(summary) {}
   void add(const std::vector<int32_t>& ids) {
     for (int32_t id : ids) {
-      buf_.push_back(static_cast<uint16_t>(id));
-      if (static_cast<int64_t>(buf_.size()) == cap_) flush();
+      // A tokenizer keeps its ids below its vocabulary; one that did not would be cut to 16 bits.
+      if (id < 0 || id >= vocab_) throw_runtime("tokenize: id ", id, " is outside the tokenizer's vocabulary of ", vocab_);
+      if (layout_.token_bytes == 2) narrow_.push_back(static_cast<uint16_t>(id));
+      else wide_.push_back(static_cast<uint32_t>(id));
+      if (size() == cap_) flush();
     }
   }
   void flush() {
-    if (buf_.empty()) return;
+    if (size() == 0) return;
     char name[64];
     std::snprintf(name, sizeof name, "%s_%06d.bin", prefix_.c_str(), index_++);
     int32_t header[256] = {};
-    header[0] = kShardMagic;
-    header[1] = kShardVersion;
-    header[2] = static_cast<int32_t>(buf_.size());
+    header[0] = layout_.magic;
+    header[1] = layout_.version;
+    header[2] = static_cast<int32_t>(size());
     AtomicFileWriter w(dir_ / name);
     w.write(header, sizeof header);
-    w.write(buf_.data(), buf_.size() * sizeof(uint16_t));
+    if (layout_.token_bytes == 2) w.write(narrow_.data(), narrow_.size() * sizeof(uint16_t));
+    else w.write(wide_.data(), wide_.size() * sizeof(uint32_t));
     w.commit();
     summary_.shards.push_back((dir_ / name).string());
-    summary_.shard_tokens.push_back(static_cast<int64_t>(buf_.size()));
-    buf_.clear();
+    summary_.shard_tokens.push_back(size());
+    narrow_.clear();
+    wide_.clear();
   }
 
  private:
+  int64_t size() const { return static_cast<int64_t>(narrow_.size() + wide_.size()); }
   fs::path dir_;
   std::string prefix_;
   int64_t cap_;
+  const data::ShardLayout& layout_;
+  int64_t vocab_;
   TokenizeSummary& summary_;
-  std::vector<uint16_t> buf_;
+  std::vector<uint16_t> narrow_;
+  std::vector<uint32_t> wide_;
   int index_ = 0;
 };
 
@@ -168,9 +176,11 @@ class ShardWriter {
 
 TokenizeSummary tokenize_to_shards(const Tokenizer& tok, const TokenizeOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  if (tok.vocab_size() <= 0 || tok.vocab_size() > 65536)
-    throw_usage("the ", tok.name(), " tokenizer's ids do not fit the shards' 16 bits (vocabulary of ",
-                tok.vocab_size(), "; at most 65536)");
+  // uint16 tokens (GPT-2's layout, what every reader of llm.c shards takes) while the ids fit.
+  const int64_t vocab = tok.vocab_size();
+  if (vocab <= 0 || vocab > INT32_MAX)
+    throw_usage("the ", tok.name(), " tokenizer has a vocabulary of ", vocab, " ids; token shards hold 1..", INT32_MAX);
+  const data::ShardLayout& layout = data::kShardLayouts[vocab <= 65536 ? 0 : 1];
   if (o.shard_tokens < 1 || o.shard_tokens > INT32_MAX)
     throw_option_error("{shard_tokens} ", o.shard_tokens, " must be in 1..", INT32_MAX, " (the shard header counts in int32)");
   if (!(o.val_fraction >= 0 && o.val_fraction < 1))
@@ -191,7 +201,8 @@ TokenizeSummary tokenize_to_shards(const Tokenizer& tok, const TokenizeOptions& 
 
   TokenizeSummary s;
   s.files = static_cast<int64_t>(files.size());
-  ShardWriter train(dir, "train", o.shard_tokens, s), val(dir, "val", o.shard_tokens, s);
+  s.token_bytes = layout.token_bytes;
+  ShardWriter train(dir, "train", o.shard_tokens, layout, vocab, s), val(dir, "val", o.shard_tokens, layout, vocab, s);
   TokenStreamOptions so;
   so.threads = o.threads;
   so.chunk_bytes = o.chunk_bytes;
@@ -218,7 +229,7 @@ std::string format_tokenize_shards(const TokenizeSummary& s) {
 std::string describe_tokenize_summary(const TokenizeSummary& s) {
   const double mb = static_cast<double>(s.bytes) / 1e6;
   return str("tokenized ", s.files, " file(s), ", mb, " MB: ", s.train_tokens, " train + ", s.val_tokens,
-             " val tokens in ", s.shards.size(), " shard(s), ", s.seconds, " s (", s.seconds > 0 ? mb / s.seconds : 0.0,
+             " val tokens in ", s.shards.size(), " shard(s) of ", s.token_bytes == 2 ? "uint16" : "uint32", " tokens, ", s.seconds, " s (", s.seconds > 0 ? mb / s.seconds : 0.0,
              " MB/s; encoding ", s.encode_seconds, " s, ", s.encode_seconds > 0 ? mb / s.encode_seconds : 0.0,
              " MB/s)\n");
 }

@@ -89,9 +89,7 @@ std::unique_ptr<Model> build_model(const Config& c, const Dataset& train, Backen
     if (!train.is_sequence())
       throw_usage("model.type = \"", c.model.type, "\" needs token data, but data.source ", c.data.source,
                   " holds feature rows (use model.type = \"mlp\")");
-    if (c.model.vocab_size < train.min_vocab_size())
-      throw_usage("model.vocab_size = ", c.model.vocab_size, " is smaller than the data's vocabulary (",
-                  train.min_vocab_size(), " ids); set model.vocab_size >= ", train.min_vocab_size());
+    check_model_vocab(train, c.model.vocab_size);
     GptParallel par;
     par.activation_checkpointing = c.parallel.activation_checkpointing;
     if (mesh) {

@@ -99,6 +99,7 @@ EvalReport run_eval(const EvalOptions& o) {
     dc.val_fraction = 0.0;
     other = open_datasets(dc, r.config.model.block_size, static_cast<uint64_t>(r.config.train.seed));
     target = other.train.get();
+    if (target->is_sequence()) check_model_vocab(*target, r.config.model.vocab_size);
     rep.data = o.data;
   } else {
     if (!target) throw_usage("the run's data has no validation split (data.val_fraction = 0); pass --data SPEC");

@@ -143,6 +143,11 @@ struct Session {
 
   fs::path ckpt_root() const { return opt.run_dir / "checkpoints"; }
 
+  CheckpointTokenizer checkpoint_tokenizer() const {
+    if (!data.tokenizer) return {};
+    return {data.tokenizer->files(), data.tokenizer->bos_token_id(), data.tokenizer->eos_token_id()};
+  }
+
   void checkpoint() {
     if (state.step == last_saved || !opt.checkpoints) return;
     state.rng_index = rng.index();
@@ -151,7 +156,8 @@ struct Session {
     bar.finish();
     const parallel::MeshShape& s = mesh.shape();
     CheckpointSource src{model, engine, mesh.world(),
-                         CheckpointLayout{s.world(), s.dp, s.tp, s.pp, static_cast<int>(opt.config.parallel.zero)}};
+                         CheckpointLayout{s.world(), s.dp, s.tp, s.pp, static_cast<int>(opt.config.parallel.zero)},
+                         checkpoint_tokenizer()};
     last_ckpt = save_checkpoint(ckpt_root(), src, state, opt.config, opt.config.train.keep_checkpoints);
     last_saved = state.step;
     log_info("checkpoint " + last_ckpt.filename().string());
