@@ -359,7 +359,7 @@ TEST_CASE("bad inputs are usage errors naming the thing") {
   CHECK(has(err([](EstimateInputs& in) { in.mfu = 1.5; }), "--mfu: a fraction in (0, 1]"));
   CHECK(has(err([](EstimateInputs& in) { in.gpus = {8, 0}; }), "--gpus: GPU counts must be >= 1"));
   CHECK(has(err([](EstimateInputs& in) { in.gpu_filter = "TPU"; }), "no offer matches --gpu TPU"));
-  CHECK(has(err([](EstimateInputs& in) { in.precision = "fp8"; }), "fp8"));
+  CHECK(has(err([](EstimateInputs& in) { in.precision = "fp4"; }), "fp4"));
   CHECK(has(err([](EstimateInputs& in) { in.scaling.pcie = 0; }), "--eff-pcie"));
   CHECK(has(err([](EstimateInputs& in) { in.budget = -5; }), "--budget"));
   CHECK(has(err([](EstimateInputs& in) { in.speed_sources = {SpeedSource::bench}; }), "no offer can be estimated: 3 offers: no speed (no --bench)"));
