@@ -52,6 +52,7 @@ NAME_MAP = {
     "H100 80GB PCIe": "H100-PCIe",
     "H200 140GB SXM": "H200",
     "GH200 96GB": "GH200-96GB",
+    "B200 192GB": "B200",
 }
 V2_PART = re.compile(r"^(\d+GB|SXM\d?|PCIe|NVL)$")
 

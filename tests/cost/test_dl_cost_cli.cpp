@@ -57,7 +57,8 @@ const char* kBenchJson = R"json([
 TEST_CASE("dl-bench json through a pipe: --bench -") {
   dl::test::TempDir dir("cost-cli-bench");
   const std::string cat = write_catalog(dir);
-  auto r = run(kCost, {"estimate", "--tokens", "1e9", "--params", "124M", "--catalog", cat, "--bench", "-", "--format", "json"},
+  auto r = run(kCost, {"estimate", "--tokens", "1e9", "--params", "124M", "--catalog", cat, "--bench", "-", "--format", "json",
+                       "--no-goodput"},
                kBenchJson);
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   json rows = json::parse(r.out);
@@ -87,7 +88,7 @@ TEST_CASE("the most expensive GPU per hour is the cheapest per experiment, and t
   const std::string cat = write_catalog(dir);
   // The fixed-MFU arithmetic (--mfu 0.4, --eff-nvlink 0.97): the numbers below are by hand.
   auto r = run(kCost, {"estimate", "--tokens", "1B", "--params", "124M", "--catalog", cat, "--speed", "analytic",
-                       "--mfu", "0.4", "--eff-nvlink", "0.97"});
+                       "--mfu", "0.4", "--eff-nvlink", "0.97", "--no-goodput"});
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   auto lines = dl::test::lines(r.out);
   REQUIRE(lines.size() > 4);
@@ -114,7 +115,7 @@ TEST_CASE("json and csv output parse, with the call-outs as fields") {
   const std::string cat = write_catalog(dir);
   const std::vector<std::string> args = {"estimate", "--tokens", "1e9", "--params", "124M", "--catalog", cat,
                                          "--speed", "analytic", "--gpus", "1,8", "--spot", "--mfu", "0.4",
-                                         "--eff-nvlink", "0.97"};
+                                         "--eff-nvlink", "0.97", "--no-goodput"};
   auto j = run(kCost, with(args, {"--format", "json"}));
   REQUIRE_MESSAGE(j.exit_code == 0, j.err);
   json rows = json::parse(j.out);
@@ -392,4 +393,37 @@ TEST_CASE("dl-cost estimate of a sweep beyond the limits exits 2 naming the key 
     CHECK(has(r.err, c.says));
     CHECK(r.out.empty());
   }
+}
+
+TEST_CASE("the goodput factor through the binary: a column, a note, json fields and its flags") {
+  dl::test::TempDir dir("cost-cli-goodput");
+  const std::string cat = write_catalog(dir);
+  const std::vector<std::string> args = {"estimate", "--tokens", "1e10", "--params", "1B", "--catalog", cat,
+                                         "--speed", "analytic", "--mfu", "0.4", "--gpus", "8,1024"};
+  auto table = run(kCost, args);
+  REQUIRE_MESSAGE(table.exit_code == 0, table.err);
+  CHECK(has(table.out, "goodput"));
+  CHECK(has(table.out, "# goodput: hours = compute / goodput; evaluation 1.0% (--eval-share)"));
+  CHECK(has(table.out, ": goodput 0."));
+  auto j = run(kCost, with(args, {"--format", "json"}));
+  REQUIRE_MESSAGE(j.exit_code == 0, j.err);
+  auto jo = run(kCost, with(args, {"--format", "json", "--eval-share", "0", "--failure-rate", "0", "--checkpoint-bw",
+                                   "1000TB/s"}));
+  REQUIRE_MESSAGE(jo.exit_code == 0, jo.err);
+  const json rows = json::parse(j.out), off = json::parse(jo.out);
+  for (const auto& x : rows) {
+    CHECK(x["goodput"].get<double>() < 1);
+    CHECK(x["gpu_hours"].get<double>() == doctest::Approx(x["hours"].get<double>() * x["gpus"].get<double>()));
+    const json& o = row_of(off, x["offer"].get<std::string>(), x["gpus"].get<int64_t>());
+    CHECK(o["goodput"].get<double>() == doctest::Approx(1).epsilon(1e-6));
+    CHECK(x["gpu_hours"].get<double>() > o["gpu_hours"].get<double>());  // GPU-hours grow with it
+  }
+  // Failures are per GPU-hour: 1,024 GPUs lose a larger share than 8.
+  CHECK(row_of(rows, "pricey/h100x8", 1024)["goodput"].get<double>() < row_of(rows, "pricey/h100x8", 8)["goodput"].get<double>());
+  auto bad = run(kCost, with(args, {"--eval-share", "-1"}));
+  CHECK(bad.exit_code == 2);
+  CHECK(has(bad.err, "--eval-share"));
+  auto fabric = run(kCost, with(args, {"--fabric", "omnipath"}));
+  REQUIRE_MESSAGE(fabric.exit_code == 0, fabric.err);
+  CHECK(has(fabric.out, "# fabric between instances: omnipath"));
 }

@@ -52,6 +52,8 @@ EstimateInputs base(const std::string& catalog) {
   // its own cases in test_speed.cpp.
   in.mfu = 0.4;
   in.scaling.fixed = true;
+  // Hours = compute hours: the goodput factor has its own cases in test_goodput.cpp.
+  in.goodput = GoodputModel::none();
   return in;
 }
 
@@ -300,6 +302,10 @@ TEST_CASE("--hours H --on OFFER: the reference run's time scaled by relative spe
   in.scaling.fixed = true;
   in.hours = 10.0;
   in.on_offer = "pricey/h100";
+  // With goodput the reference row still comes back at the hours given (its goodput divided out).
+  CHECK(row(make_estimate(in), "pricey/h100", 1).hours == doctest::Approx(10.0));
+  CHECK(row(make_estimate(in), "pricey/h100", 1).compute_hours < 10.0);
+  in.goodput = GoodputModel::none();  // the relative-speed arithmetic below, by hand
   CostReport r = make_estimate(in);
   CHECK(r.experiment.flops == doctest::Approx(10 * 3600 * kH100));
   CHECK(row(r, "pricey/h100", 1).hours == doctest::Approx(10.0));
@@ -359,7 +365,7 @@ TEST_CASE("bad inputs are usage errors naming the thing") {
   CHECK(has(err([](EstimateInputs& in) { in.mfu = 1.5; }), "--mfu: a fraction in (0, 1]"));
   CHECK(has(err([](EstimateInputs& in) { in.gpus = {8, 0}; }), "--gpus: GPU counts must be >= 1"));
   CHECK(has(err([](EstimateInputs& in) { in.gpu_filter = "TPU"; }), "no offer matches --gpu TPU"));
-  CHECK(has(err([](EstimateInputs& in) { in.precision = "fp8"; }), "fp8"));
+  CHECK(has(err([](EstimateInputs& in) { in.precision = "fp4"; }), "fp4"));
   CHECK(has(err([](EstimateInputs& in) { in.scaling.pcie = 0; }), "--eff-pcie"));
   CHECK(has(err([](EstimateInputs& in) { in.budget = -5; }), "--budget"));
   CHECK(has(err([](EstimateInputs& in) { in.speed_sources = {SpeedSource::bench}; }), "no offer can be estimated: 3 offers: no speed (no --bench)"));

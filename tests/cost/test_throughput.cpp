@@ -66,7 +66,8 @@ TEST_CASE("benchmark row names: GPU and count") {
            {"ASUS_8xH200_140GB_SXM_lambda-scalar_v2", 8, "H200"},
            {"LambdaOD_1x_Test_1xGH200_96GB_192-222-56-184_v2_bk", 1, "GH200-96GB"},
            {"LambdaOD_1x_Texas_1xH100_80GB_PCIe_209-20-158-50_v2", 1, "H100-PCIe"},
-           {"LambdaOD_test_1xB200_192GB_129-213-83-251_v2", 1, ""},  // not in dlkit's GPU table
+           {"LambdaOD_test_1xB200_192GB_129-213-83-251_v2", 1, "B200"},
+           {"LambdaOD_test_1xB300_288GB_v2", 1, ""},                 // not in dlkit's GPU table
            {"LambdaOD_1x_1xGH200_80GB_192-222-58-35_v2", 1, ""},     // no 80 GB GH200
        }) {
     CAPTURE(c.name);
@@ -217,7 +218,10 @@ TEST_CASE("the library's derivation from all four Lambda files equals the shippe
   CHECK(h200->ratio > ship.find("H100-SXM", Precision::bf16)->ratio);
   std::string notes;
   for (const auto& n : derived.notes) notes += n + "\n";
-  CHECK(has(notes, "'LambdaOD_test_1xB200_192GB_129-213-83-251_v2' is not a GPU in dlkit's table: skipped"));
+  CHECK(has(notes, "'LambdaOD_1x_1xGH200_80GB_192-222-58-35_v2' is not a GPU in dlkit's table: skipped"));
+  // B200 (in the table since it got a datasheet row) is rated through H100-SXM like H200.
+  REQUIRE(ship.find("B200", Precision::bf16));
+  CHECK(ship.find("B200", Precision::bf16)->via == "H100-SXM");
   CHECK(has(notes, "lambda_pytorch-train-throughput-fp32.csv: 10 empty or 0 cells of single-GPU rows skipped"));
 }
 

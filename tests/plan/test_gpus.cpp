@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "dl/core/option_error.hpp"
 #include "dl/plan/gpus.hpp"
 #include "support/support.hpp"
 
@@ -81,7 +82,8 @@ TEST_CASE("canonical_gpu: unnormalised names") {
   CHECK_FALSE(canonical_gpu("TPU v4"));
   CHECK_FALSE(canonical_gpu(""));
   CHECK(gpu_spec("H100 (80 GB)")->model == "H100-SXM");
-  CHECK_FALSE(gpu_spec("MI300X"));
+  CHECK(gpu_spec("MI300X")->model == "MI300X");
+  CHECK_FALSE(gpu_spec("MI250X"));  // not in the table
 }
 
 TEST_CASE("every GPU Type of the FSDL cloud catalog maps, or is listed as unmappable") {
@@ -154,7 +156,8 @@ TEST_CASE("canonical_gpu: benchmark and serverless names (dl-cost)") {
   CHECK(canonical_gpu("H200 140GB SXM") == "H200");
   CHECK(canonical_gpu("GH200 96GB") == "GH200-96GB");
   CHECK_FALSE(canonical_gpu("GH200 80GB"));  // no such GH200
-  CHECK_FALSE(canonical_gpu("B200 192GB"));  // not in the table
+  CHECK(canonical_gpu("B200 192GB") == "B200");  // the marketing size; HGX boards expose 180 GB
+  CHECK_FALSE(canonical_gpu("B300 288GB"));    // not in the table
   CHECK_FALSE(canonical_gpu("RTX 6000"));    // still ambiguous without a size
   // Full Stack Deep Learning's serverless table.
   CHECK(canonical_gpu("Nvidia L4") == "L4");
@@ -169,4 +172,98 @@ TEST_CASE("canonical_gpu: benchmark and serverless names (dl-cost)") {
   CHECK(ada->bf16_flops == 364.2e12);
   CHECK(gpu_spec("Quadro-RTX-8000")->memory_bytes == 48e9);
   CHECK_FALSE(gpu_spec("Quadro-RTX-8000")->peak_flops(dl::MathPrecision::bf16));
+}
+
+TEST_CASE("today's GPUs: H800, H20, B200, GB200, MI300X with datasheet peaks and a source URL") {
+  struct Row {
+    const char* name;       // as a driver or a cloud prints it
+    const char* model;
+    double bf16, fp8, mem, bw;
+  };
+  for (const Row& r : {Row{"NVIDIA H800", "H800", 989.4e12, 1979e12, 80e9, 3.35e12},
+                       Row{"NVIDIA H20", "H20", 148e12, 296e12, 96e9, 4.0e12},
+                       Row{"NVIDIA B200", "B200", 2250e12, 4500e12, 180e9, 7.7e12},
+                       Row{"GB200 NVL72", "GB200", 2500e12, 5000e12, 186e9, 8.0e12},
+                       Row{"AMD Instinct MI300X", "MI300X", 1307.4e12, 2614.9e12, 192e9, 5.3e12},
+                       Row{"NVIDIA H200", "H200", 989.4e12, 1979e12, 141e9, 4.8e12},
+                       Row{"NVIDIA L40S", "L40S", 362.05e12, 733e12, 48e9, 864e9},
+                       Row{"NVIDIA L4", "L4", 121e12, 242.5e12, 24e9, 300e9}}) {
+    CAPTURE(r.name);
+    CHECK(canonical_gpu(r.name) == std::optional<std::string>(r.model));
+    const GpuSpec g = find_gpu(r.name);
+    CHECK(g.bf16_flops == doctest::Approx(r.bf16));
+    CHECK(*g.peak_flops(dl::MathPrecision::fp8) == doctest::Approx(r.fp8));
+    CHECK(g.memory_bytes == r.mem);
+    CHECK(g.memory_bw == doctest::Approx(r.bw));
+    CHECK(g.intra_node_busbw > 0);
+    CHECK(dl::test::has(g.source, "https://"));
+  }
+  // H800: the H100's compute behind a narrower NVLink.
+  CHECK(gpu_spec("H800")->intra_node_busbw < gpu_spec("H100-SXM")->intra_node_busbw);
+}
+
+TEST_CASE("FP8 is dense and twice the 16-bit peak wherever a GPU has it; none before Hopper and Ada") {
+  size_t with_fp8 = 0;
+  for (const auto& g : gpu_table()) {
+    CAPTURE(g.model);
+    if (g.arch == "Ampere" || g.arch == "Turing" || g.arch == "Volta" || g.arch == "Pascal" || g.arch == "Kepler") {
+      CHECK(g.fp8_flops == 0);
+      CHECK_FALSE(g.peak_flops(dl::MathPrecision::fp8));
+      CHECK(dl::test::has(precision_refusal(g, dl::Precision::fp8), g.model + " (" + g.arch + ") has no FP8 tensor cores"));
+    } else {
+      ++with_fp8;
+      CHECK(g.fp8_flops == doctest::Approx(2 * g.bf16_flops).epsilon(0.02));  // L40S: 733 vs 362.05
+      CHECK(precision_refusal(g, dl::Precision::fp8).empty());
+    }
+  }
+  CHECK(with_fp8 >= 17);
+}
+
+TEST_CASE("hardware_for_gpu: fp8 takes the FP8 peak, and a GPU without FP8 is a usage error naming it") {
+  CHECK(hardware_for_gpu(*gpu_spec("H100-SXM"), dl::Precision::fp8).peak_flops == 1979e12);
+  CHECK(hardware_for_gpu(*gpu_spec("MI300X"), dl::Precision::fp8).peak_flops == doctest::Approx(2614.9e12));
+  try {
+    hardware_for_gpu(*gpu_spec("A100-SXM-80GB"), dl::Precision::fp8);
+    FAIL("A100 planned fp8");
+  } catch (const dl::OptionError& e) {
+    CHECK(e.kind() == dl::ErrorKind::usage);
+    CHECK(dl::test::has(e.named({{"precision", "--precision"}}),
+                        "A100-SXM-80GB (Ampere) has no FP8 tensor cores (FP8: B200, GB200, H100-SXM"));
+    CHECK(dl::test::has(e.named({{"precision", "--precision"}}), "use --precision bf16"));
+  }
+  // The other precisions still fall back (V100 has no bf16).
+  CHECK(hardware_for_gpu(*gpu_spec("V100-SXM2-32GB"), dl::Precision::bf16).peak_flops == 125e12);
+}
+
+TEST_CASE("fp8 memory: bf16 weights and gradients plus an FP8 copy (3 + 2 + 12 bytes per parameter)") {
+  CHECK(parse_precision("fp8") == dl::Precision::fp8);
+  const StateBytes b = state_bytes(dl::Precision::fp8);
+  CHECK(b.params == 3);
+  CHECK(b.grads == 2);
+  CHECK(b.optimizer == 12);
+  CHECK(activation_value_bytes(dl::Precision::fp8) == 2);
+  CHECK_THROWS_AS(parse_precision("fp4"), dl::Error);
+}
+
+TEST_CASE("fabrics: presets, aliases and bandwidths per GPU; the default is plan::Hardware's 50 GB/s") {
+  CHECK(find_fabric(std::string(kDefaultFabric)).bytes_per_s == Hardware{}.inter_node_bw);
+  CHECK(find_fabric("IB-NDR").name == "ib-ndr");
+  CHECK(find_fabric("ndr").name == "ib-ndr");
+  CHECK(find_fabric("ib-hdr").bytes_per_s == 25e9);
+  CHECK(find_fabric("omnipath").bytes_per_s == 6.25e9);
+  CHECK(find_fabric("nvlink").bytes_per_s > find_fabric("ib-xdr").bytes_per_s);
+  CHECK(find_fabric("ethernet").bytes_per_s < find_fabric("omnipath").bytes_per_s);
+  CHECK(find_fabric("roce").bytes_per_s == 50e9);
+  CHECK(find_fabric("25GB/s").bytes_per_s == 25e9);
+  for (const auto& f : fabric_table()) {
+    CHECK(f.bytes_per_s > 0);
+    CHECK_FALSE(f.source.empty());
+  }
+  try {
+    find_fabric("infiniband");
+    FAIL("an unknown fabric was accepted");
+  } catch (const dl::OptionError& e) {
+    CHECK(dl::test::has(e.named({{"fabric", "--fabric"}}), "--fabric: unknown fabric 'infiniband'"));
+    CHECK(dl::test::has(e.what(), "nvlink, ib-xdr, ib-ndr, ib-hdr, roce, omnipath, ethernet"));
+  }
 }

@@ -97,7 +97,7 @@ TEST_CASE("bytes per parameter: mixed precision, fp32, optimizers") {
   CHECK(state_bytes("fp32", "sgd").optimizer == 0);
   CHECK(state_bytes("bf16", "sgd").optimizer == 4);  // the fp32 master copy
   CHECK(state_bytes("bf16", "sgd-momentum").optimizer == 8);
-  CHECK_THROWS_AS(state_bytes("fp8"), Error);
+  CHECK_THROWS_AS(state_bytes("fp4"), Error);
   CHECK_THROWS_AS(state_bytes("fp32", "lion"), Error);
   // fp32 Adam over 1000 parameters on one rank: 16 kB of model state.
   ModelShape m = model_from_params(1000);

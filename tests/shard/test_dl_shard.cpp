@@ -167,7 +167,7 @@ TEST_CASE("--gpu: an ambiguous name lists its candidates in dl-shard and dl-cost
   CHECK(json::parse(exact.out)[0]["gpu_mem_bytes"].get<double>() == 40e9);
   auto typo = run(kShard, {"plan", "--params", "124M", "--gpus", "8", "--gpu", "H100-SMX"});
   CHECK(typo.exit_code == 2);
-  CHECK(has(typo.err, "unknown GPU 'H100-SMX' (did you mean 'H100-SXM'?); known: H100-SXM, "));
+  CHECK(has(typo.err, "unknown GPU 'H100-SMX' (did you mean 'H100-SXM'?); known: B200, GB200, H100-SXM, "));
 }
 
 TEST_CASE("plan from a config: the parameter count dl-train reports") {
@@ -548,4 +548,48 @@ TEST_CASE("inspect: a corrupted checkpoint file exits 2 naming it") {
   auto t = run(kShard, {"inspect", ckpt.string()});
   CHECK(t.exit_code == 2);
   CHECK(has(t.err, "model.safetensors"));
+}
+
+TEST_CASE("--precision fp8: the FP8 peak and an FP8 weight copy; refused by name on a GPU without FP8") {
+  auto plan = [&](std::vector<std::string> extra) {
+    auto r = run(kShard, cat(cat({"plan"}, arch75()), cat({"--gpus", "8", "--zero", "1", "--format", "json"}, extra)));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    json rows = json::parse(r.out);
+    REQUIRE(rows.size() == 1);
+    return rows[0];
+  };
+  json bf16 = plan({"--gpu", "H100-SXM"}), fp8 = plan({"--gpu", "H100-SXM", "--precision", "fp8"});
+  CHECK(fp8["precision"] == "fp8");
+  // 3 bytes of weights per parameter (bf16 + FP8 copy) against 2; gradients unchanged.
+  CHECK(fp8["params_bytes"].get<double>() == doctest::Approx(1.5 * bf16["params_bytes"].get<double>()));
+  CHECK(fp8["grads_bytes"] == bf16["grads_bytes"]);
+  // Compute at the FP8 peak (1,979 against 989.4 TFLOP/s).
+  CHECK(fp8["compute_s"].get<double>() == doctest::Approx(bf16["compute_s"].get<double>() * 989.4 / 1979));
+  json mi300x = plan({"--gpu", "MI300X", "--precision", "fp8"});
+  CHECK(mi300x["gpu_mem_bytes"] == 192e9);
+  auto bad = run(kShard, cat(cat({"plan"}, arch75()), {"--gpus", "8", "--gpu", "A100-SXM-80GB", "--precision", "fp8"}));
+  CHECK(bad.exit_code == 2);
+  CHECK(has(bad.err, "A100-SXM-80GB (Ampere) has no FP8 tensor cores"));
+  CHECK(has(bad.err, "use --precision bf16"));
+}
+
+TEST_CASE("--fabric: the inter-node bandwidth per GPU, printed; a slower one slows a multi-node step") {
+  auto plan = [&](std::vector<std::string> extra) {
+    auto r = run(kShard, cat(cat({"plan"}, arch75()),
+                             cat({"--gpus", "16", "--gpu", "H100-SXM", "--zero", "1", "--format", "json"}, extra)));
+    REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+    return json::parse(r.out)[0];
+  };
+  json ndr = plan({}), same = plan({"--fabric", "ib-ndr"}), opa = plan({"--fabric", "omnipath"});
+  CHECK(same["step_s"] == ndr["step_s"]);
+  CHECK(opa["comm_s"].get<double>() > ndr["comm_s"].get<double>());
+  CHECK(opa["step_s"].get<double>() > ndr["step_s"].get<double>());
+  auto table = run(kShard, cat(cat({"plan"}, arch75()), {"--gpus", "16", "--gpu", "H100-SXM", "--fabric", "omnipath"}));
+  REQUIRE_MESSAGE(table.exit_code == 0, table.err);
+  CHECK(has(table.out, " GB/s (--fabric omnipath)"));
+  auto dflt = run(kShard, cat(cat({"plan"}, arch75()), {"--gpus", "16", "--gpu", "H100-SXM"}));
+  CHECK(has(dflt.out, "inter-node 50.0 GB/s (--fabric ib-ndr, the default)"));
+  auto bad = run(kShard, cat(cat({"plan"}, arch75()), {"--gpus", "16", "--gpu", "H100-SXM", "--fabric", "token-ring"}));
+  CHECK(bad.exit_code == 2);
+  CHECK(has(bad.err, "--fabric: unknown fabric 'token-ring'"));
 }

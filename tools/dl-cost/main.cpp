@@ -13,6 +13,7 @@
 #include "dl/core/version.hpp"
 #include "dl/cost/estimate.hpp"
 #include "dl/plan/arch_flags.hpp"
+#include "dl/plan/gpus.hpp"
 #include "dl/sweep/asha.hpp"
 #include "dl/sweep/spec.hpp"
 
@@ -34,7 +35,9 @@ const dl::OptionNames kFlags = {
     {"watts", "--watts"},        {"kwh_price", "--kwh-price"},   {"utilization", "--utilization"},
     {"years", "--years"},        {"pue", "--pue"},               {"gpu", "--gpu"},
     {"vs", "--vs"},              {"arch", "--arch"},             {"kv_heads", "--kv-heads"},
-    {"ffn_hidden", "--ffn-hidden"}, {"untied_head", "--untied-head"}, {"hf_config", "--hf-config"}};
+    {"ffn_hidden", "--ffn-hidden"}, {"untied_head", "--untied-head"}, {"hf_config", "--hf-config"},
+    {"fabric", "--fabric"},      {"eval_share", "--eval-share"}, {"checkpoint_bw", "--checkpoint-bw"},
+    {"failure_rate", "--failure-rate"}, {"restart_cost", "--restart-cost"}};
 
 // "$1,500", "1.5k", "200" -> USD.
 double parse_usd(std::string text, const std::string& what) {
@@ -128,7 +131,24 @@ int main(int argc, char** argv) {
   est->add_option("--hours", hours, "A reference run's duration (36, 36h, 90m, 2d) ...");
   est->add_option("--on", on, "... on this offer (an id from `dl-cost offers`): the work = its speed x the hours");
   est->add_option("--on-gpus", on_gpus, "GPUs of the reference run (default: the --on offer's instance)");
-  est->add_option("--precision", ef.precision, "bf16 | fp16 | fp32 (default: the config's, else bf16)");
+  est->add_option("--precision", ef.precision,
+                  "bf16 | fp16 | fp32 | fp8 (FP8 peaks; GPUs without FP8 tensor cores are skipped) (default: the "
+                  "config's, else bf16)");
+  std::string fabric, checkpoint_bw;
+  dl::cost::GoodputModel goodput;
+  est->add_option("--fabric", fabric,
+                  "Network between instances, per GPU: nvlink | ib-xdr | ib-ndr | ib-hdr | roce | omnipath | ethernet, "
+                  "or a bandwidth such as 25GB/s (default: ib-ndr on multi-GPU NVLink offers, else 100 Gb Ethernet)");
+  est->add_option("--eval-share", goodput.eval_share, "Goodput: evaluation time as a fraction of training (default 0.01)");
+  est->add_option("--checkpoint-bw", checkpoint_bw,
+                  "Goodput: checkpoint write bandwidth per GPU, e.g. 0.43GB/s (default: Llama 3's 7 TB/s over 16,384 GPUs)");
+  est->add_option("--failure-rate", goodput.failures_per_gpu_hour,
+                  "Goodput: failures per GPU-hour (default 1.97e-5: Llama 3's 419 in 54 days on 16,384 GPUs; 0: none)");
+  std::string restart_cost;
+  bool no_goodput = false;
+  est->add_flag("--no-goodput", no_goodput,
+                "Hours = compute hours (steady-state throughput): no evaluation, checkpoint or failure time");
+  est->add_option("--restart-cost", restart_cost, "Goodput: time each failure costs besides lost work (default 15m)");
   est->add_option("--micro-batch", micro_batch, "Sequences per GPU per micro-batch for the memory check (default: config's)");
   est->add_option("--batch-tokens", batch_tokens,
                   "Tokens per optimizer step, for the communication model (default: the config's, else 524288)");
@@ -294,6 +314,10 @@ int main(int argc, char** argv) {
     in.scaling = ef.scaling;
     in.spot = ef.spot;
     in.spot_model.preempt_per_hour = preempt;
+    if (!fabric.empty()) in.fabric = fabric;
+    if (!checkpoint_bw.empty()) goodput.checkpoint_bw = dl::plan::parse_bandwidth(checkpoint_bw, "--checkpoint-bw");
+    if (!restart_cost.empty()) goodput.restart_hours = dl::parse_hours(restart_cost, "--restart-cost");
+    in.goodput = no_goodput ? dl::cost::GoodputModel::none() : goodput;
     if (!restart.empty()) in.spot_model.restart_hours = dl::parse_hours(restart, "--restart");
     if (!checkpoint.empty()) in.checkpoint_hours = dl::parse_hours(checkpoint, "--checkpoint-interval");
     if (!budget.empty()) in.budget = parse_usd(budget, "--budget");

@@ -21,7 +21,7 @@ namespace {
 
 // The flags plan and recommend share, as strings until the library parses their units.
 struct PlanFlags {
-  std::string config, params, gpu_mem, gpu, bench, precision, schedule, offload, recompute, attention;
+  std::string config, params, gpu_mem, gpu, bench, precision, schedule, offload, recompute, attention, fabric;
   std::string formula = "palm";
   std::string format = "table";
   std::vector<std::string> sets;
@@ -48,7 +48,12 @@ void add_plan_flags(CLI::App* c, PlanFlags& f) {
   c->add_option("--gpu", f.gpu, "GPU model for datasheet speeds and memory: H100-SXM, A100-SXM-80GB, 'H100 PCIe', ...");
   c->add_option("--micro-batch", f.micro_batch, "Sequences per micro-batch per GPU (default: train.batch_size, else 1)");
   c->add_option("--global-batch", f.global_batch, "Sequences per optimizer step (default: gpus x micro-batch)");
-  c->add_option("--precision", f.precision, "bf16 | fp16 (mixed-precision Adam) | fp32 (default: the config's, else bf16)");
+  c->add_option("--precision", f.precision,
+                "bf16 | fp16 (mixed-precision Adam) | fp32 | fp8 (FP8 GEMMs, bf16 weights + an FP8 copy: GPUs with "
+                "FP8 tensor cores) (default: the config's, else bf16)");
+  c->add_option("--fabric", f.fabric,
+                "Network between nodes, per GPU: nvlink | ib-xdr | ib-ndr (default, 50 GB/s) | ib-hdr | roce | "
+                "omnipath | ethernet, or a bandwidth such as 25GB/s");
   c->add_option("--zero", f.zero, "ZeRO stage 0..3 (plan: all four when not given)");
   c->add_option("--tp", f.tp, "Tensor-parallel degree");
   c->add_option("--pp", f.pp, "Pipeline stages");
@@ -80,7 +85,8 @@ const dl::OptionNames kFlags = {
     {"top", "--top"},         {"layout", "--layout"},         {"ranks", "--ranks"},
     {"with_optimizer", "--with-optimizer"}, {"force", "--force"},
     {"arch", "--arch"},       {"kv_heads", "--kv-heads"},     {"ffn_hidden", "--ffn-hidden"},
-    {"untied_head", "--untied-head"}, {"hf_config", "--hf-config"}};
+    {"untied_head", "--untied-head"}, {"hf_config", "--hf-config"}, {"precision", "--precision"},
+    {"fabric", "--fabric"}};
 
 dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   dl::plan::PlanInputs in;
@@ -99,6 +105,7 @@ dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   if (f.micro_batch) in.micro_batch = f.micro_batch;
   if (f.global_batch) in.global_batch = f.global_batch;
   if (!f.precision.empty()) in.precision = f.precision;
+  if (!f.fabric.empty()) in.fabric = f.fabric;
   if (!f.schedule.empty()) in.schedule = f.schedule;
   in.formula = dl::plan::parse_flop_formula(f.formula);
   if (f.zero >= 0) in.fixed.zero = f.zero;

@@ -29,13 +29,15 @@ enum class Activation { relu, gelu };
 enum class OptimizerKind { adamw, sgd };
 enum class Decay { cosine, linear, constant };
 enum class DeviceChoice { cpu, cuda, automatic };
-enum class Precision { fp32, bf16, fp16 };
+// fp8: FP8 GEMMs (Transformer Engine style) around bf16 training; dl-cost and dl-shard plan it,
+// dl-train does not run it (its config validation refuses it).
+enum class Precision { fp32, bf16, fp16, fp8 };
 enum class PipelineSchedule { gpipe, one_f_one_b };
 enum class Offload { none, cpu };
 enum class Progress { automatic, bar, lines, none };
 enum class SourceKind { synthetic, text, tokens, csv };  // data.source = "KIND:ARG"
 enum class SyntheticTask { addition };                   // data.source = "synthetic:TASK"
-enum class MathPrecision { fp32, tf32, bf16, fp16 };
+enum class MathPrecision { fp32, tf32, bf16, fp16, fp8 };
 enum class StateOptimizer { adamw, sgd_momentum, sgd };
 
 namespace choice_names_table {
@@ -45,13 +47,13 @@ inline constexpr std::string_view activation[] = {"relu", "gelu"};
 inline constexpr std::string_view optimizer[] = {"adamw", "sgd"};
 inline constexpr std::string_view decay[] = {"cosine", "linear", "constant"};
 inline constexpr std::string_view device[] = {"cpu", "cuda", "auto"};
-inline constexpr std::string_view precision[] = {"fp32", "bf16", "fp16"};
+inline constexpr std::string_view precision[] = {"fp32", "bf16", "fp16", "fp8"};
 inline constexpr std::string_view pipeline_schedule[] = {"gpipe", "1f1b"};
 inline constexpr std::string_view offload[] = {"none", "cpu"};
 inline constexpr std::string_view progress[] = {"auto", "bar", "lines", "none"};
 inline constexpr std::string_view source_kind[] = {"synthetic", "text", "tokens", "csv"};
 inline constexpr std::string_view synthetic_task[] = {"addition"};
-inline constexpr std::string_view math_precision[] = {"fp32", "tf32", "bf16", "fp16"};
+inline constexpr std::string_view math_precision[] = {"fp32", "tf32", "bf16", "fp16", "fp8"};
 inline constexpr std::string_view state_optimizer[] = {"adamw", "sgd-momentum", "sgd"};
 }  // namespace choice_names_table
 
@@ -124,6 +126,7 @@ constexpr MathPrecision math_precision(Precision p) {
   switch (p) {
     case Precision::bf16: return MathPrecision::bf16;
     case Precision::fp16: return MathPrecision::fp16;
+    case Precision::fp8: return MathPrecision::fp8;
     case Precision::fp32: break;
   }
   return MathPrecision::fp32;

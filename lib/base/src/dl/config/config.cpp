@@ -102,6 +102,14 @@ template <class T>
 std::string choices_text(const T&) { return ""; }
 template <class E>
 std::string choices_text(const Choice<E>&) { return choice_list<E>(); }
+// Precision::fp8 is a planning precision (dl-cost/dl-shard --precision fp8): dl-train has no FP8
+// kernels, so a config cannot ask for it.
+std::string choices_text(const Choice<Precision>&) { return "fp32, bf16, fp16"; }
+template <class E>
+bool config_may_choose(E e) {
+  if constexpr (std::is_same_v<E, Precision>) return e != Precision::fp8;
+  return true;
+}
 
 constexpr std::string_view kSourceForms = "synthetic:addition, text:PATH, tokens:GLOB or csv:PATH";
 // Tasks the data module generates for "synthetic:NAME".
@@ -267,7 +275,7 @@ template <class E>
 void assign(Choice<E>& field, const toml::node& n, const Spec& spec, const Target& t) {
   std::string name;
   assign(name, n, spec, t);
-  if (auto e = parse_choice<E>(name)) {
+  if (auto e = parse_choice<E>(name); e && config_may_choose(*e)) {
     field = *e;
     t.unknown_choices->erase(t.full_key);
   } else {

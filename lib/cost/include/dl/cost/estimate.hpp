@@ -22,6 +22,7 @@
 #include "dl/config/choice.hpp"
 #include "dl/core/option_error.hpp"
 #include "dl/cost/catalog.hpp"
+#include "dl/cost/goodput.hpp"
 #include "dl/cost/throughput.hpp"
 #include "dl/plan/plan.hpp"
 #include "dl/plan/speed.hpp"
@@ -114,6 +115,10 @@ struct EstimateInputs {
   bool spot = false;                     // also price spot capacity
   SpotModel spot_model;
   std::optional<double> checkpoint_hours;  // overrides the config's checkpoint interval
+  GoodputModel goodput;                  // evaluation, checkpoints, failures (goodput.hpp)
+  // Between instances, per GPU: a plan::find_fabric() preset or bandwidth. Default: ib-ndr
+  // (50 GB/s) on multi-GPU NVLink offers, a shared 100 Gb Ethernet on the others.
+  std::optional<std::string> fabric;
   std::optional<double> budget, deadline;  // USD, hours
   OptionNames flags;                     // the tool's flag for each option, for notes that name one
 };
@@ -140,7 +145,8 @@ struct CostRow {
   double recompute_factor = 1;  // 3/4 when only full recompute makes it fit
   double flops_per_s = 0;    // whole job: gpus x per-GPU x efficiency x recompute factor
   double compute_hours = 0;  // work / speed
-  double hours = 0;          // wall hours (spot: expected, with lost work and restarts)
+  Goodput goodput;           // evaluation, checkpoints and failures on top of compute_hours
+  double hours = 0;          // wall hours: compute_hours / goodput (spot: expected, with preemptions too)
   double hours_low = 0, hours_high = 0;  // the range: the calibration's spread of measured / modelled speed
   double total_usd = 0;
   double usd_low = 0, usd_high = 0;
@@ -153,7 +159,8 @@ struct CostRow {
   SpotOutcome spot_outcome;
   double checkpoint_hours = 0;
   bool cheapest = false, fastest = false, best = false, cheapest_per_gpu_hour = false;
-  bool eligible() const { return fits.value_or(true) && spot_outcome.finishes; }
+  bool eligible() const { return fits.value_or(true) && spot_outcome.finishes && goodput.finishes; }
+  double gpu_hours() const { return hours * static_cast<double>(gpus); }
 };
 
 struct CostReport {
@@ -216,7 +223,9 @@ struct CommScaling {
   double efficiency = 1;
   std::string layout;
 };
-CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops);
+// `inter_node_bw` (bytes/s per GPU, from --fabric) replaces the default between instances.
+CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops,
+                            std::optional<double> inter_node_bw = std::nullopt);
 inline constexpr double kDefaultBatchTokens = 524288;  // GPT-3 125M's and llm.c's 0.5M tokens per step
 
 CostReport make_estimate(const EstimateInputs& in);

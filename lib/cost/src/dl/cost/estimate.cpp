@@ -126,8 +126,19 @@ void show_adjustment(GpuSpeed& s, const std::optional<GpuSpeed>& model) {
 std::optional<GpuSpeed> SpeedModel::speed(const std::string& model, std::string* why) const {
   std::vector<std::string> reasons;
   const bool calibrated = !(mfu > 0);
+  if (auto spec = plan::gpu_spec(model)) {
+    if (std::string refusal = plan::precision_refusal(*spec, precision); !refusal.empty()) {
+      if (why) *why = "no speed (" + name_options(refusal, flags) + ")";
+      return std::nullopt;
+    }
+  }
   const auto model_speed = analytic_speed(model, precision, mfu, params);
   for (const SpeedSource src : sources) {
+    // dl-bench and the relative table measure 16-bit training: no measure of FP8 speed.
+    if (precision == Precision::fp8 && src != SpeedSource::analytic) {
+      reasons.push_back(str(choice_name(src), ": measures 16-bit training, not fp8"));
+      continue;
+    }
     if (src == SpeedSource::bench) {
       auto it = measured.find(model);
       if (it != measured.end()) {
@@ -438,7 +449,8 @@ bool cluster_fabric(const Offer& o) { return o.interconnect == Interconnect::nvl
 
 }  // namespace
 
-CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops) {
+CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops,
+                            std::optional<double> inter_node_bw) {
   CommScaling best;
   if (!e.model || gpus <= 1 || !(per_gpu_flops > 0)) return best;
   const plan::ModelShape& m = *e.model;
@@ -460,6 +472,7 @@ CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, c
   if (auto spec = plan::gpu_spec(o.gpu_model)) hw.intra_node_bw = spec->intra_node_busbw;
   // Between instances: plan::Hardware's 50 GB/s per GPU, or a shared 100 Gb Ethernet.
   if (!cluster_fabric(o)) hw.inter_node_bw = kEthernetBytesPerSecond / static_cast<double>(std::max<int64_t>(o.gpu_count, 1));
+  if (inter_node_bw) hw.inter_node_bw = *inter_node_bw;
   double best_eff = -1;
   // The layouts a large run would use: data parallelism at the fit's ZeRO stage or a higher one,
   // and for a transformer tensor parallelism inside an instance (tp 2, 4, 8), which shrinks the
@@ -503,6 +516,8 @@ CostReport make_estimate(const EstimateInputs& in) {
   if (!(in.spot_model.preempt_per_hour >= 0)) throw_option_error("{preempt_per_hour}: need a rate >= 0 per hour");
   if (!(in.spot_model.restart_hours >= 0)) throw_option_error("{restart_hours}: need a duration >= 0");
   if (in.checkpoint_hours && !(*in.checkpoint_hours > 0)) throw_option_error("{checkpoint_hours}: need a positive duration");
+  check_goodput_model(in.goodput);
+  const std::optional<plan::Fabric> fabric = in.fabric ? std::optional(plan::find_fabric(*in.fabric)) : std::nullopt;
   if (in.budget && !(*in.budget > 0)) throw_option_error("{budget}: need a positive amount of USD, got ", *in.budget);
   if (in.deadline && !(*in.deadline > 0)) throw_option_error("{deadline}: need a positive duration, got ", *in.deadline);
   for (int64_t g : in.gpus)
@@ -519,10 +534,25 @@ CostReport make_estimate(const EstimateInputs& in) {
   for (const auto& n : sm.notes) rep.notes.push_back("# " + n);
   auto efficiency = [&](const Offer& o, int64_t n, const FitResult& fit, double per_gpu) {
     if (in.scaling.fixed) return CommScaling{in.scaling.efficiency(o.interconnect, n, o.gpu_count), ""};
-    return comm_efficiency(ex, o, n, fit, per_gpu);
+    return comm_efficiency(ex, o, n, fit, per_gpu, fabric ? std::optional(fabric->bytes_per_s) : std::nullopt);
   };
 
-  // --hours H --on X: the work is what X's GPUs do in H hours at their modelled speed.
+  // The checkpoint interval given or configured (nullopt: goodput's optimal one), and the
+  // goodput of `compute_hours` on n GPUs.
+  auto checkpoint_interval = [&](double compute_hours) -> std::optional<double> {
+    if (in.checkpoint_hours) return *in.checkpoint_hours;
+    if (ex.checkpoint_every > 0 && ex.steps > 0)
+      return compute_hours * static_cast<double>(std::min(ex.checkpoint_every, ex.steps)) / static_cast<double>(ex.steps);
+    if (ex.checkpoint_every == 0) return compute_hours;
+    return std::nullopt;
+  };
+  auto run_goodput = [&](double compute_hours, int64_t n) {
+    return goodput(compute_hours, n, ex.model ? checkpoint_bytes(ex.model->params, ex.precision, ex.optimizer) : 0,
+                   checkpoint_interval(compute_hours), in.goodput);
+  };
+
+  // --hours H --on X: the work is what X's GPUs do in H hours at their modelled speed, less the
+  // goodput overhead those H hours included (so X's row comes back at H hours).
   if (in.hours) {
     const Offer& ref = find_offer(cat, in.on_offer);
     if (ref.gpu_model.empty()) throw_option_error("{on_offer} ", ref.id, ": ", ref.why_unusable(false));
@@ -532,7 +562,13 @@ CostReport make_estimate(const EstimateInputs& in) {
     const int64_t n = in.on_gpus.value_or(ref.gpu_count);
     const FitResult fit = check_fit(ex, n, ref.gpu_mem_bytes);
     const double eff = efficiency(ref, n, fit, s->flops).efficiency;
-    ex.flops = *in.hours * 3600.0 * static_cast<double>(n) * s->flops * eff * fit.recompute_factor;
+    double compute_hours = *in.hours;  // the fixed point of compute = H x goodput(compute)
+    for (int i = 0; i < 50; ++i) {
+      const Goodput g = run_goodput(compute_hours, n);
+      if (!g.finishes) throw_option_error("{hours}: ", describe_goodput(g));
+      compute_hours = *in.hours * g.factor;
+    }
+    ex.flops = compute_hours * 3600.0 * static_cast<double>(n) * s->flops * eff * fit.recompute_factor;
     if (ex.tokens) ex.flops_per_token = ex.flops / *ex.tokens;
     ex.description = str(format_fixed(*in.hours, 2), " h on ", ref.id, " (", n, " x ", ref.gpu_model, ", ", s->source,
                          " speed, scaling ", format_fixed(eff, 3), ") = ", format_flop(ex.flops));
@@ -584,16 +620,13 @@ CostReport make_estimate(const EstimateInputs& in) {
         row.recompute_factor = fit.recompute_factor;
         row.flops_per_s = static_cast<double>(n) * speed->flops * row.efficiency * row.recompute_factor;
         row.compute_hours = ex.flops / row.flops_per_s / 3600.0;
-        row.hours = row.compute_hours;
         if (ex.tokens) row.tokens_per_s = *ex.tokens / (row.compute_hours * 3600.0);
+        row.goodput = run_goodput(row.compute_hours, n);
+        row.hours = row.goodput.wall_hours;
+        if (!row.goodput.finishes && row.why_not.empty()) row.why_not = describe_goodput(row.goodput);
         if (spot) {
-          if (in.checkpoint_hours) row.checkpoint_hours = *in.checkpoint_hours;
-          else if (ex.checkpoint_every > 0 && ex.steps > 0)
-            row.checkpoint_hours = row.compute_hours * static_cast<double>(std::min(ex.checkpoint_every, ex.steps)) /
-                                   static_cast<double>(ex.steps);
-          else if (ex.checkpoint_every == 0) row.checkpoint_hours = row.compute_hours;
-          else row.checkpoint_hours = 1.0;
-          row.spot_outcome = spot_outcome(row.compute_hours, row.checkpoint_hours, row.instances, in.spot_model);
+          row.checkpoint_hours = checkpoint_interval(row.compute_hours).value_or(1.0);
+          row.spot_outcome = spot_outcome(row.hours, row.checkpoint_hours, row.instances, in.spot_model);
           row.hours = row.spot_outcome.wall_hours;
           if (!row.spot_outcome.finishes)
             row.why_not = str("expected never to finish on spot: ", format_fixed(in.spot_model.preempt_per_hour, 3),
@@ -727,6 +760,14 @@ CostReport make_estimate(const EstimateInputs& in) {
                        "table adjust (x shown per GPU)"));
   head.push_back(str("# range: hours x ", format_fixed(1 / cal.high, 2), " .. x ", format_fixed(1 / cal.low, 2),
                      " (the calibration's spread of measured / modelled speed), in hours_low/high and usd_low/high"));
+  if (ex.precision == Precision::fp8)
+    head.push_back("# fp8: FP8 datasheet peaks x the MFU calibrated on bf16 runs, optimistic: FP8 training rarely runs "
+                   "twice as fast as bf16 (" + flag("mfu") + " from a measured FP8 run); memory: bf16 weights and "
+                   "gradients plus an FP8 copy of the weights (3+2+12 bytes per parameter, Transformer Engine)");
+  head.push_back(goodput_note(in.goodput, in.flags));
+  if (fabric)
+    head.push_back(str("# fabric between instances: ", fabric->name, ": ", fabric->description, " (",
+                       format_fixed(fabric->bytes_per_s / 1e9, 2), " GB/s per GPU; ", fabric->source, ")"));
   if (ex.precision == Precision::fp32)
     head.push_back("# fp32: FP32 datasheet peaks (no TF32), as dl-train computes; GPU runs usually train in bf16 "
                    "(" + flag("precision") + " bf16)");
@@ -745,8 +786,11 @@ CostReport make_estimate(const EstimateInputs& in) {
   else
     head.push_back(str("# scaling: efficiency = compute / (compute + exposed communication) of data parallelism (plan::estimate): ",
                        ex.model ? str(format_count(ex.batch_tokens), " tokens per step; gradient and parameter traffic over the "
-                                      "GPU's intra-instance busbw, between instances 50 GB/s per GPU (multi-GPU NVLink "
-                                      "instances) or 12.5 GB/s per instance (100 Gb Ethernet)")
+                                      "GPU's intra-instance busbw, between instances ",
+                                      fabric ? str(format_fixed(fabric->bytes_per_s / 1e9, 2), " GB/s per GPU (",
+                                                   flag("fabric"), " ", fabric->name, ")")
+                                             : str("50 GB/s per GPU (multi-GPU NVLink instances: ", flag("fabric"),
+                                                   " ib-ndr) or 12.5 GB/s per instance (100 Gb Ethernet)"))
                                 : std::string("no model, so no communication counted (efficiency 1)"),
                        "; cost = hours x instance $/h x instances"));
   if (!in.scaling.fixed) {

@@ -61,7 +61,8 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
          {"rank", "offer", "provider", "instance", "region", "gpu_model", "gpu_name", "gpus", "gpus_per_instance",
           "instances", "billed_gpus", "pricing", "usd_per_hour", "usd_per_gpu_hour", "interconnect", "speed_source",
           "speed_detail", "per_gpu_flops", "scaling_efficiency", "recompute_factor", "flops_per_s", "tokens_per_s",
-          "work_flops", "tokens", "compute_hours", "hours", "total_usd", "usd_per_1b_tokens", "fits", "layout",
+          "work_flops", "tokens", "compute_hours", "goodput", "eval_hours", "checkpoint_bytes", "checkpoint_write_hours",
+          "checkpoint_interval_hours", "checkpoints", "failures", "failure_hours", "hours", "gpu_hours", "total_usd", "usd_per_1b_tokens", "fits", "layout",
           "hours_low", "hours_high", "usd_low", "usd_high", "model_per_gpu_flops", "speed_adjustment", "speed_measured",
           "mem_per_gpu_bytes", "gpu_mem_bytes", "checkpoint_hours", "preemptions", "spot_overhead_hours", "why_not",
           "cheapest", "fastest", "best", "cheapest_per_gpu_hour", "price_source", "price_as_of", "catalog"})
@@ -76,7 +77,10 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
                  Cell::str(x.spot ? "spot" : "on-demand"), usd(x.usd_per_hour), usd(x.usd_per_gpu_hour),
                  Cell::str(interconnect_name(o.interconnect)), Cell::str(x.speed.source), Cell::str(x.speed.detail),
                  num(x.speed.flops), num(x.efficiency), num(x.recompute_factor), num(x.flops_per_s), opt_num(x.tokens_per_s),
-                 num(r.experiment.flops), opt_num(r.experiment.tokens), num(x.compute_hours), num(x.hours), usd(x.total_usd),
+                 num(r.experiment.flops), opt_num(r.experiment.tokens), num(x.compute_hours), num(x.goodput.factor),
+                 num(x.goodput.eval_hours), num(x.goodput.checkpoint_bytes), num(x.goodput.checkpoint_write_hours),
+                 num(x.goodput.checkpoint_interval_hours), num(x.goodput.checkpoints), num(x.goodput.failures),
+                 num(x.goodput.failure_hours), num(x.hours), num(x.gpu_hours()), usd(x.total_usd),
                  opt_usd(x.usd_per_1b_tokens), opt_bool(x.fits), Cell::str(x.layout), num(x.hours_low), num(x.hours_high),
                  usd(x.usd_low), usd(x.usd_high), num(x.speed.model_flops),
                  x.speed.model_flops > 0 ? num(x.speed.flops / x.speed.model_flops) : Cell::null(),
@@ -101,6 +105,7 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
            {"flops_per_s", "speed", true},
            {"hours", "hours", true},
            {"hours_range", "range", true},
+           {"goodput", "goodput", true},
            {"total_usd", "total", true},
            {"usd_range", "range", true},
            {"usd_per_1b_tokens", "$/1B tok", true},
@@ -112,7 +117,8 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
     t.add_row({Cell::integer(static_cast<int64_t>(i + 1)), Cell::str(x.offer.id), Cell::str(x.offer.gpu_model),
                Cell::str(gpus_text(x)), Cell::str(x.spot ? "spot" : "on-demand"), usd(x.usd_per_hour),
                usd(x.usd_per_gpu_hour), Cell::num(x.flops_per_s, format_si(x.flops_per_s, "FLOP/s")),
-               Cell::num(x.hours, format_hours(x.hours)), range(x.hours_low, x.hours_high, format_hours), usd(x.total_usd),
+               Cell::num(x.hours, format_hours(x.hours)), range(x.hours_low, x.hours_high, format_hours),
+               Cell::num(x.goodput.factor, format_fixed(x.goodput.factor, 3)), usd(x.total_usd),
                range(x.usd_low, x.usd_high, format_usd), opt_usd(x.usd_per_1b_tokens),
                x.fits ? Cell::boolean(*x.fits) : Cell::null("?"), Cell::str(speed_from(x.speed)), Cell::str(marks(x))});
   }
@@ -124,6 +130,7 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
     if (!x.why_not.empty()) t.add_note(str("# ", i + 1, " ", x.offer.id, ": ", x.why_not));
   }
   for (const auto& n : r.notes) t.add_note(n);
+  if (shown > 0) t.add_note(str("# 1 ", r.rows[0].offer.id, ": ", describe_goodput(r.rows[0].goodput)));
   // Where each shown GPU model's speed comes from.
   std::map<std::string, std::string> seen;
   for (size_t i = 0; i < shown; ++i) seen[r.rows[i].offer.gpu_model] = r.rows[i].speed.source + ": " + r.rows[i].speed.detail;

@@ -22,6 +22,8 @@ namespace dl::cost {
 namespace fs = std::filesystem;
 
 Precision throughput_precision(Precision training_precision) {
+  // fp8 has no table: its speed is the FP8 peak's (SpeedModel::speed skips the table).
+  if (training_precision == Precision::fp8) return Precision::fp8;
   return training_precision == Precision::fp32 ? Precision::fp32 : Precision::fp16;
 }
 

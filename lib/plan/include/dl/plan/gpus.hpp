@@ -26,7 +26,10 @@ struct GpuSpec {
                                 // (NVLink/NVSwitch, else PCIe); an assumption where not measured
   double host_bw = 0;           // bytes/s per GPU to host memory (PCIe per direction, practical)
   std::string interconnect;     // "NVLink 4 (900 GB/s bidirectional)", "PCIe 4.0 x16", ...
-  std::string source;           // where the numbers come from
+  std::string source;           // where the numbers come from (a datasheet's name and its URL)
+  // Dense FP8 tensor-core peak (E4M3/E5M2 inputs, FP32 accumulation): Hopper, Ada, Blackwell,
+  // CDNA 3; 0 = no FP8 arithmetic (--precision fp8 is refused).
+  double fp8_flops = 0;
 
   // Dense peak in that arithmetic; nullopt when the GPU has none.
   std::optional<double> peak_flops(MathPrecision precision) const;
@@ -52,8 +55,34 @@ std::vector<std::string> gpu_candidates(const std::string& name);
 GpuSpec find_gpu(const std::string& name);
 
 // The planner's hardware for one GPU at a training precision: datasheet peak, memory and
-// bandwidths (inter-node bandwidth stays the Hardware default, 50 GB/s per GPU). A GPU without
-// arithmetic at that precision falls back (bf16 -> fp16 -> fp32) and says so in *note.
+// bandwidths (inter-node bandwidth stays the Hardware default, 50 GB/s per GPU: see Fabric). A GPU
+// without arithmetic at that precision falls back (bf16 -> fp16 -> fp32) and says so in *note;
+// fp8 does not fall back: a GPU without FP8 tensor cores is a usage error naming it (precision_refusal).
 Hardware hardware_for_gpu(const GpuSpec& gpu, Precision precision, std::string* note = nullptr);
+
+// Why `gpu` cannot plan `precision` ("A100-SXM-80GB has no FP8 tensor cores (FP8: H100-SXM, ...);
+// use --precision bf16"); empty when it can. Only fp8 is refused: the others fall back.
+std::string precision_refusal(const GpuSpec& gpu, Precision precision);
+
+// The network between nodes, per GPU (one direction, the link rate a collective is bounded by):
+// the bandwidth plan::Hardware::inter_node_bw takes. Presets for --fabric; see fabric_table().
+struct Fabric {
+  std::string name;          // "ib-ndr"
+  std::string description;   // "InfiniBand NDR, 400 Gb/s per GPU"
+  double bytes_per_s = 0;    // per GPU
+  std::string source;        // where the rate comes from
+};
+// Every preset: nvlink, ib-xdr, ib-ndr (the default, plan::Hardware's 50 GB/s), ib-hdr, roce,
+// omnipath, ethernet.
+const std::vector<Fabric>& fabric_table();
+inline constexpr std::string_view kDefaultFabric = "ib-ndr";
+// The preset of that name (any case; "ndr" and "infiniband-ndr" are ib-ndr), or a bandwidth per
+// GPU ("25GB/s", "200Gb/s"): a custom fabric named by it. Usage error naming {fabric} otherwise,
+// listing the presets.
+Fabric find_fabric(const std::string& name);
+
+// Bytes per second from "25GB/s", "0.43GB/s" or a size taken as per second ("25GB"); `what` names
+// the flag in the error.
+double parse_bandwidth(std::string text, const std::string& what);
 
 }  // namespace dl::plan

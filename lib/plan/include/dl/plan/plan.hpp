@@ -200,13 +200,14 @@ struct StateBytes {
 StateBytes state_bytes(Precision precision, StateOptimizer optimizer = StateOptimizer::adamw);
 // From the names --precision and --optimizer take ("adam" is adamw): unknown ones are usage errors.
 StateBytes state_bytes(std::string_view precision, std::string_view optimizer = "adamw");
-// --precision's value: bf16, fp16 or fp32, else a usage error "unknown precision 'fp8' (...)".
+// --precision's value: bf16, fp16, fp32 or fp8, else a usage error "unknown precision 'fp4' (...)".
 Precision parse_precision(std::string_view name);
 // --optimizer's value: adamw (or adam), sgd-momentum or sgd, else a usage error.
 StateOptimizer parse_optimizer(std::string_view name);
 // The state_bytes() optimizer of a config's [optim]: adamw, sgd-momentum or sgd.
 StateOptimizer optimizer_state(const OptimConfig& optim);
-// Bytes of one activation value: 2 for bf16/fp16, 4 for fp32.
+// Bytes of one activation value: 2 for bf16/fp16, 4 for fp32; 2 for fp8 (Transformer Engine
+// saves most activations in bf16; the FP8 casts of GEMM inputs are not counted as savings).
 double activation_value_bytes(Precision precision);
 double activation_value_bytes(std::string_view precision);
 

@@ -26,6 +26,7 @@ struct PlanInputs {
   std::string gpu;                        // a GPU model or alias for datasheet speeds
   std::string bench;                      // dl-bench json/jsonl file ("-": stdin)
   std::optional<double> mfu;              // achievable fraction of peak (default 0.45)
+  std::optional<std::string> fabric;      // between nodes: a find_fabric() preset or bandwidth; default ib-ndr
   // Training.
   std::optional<int64_t> micro_batch;     // default: the config's train.batch_size, else 1
   std::optional<int64_t> global_batch;    // sequences per step; default gpus x micro-batch x accum

@@ -184,6 +184,7 @@ BenchSummary summarize_bench(const std::vector<json>& all_rows, Precision precis
   std::vector<MathPrecision> order;
   if (precision == Precision::bf16) order = {bf16, fp16};
   else if (precision == Precision::fp16) order = {fp16, bf16};
+  else if (precision == Precision::fp8) order = {fp8};
   else order = {fp32, tf32};
   auto best_gemm = [&](std::optional<MathPrecision> dtype) -> std::optional<std::pair<double, std::string>> {
     std::optional<std::pair<double, std::string>> best;
@@ -200,14 +201,15 @@ BenchSummary summarize_bench(const std::vector<json>& all_rows, Precision precis
   std::optional<std::pair<double, std::string>> g;
   for (MathPrecision d : order)
     if (!g) g = best_gemm(d);
-  if (!g) g = best_gemm(std::nullopt);
+  // A 16-bit GEMM is no measure of FP8 speed: fp8 takes only FP8 rows.
+  if (!g && precision != Precision::fp8) g = best_gemm(std::nullopt);
   if (g) {
     s.gemm_flops = g->first;
     s.gemm_dtype = g->second;
   }
 
   // train: prefer rows at the training precision
-  for (int pass = 0; pass < 2 && !s.train_flops; ++pass)
+  for (int pass = 0; pass < (precision == Precision::fp8 ? 1 : 2) && !s.train_flops; ++pass)
     for (const json* r : rows) {
       if (kind(*r) != BenchKind::train) continue;
       if (pass == 0 && parse_choice<Precision>(text(*r, "precision")) != precision) continue;

@@ -293,7 +293,7 @@ std::string Layout::describe() const {
 
 Precision parse_precision(std::string_view name) {
   if (auto p = parse_choice<Precision>(name)) return *p;
-  throw_usage("unknown precision '", name, "' (bf16, fp16 or fp32)");
+  throw_usage("unknown precision '", name, "' (bf16, fp16, fp32, or fp8 on GPUs with FP8 tensor cores)");
 }
 
 StateOptimizer parse_optimizer(std::string_view name) {
@@ -308,7 +308,10 @@ StateBytes state_bytes(std::string_view precision, std::string_view optimizer) {
 StateBytes state_bytes(Precision precision, StateOptimizer optimizer) {
   const bool mixed = precision != Precision::fp32;
   StateBytes b;
-  b.params = mixed ? 2 : 4;
+  // fp8 (Transformer Engine's recipe): bf16 weights and gradients as in bf16 training, plus an
+  // FP8 copy of each weight (1 byte) cast once per step for the GEMMs; the fp32 master copy and
+  // the Adam moments are unchanged (Micikevicius et al. 2022, "FP8 Formats for Deep Learning").
+  b.params = mixed ? (precision == Precision::fp8 ? 3 : 2) : 4;
   b.grads = mixed ? 2 : 4;
   // Mixed precision keeps an fp32 master copy (4 bytes) among the optimizer states (ZeRO paper,
   // section 3.1: K = 12 for Adam = master 4 + momentum 4 + variance 4).

@@ -136,6 +136,8 @@ Setup setup(const PlanInputs& in) {
   } else {
     throw_option_error("{gpu_mem} is required (e.g. {gpu_mem} 80GB), or name the GPU with {gpu} MODEL");
   }
+  const Fabric fabric = find_fabric(in.fabric.value_or(std::string(kDefaultFabric)));
+  hw.inter_node_bw = fabric.bytes_per_s;
   r.hardware = hw;
 
   // Global batch: fixed across layouts so their step times compare.
@@ -182,6 +184,7 @@ Setup setup(const PlanInputs& in) {
   r.notes.push_back(str("# hardware: ", hw.source, ": ", format_si(hw.peak_flops, "FLOP/s"), " x ",
                         format_fixed(hw.achievable_fraction, 2), " achievable, ", format_bytes(hw.gpu_mem_bytes),
                         " per GPU, intra-node ", gbps(hw.intra_node_bw), ", inter-node ", gbps(hw.inter_node_bw),
+                        " (", flag("fabric"), " ", fabric.name, in.fabric ? "" : ", the default", ")",
                         ", host ", gbps(hw.host_bw), " per GPU, ", b.gpus_per_node, " GPUs per node"));
   for (const auto& n : hw_notes) r.notes.push_back("# " + n);
   r.notes.push_back("# step time: compute / (1 - bubble) + exposed communication (tp and pp in full; DP/ZeRO "
