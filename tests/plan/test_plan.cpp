@@ -537,11 +537,13 @@ TEST_CASE("estimate: step time by hand") {
   // Across nodes (16 GPUs, 8 per node) the dp group uses the inter-node bandwidth.
   Estimate e16 = estimate(m, layout(16, 1, 1, 0), hw, 16);
   CHECK(e16.comm_total_seconds == doctest::Approx(2 * 1e9 * 2 * 15.0 / 16.0 / 10e9));
-  // Offload: gradient shard down, parameter shard up: (2 + 2) bytes x 1e9/8 at 25 GB/s.
+  // Offload: gradient shard down, parameter shard up: (2 + 2) bytes x 1e9/8 at 25 GB/s, and the
+  // host's optimizer step: 28 bytes of host memory traffic per parameter at 25 GB/s per GPU.
   Layout off = layout(8, 1, 1, 1);
   off.offload_cpu = true;
   Estimate eo = estimate(m, off, hw, 8);
-  CHECK(eo.offload_seconds == doctest::Approx(4 * 1.25e8 / 25e9));
+  CHECK(eo.cpu_optimizer_seconds == doctest::Approx(28 * 1.25e8 / 25e9));
+  CHECK(eo.offload_seconds == doctest::Approx(4 * 1.25e8 / 25e9 + 28 * 1.25e8 / 25e9));
   CHECK(eo.memory.optimizer == 0);
   CHECK(eo.memory.host_offload == doctest::Approx(12 * 1.25e8 + 2 * 1.25e8));
   // Full recompute runs the forward twice: 4/3 of the model FLOPs.

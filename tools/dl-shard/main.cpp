@@ -21,7 +21,9 @@ namespace {
 
 // The flags plan and recommend share, as strings until the library parses their units.
 struct PlanFlags {
-  std::string config, params, gpu_mem, gpu, bench, precision, schedule, offload, recompute, attention, fabric;
+  std::string config, params, gpu_mem, gpu, bench, precision, schedule, offload, recompute, attention, fabric,
+      sequence_parallel;
+  bool explain = false;
   std::string formula = "palm";
   std::string format = "table";
   std::vector<std::string> sets;
@@ -64,6 +66,12 @@ void add_plan_flags(CLI::App* c, PlanFlags& f) {
                 "flash (a log-sum-exp per row, no T x T scores: GPU kernels) | materialized (scores kept: "
                 "dl-train's CPU backend). Default: the config's train.device (cpu: materialized; cuda, auto: "
                 "flash); without a config flash");
+  c->add_option("--sequence-parallel", f.sequence_parallel,
+                "on | off: sequence parallelism wherever tp > 1 (default: off for a config, which dl-train runs "
+                "without it; on for --params/--hf-config, as Megatron-LM and NeMo run TP)");
+  c->add_flag("--explain", f.explain,
+              "Also print the layouts practitioners try in order (DP, ZeRO-1..3, recompute, TP, PP, offload), "
+              "each with why it was chosen or rejected");
   c->add_option("--bench", f.bench, "dl-bench --format json/jsonl results: measured FLOP/s and bandwidth ('-': stdin)");
   c->add_option("--mfu", f.mfu, "Fraction of peak FLOP/s training reaches (default: the calibrated MFU of the GPU at the model's size, as dl-cost)");
   c->add_option("--flop-formula", f.formula, "FLOPs per token: palm (6N+12LHQT, default) | llmc (6N+6LDT)");
@@ -118,7 +126,20 @@ dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   }
   if (!f.recompute.empty()) in.fixed.recompute = dl::plan::parse_recompute(f.recompute);
   if (!f.attention.empty()) in.attention = dl::plan::parse_attention(f.attention);
+  if (!f.sequence_parallel.empty()) {
+    if (f.sequence_parallel != "on" && f.sequence_parallel != "off")
+      dl::throw_usage("--sequence-parallel: on or off, got '", f.sequence_parallel, "'");
+    in.sequence_parallel = f.sequence_parallel == "on";
+  }
   return in;
+}
+
+// --explain: the ladder goes to stdout under a human table, to stderr beside machine output.
+void print_explanation(const dl::plan::PlanReport& report, dl::OutputFormat fmt) {
+  const bool human = fmt != dl::OutputFormat::json && fmt != dl::OutputFormat::jsonl && fmt != dl::OutputFormat::csv;
+  std::ostream& out = human ? std::cout : std::cerr;
+  if (human) out << "\n";
+  for (const auto& line : dl::plan::explain_ladder(report.rows)) out << line << "\n";
 }
 
 }  // namespace
@@ -156,9 +177,11 @@ int main(int argc, char** argv) {
   add_plan_flags(rec, rf);
   rec->footer(
       "Searches tp, pp, zero, offload and recompute (those not fixed by flags) with dp = gpus / (tp x pp),\n"
-      "ranks layouts that fit by estimated step time and recommends the simplest within 5% of the fastest\n"
-      "(no offload, then the lowest ZeRO stage, no pipeline, the least tp, no recompute); the other rows\n"
-      "say why they were passed over. With --bench, measured GEMM or training FLOP/s and\n"
+      "ranks layouts that fit by estimated step time and recommends the first, in the order practitioners\n"
+      "try them (DP, ZeRO-1, ZeRO-2, ZeRO-3/FSDP, selective then full recompute, TP inside a node, PP\n"
+      "across nodes, CPU offload last), within 5% of the fastest and leaving 5% of the GPU free where one\n"
+      "does; the other rows say why they were passed over, --explain prints the ladder. With --bench,\n"
+      "measured GEMM or training FLOP/s and\n"
       "collective bandwidth replace datasheet values.\n"
       "Examples:\n"
       "  dl-shard recommend --params 7.5e9 --layers 32 --hidden 4096 --heads 32 --seq 2048 --gpus 8 --gpu-mem 80GB\n"
@@ -237,12 +260,15 @@ int main(int argc, char** argv) {
       auto fmt = dl::parse_output_format(pf.format);
       auto report = dl::plan::make_plan(to_inputs(pf));
       std::cout << dl::plan::render_plan(report, fmt, pf.top);
+      // plan chooses no layout; --explain shows what recommend would choose with the same flags.
+      if (pf.explain) print_explanation(dl::plan::make_recommendation(to_inputs(pf)), fmt);
       return dl::kExitOk;
     }
     if (*rec) {
       auto fmt = dl::parse_output_format(rf.format);
       auto report = dl::plan::make_recommendation(to_inputs(rf));
       std::cout << dl::plan::render_recommendation(report, fmt, rf.top);
+      if (rf.explain) print_explanation(report, fmt);
       if (!report.best()) {
         std::cout.flush();
         std::cerr << "dl-shard: no layout of " << rf.gpus << " GPUs fits (see the table: why not)\n";

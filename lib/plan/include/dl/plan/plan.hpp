@@ -3,6 +3,7 @@
 // per step, and pipeline bubble. Formulas, assumptions and worked examples: docs/PLANNING.md
 // and ../shared/REFERENCE.md.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -185,7 +186,14 @@ struct Layout {
   // The library's default is the published formula; dl-shard picks flash for GPU runs
   // (PlanInputs::attention).
   Attention attention = Attention::materialized;
-  // "dp=8 tp=1 pp=1 zero=3 offload=cpu recompute=none mb=1", plus " attention=flash" when flash.
+  // Sequence parallelism with tp > 1 (Korthikanti et al. 2022 section 4.2.2; Megatron-LM's
+  // --sequence-parallel): the activations tensor parallelism leaves whole (LayerNorm and dropout
+  // inputs, the residual) are split t ways along the sequence too; each all-reduce becomes a
+  // reduce-scatter and an all-gather of the same volume. dl-train does not run it (false for its
+  // configs); recommend uses it wherever it uses tp for a bare model (PlanInputs).
+  bool sequence_parallel = false;
+  // "dp=8 tp=1 pp=1 zero=3 offload=cpu recompute=none mb=1", plus " attention=flash" when flash
+  // and " sp" with sequence parallelism.
   std::string describe() const;
 };
 
@@ -232,6 +240,17 @@ inline constexpr double kOverheadBytes = 2.0e9;
 // position embeddings replicated).
 double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp);
 
+// Transformer blocks on the first, a middle and the last pipeline stage. pp | L: L/pp each.
+// Otherwise, when pp | L + 2, the embedding and the LM head count as one layer each, as BLOOM
+// (Megatron-DeepSpeed: 70 blocks + 2 on 12 stages, 6 each) and Megatron-LM's
+// --account-for-embedding/loss-in-pipeline-split count them: (L + 2)/pp - 1 blocks on the first
+// and the last stage, (L + 2)/pp on the others.
+struct StageBlocks {
+  int64_t first = 0, middle = 0, last = 0;
+  int64_t most() const { return std::max(first, std::max(middle, last)); }
+};
+StageBlocks stage_blocks(int64_t n_layer, int64_t pp);
+
 // Model states (params, grads, optimizer; host_offload for offload) plus activations, comm
 // buffers and kOverheadBytes. Uses l.microbatches for the in-flight count of a pipeline.
 MemoryBreakdown memory_per_rank(const ModelShape& m, const Layout& l);
@@ -254,8 +273,11 @@ double zero_model_state_bytes(double psi, int64_t nd, int64_t zero, const StateB
 // per row per head, 2*a*s*b/t values of bytes_per_value each (dl-train's CUDA backend allocates
 // attention_state_shape = [B, H, 2T] of the model dtype); selective recompute is the same for
 // both (the recomputed forward rebuilds the state); full recompute keeps the layer input.
+// Sequence parallelism (sequence_parallel, with tp > 1) divides the whole-width terms by t too:
+// s*b*h*(10 + 24)/t + the scores term (Korthikanti et al. section 4.2.2).
 double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int64_t tp, Recompute r,
-                                  double bytes_per_value = 2.0, Attention attention = Attention::materialized);
+                                  double bytes_per_value = 2.0, Attention attention = Attention::materialized,
+                                  bool sequence_parallel = false);
 
 // Activations of the busiest pipeline stage for the layout (under l.recompute and l.attention):
 // layers per stage x per-layer bytes x micro-batches in flight (1 without pp; 1F1B:
@@ -288,6 +310,9 @@ struct Hardware {
   double intra_node_bw = 450e9;   // bytes/s per GPU (NVLink busbw)
   double inter_node_bw = 50e9;    // bytes/s per GPU (InfiniBand/Ethernet)
   double host_bw = 25e9;          // bytes/s per GPU to host memory (offload)
+  // Host DRAM bandwidth per GPU for a CPU optimizer step (offload): a two-socket node's ~200 GB/s
+  // achievable (DDR4/DDR5, 8+ channels a socket) shared by its 8 GPUs' optimizer shards.
+  double host_mem_bw = 25e9;
   std::string source = "datasheet";  // where peak_flops and bandwidths come from
 };
 
@@ -303,15 +328,22 @@ struct Estimate {
   double compute_seconds = 0;    // including the bubble
   double comm_seconds = 0;       // exposed: what overlap with compute does not hide
   double comm_total_seconds = 0; // all communication time, overlapped or not
-  double offload_seconds = 0;
+  double offload_seconds = 0;    // PCIe traffic + the CPU optimizer step (offload)
+  double cpu_optimizer_seconds = 0;  // of which the host's optimizer step
   double model_flops = 0;        // per step, flops_per_token x tokens (MFU's numerator)
   double hardware_flops = 0;     // per step including recompute
   std::string why_not;           // when it does not fit or the layout is impossible
   std::string passed_over;       // recommend: why a fitting layout is not the recommended one
 };
 
+// Bytes of host memory a CPU optimizer step reads and writes per parameter of its shard
+// (DeepSpeed's CPU-Adam is bound by host memory bandwidth): the fp32 master weight, exp_avg and
+// exp_avg_sq read and written (24), the 16-bit gradient read and the 16-bit weight written (4).
+inline constexpr double kCpuAdamBytesPerParam = 28;
+
 // Why a layout is impossible for the model and global batch ("" when it is possible):
-// dp x tp x pp != gpus, tp does not divide heads, tp > gpus_per_node, pp does not divide layers,
+// dp x tp x pp != gpus, tp does not divide heads, tp > gpus_per_node, pp divides neither the
+// layers nor the layers + 2 (stage_blocks),
 // zero outside 0..3, offload without ZeRO, a global batch not a multiple of dp x micro-batch,
 // tp or pp for an mlp.
 std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_batch);
@@ -329,8 +361,9 @@ struct LayoutSearch {
 };
 
 // Every valid layout for `gpus` GPUs (dp x tp x pp = gpus with tp | heads, tp <= gpus_per_node,
-// pp | n_layer; zero 0..3; offload on/off with zero >= 1; recompute none/selective/full for a
-// transformer), minus the dimensions `search` fixes, estimated and sorted: fitting layouts by
+// pp | n_layer; tp and pp only for a transformer unless fixed, as their traffic needs its shape; zero 0..3; offload on/off with zero >= 1; recompute none/selective/full for a
+// transformer; sequence parallelism with tp > 1 when base.sequence_parallel), minus the
+// dimensions `search` fixes, estimated and sorted: fitting layouts by
 // step time, then the rest by how much memory they need. Impossible combinations are dropped;
 // when no combination is possible (the fixed choices rule them all out), the result is instead
 // one invalid Estimate per distinct reason. `base` supplies gpus, gpus_per_node, micro_batch,

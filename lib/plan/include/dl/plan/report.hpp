@@ -36,6 +36,9 @@ struct PlanInputs {
   // Attention's stored state; default: from a config attention_for_device(train.device)
   // (cpu -> materialized, cuda or auto -> flash), from --params flash (a GPU plan).
   std::optional<Attention> attention;
+  // Sequence parallelism wherever tp > 1; default: off for a config (dl-train does not run it),
+  // on for a bare model (Megatron-LM, NeMo and torchtitan run TP with it).
+  std::optional<bool> sequence_parallel;
   // Layout choices the user fixed (plan: unset tp/pp/offload/recompute come from the config or
   // defaults, unset zero shows stages 0..3; recommend: unset ones are searched).
   LayoutSearch fixed;
@@ -64,15 +67,34 @@ struct PlanReport {
 // heads, pp does not divide the layers, dp x tp x pp != gpus, ...).
 PlanReport make_plan(const PlanInputs& in);
 // Every layout the fixed choices allow, ranked (enumerate_layouts), then the recommended one
-// moved first: the simplest fitting layout (no offload, the lowest ZeRO stage, no pipeline, the
-// least tensor parallelism, no recompute — in that order) whose step is within kSimplerWithin of
-// the fastest fitting one; each other fitting layout says in Estimate::passed_over why it is not
-// recommended. Throws a usage error naming the constraints when none is possible.
+// moved first: the first fitting layout in the order practitioners climb (kLadder: DP, ZeRO-1,
+// ZeRO-2, ZeRO-3/FSDP, selective then full recompute, TP inside a node, PP across nodes, CPU
+// offload last) whose step is within kSimplerWithin of the fastest fitting one, preferring those
+// that leave kComfortHeadroom of the GPU free; each other fitting layout says in
+// Estimate::passed_over why it is not recommended. Throws a usage error naming the constraints
+// when none is possible. dl-cost's fit check calls it too, so the two tools agree.
 inline constexpr double kSimplerWithin = 0.05;
+// A layout using all but this fraction of the GPU's memory is passed over for one that leaves
+// more, within kSimplerWithin: allocator spikes and fragmentation beyond kOverheadBytes.
+inline constexpr double kComfortHeadroom = 0.03;
 PlanReport make_recommendation(const PlanInputs& in);
 // The recommendation rule on ranked rows (fitting first, fastest first): moves the simplest
 // fitting row within kSimplerWithin of the fastest to the front and fills passed_over.
 void prefer_simplest(std::vector<Estimate>& rows);
+
+// The rungs of the ladder practitioners climb, simplest first, and which layouts each holds.
+struct Rung {
+  const char* name;
+  bool (*holds)(const Layout&);
+};
+extern const std::vector<Rung> kLadder;
+// --explain: one line per rung of kLadder for rows ranked by make_recommendation: the layout the
+// rung offers (the recommended one, else the rung's fastest fitting one, else the one needing
+// the least memory) and why it was chosen or rejected (does not fit: why; passed over: why).
+std::vector<std::string> explain_ladder(const std::vector<Estimate>& rows);
+// "zero=2", "tp=4 pp=8 zero=1 recompute=selective sp", "zero=3 offload=cpu": what differs from
+// plain data parallelism, as dl-cost names a row's layout.
+std::string compact_layout(const Layout& l);
 
 // top: rows shown; 0 = all.
 std::string render_plan(const PlanReport& r, OutputFormat f, int64_t top = 0);

@@ -285,7 +285,7 @@ Attention attention_for_device(Choice<DeviceChoice> device) {
 std::string Layout::describe() const {
   return str("dp=", dp, " tp=", tp, " pp=", pp, " zero=", zero, " offload=", offload_cpu ? "cpu" : "none",
              " recompute=", recompute_name(recompute), " mb=", micro_batch,
-             attention == Attention::flash ? " attention=flash" : "");
+             attention == Attention::flash ? " attention=flash" : "", sequence_parallel && tp > 1 ? " sp" : "");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -344,12 +344,24 @@ double zero_model_state_bytes(double psi, int64_t nd, int64_t zero, const StateB
   }
 }
 
+StageBlocks stage_blocks(int64_t n_layer, int64_t pp) {
+  const int64_t p = std::max<int64_t>(pp, 1);
+  if (p == 1 || n_layer <= 0) return {n_layer, n_layer, n_layer};
+  if (n_layer % p == 0) return {n_layer / p, n_layer / p, n_layer / p};
+  if ((n_layer + 2) % p == 0) {
+    const int64_t k = (n_layer + 2) / p;
+    return {k - 1, k, k - 1};
+  }
+  const int64_t k = ceil_div(n_layer, p);
+  return {k, k, k};
+}
+
 double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp) {
   const double t = static_cast<double>(std::max<int64_t>(tp, 1));
   const int64_t p = std::max<int64_t>(pp, 1);
   if (!has_layers(m)) return m.params / (t * static_cast<double>(p));
   const double h = static_cast<double>(m.hidden);
-  const double layers = static_cast<double>(ceil_div(m.n_layer, p));
+  const StageBlocks blocks = stage_blocks(m.n_layer, p);
   // Everything outside the blocks: embeddings (wte V x D, wpe T x D), final norm (2D or D),
   // and whatever else the count holds when only --params was given (taken as embeddings).
   const double final_norm = norm_params(m);
@@ -364,19 +376,21 @@ double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp) {
   const double vocab_local = matrices * rows * h;
   // (A rounded --params may hold less than the hints' vocabulary: then all of it splits t ways.)
   const double split_local = split >= vocab_whole ? (split - vocab_whole) / t + vocab_local : split / t;
-  const double first = layers * layer_params_tp(m, t) + split_local + wpe + (p == 1 ? final_norm : 0.0);
+  const double layer = layer_params_tp(m, t);
+  const double first = static_cast<double>(blocks.first) * layer + split_local + wpe + (p == 1 ? final_norm : 0.0);
   if (p == 1) return first;
+  const double middle = p > 2 ? static_cast<double>(blocks.middle) * layer : 0.0;
   // The last stage holds the final LayerNorm and the LM head: with tied embeddings its own copy
   // of the token embedding (Megatron-LM keeps one on the first and the last stage), else the
   // untied lm_head, which the first stage then does not hold.
   const double head = m.vocab > 0 ? rows * h : 0.0;
-  const double last = layers * layer_params_tp(m, t) + final_norm + head;
-  if (!m.tied_head) return std::max(first - head, last);
-  return std::max(first, last);
+  const double last = static_cast<double>(blocks.last) * layer + final_norm + head;
+  if (!m.tied_head) return std::max({first - head, middle, last});
+  return std::max({first, middle, last});
 }
 
 double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int64_t tp, Recompute r,
-                                  double bytes_per_value, Attention attention) {
+                                  double bytes_per_value, Attention attention, bool sequence_parallel) {
   if (!m.is_transformer()) return 0;
   // Korthikanti et al. 2022 (arXiv 2205.05198), section 4: per layer, 16-bit activations,
   // s*b*h*(34 + 5*a*s/h); with tensor parallelism (no sequence parallelism)
@@ -391,7 +405,9 @@ double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int6
   // and dropout output 2as^2b), MLP 19sbh (input 2, GELU input 8 and output 8, dropout mask 1),
   // two LayerNorm inputs 4sbh. Without dropout the masks (2sbh + as^2b) and the attention-dropout
   // output (2as^2b) go: 32sbh + 2as^2b, i.e. s*b*h*(8 + 24/t + 2as/(ht)) under tensor parallelism.
-  const double replicated = m.dropout ? 10 : 8, scores = m.dropout ? 5 : 2;
+  // Sequence parallelism splits the replicated part along the sequence, t ways.
+  const double sp = sequence_parallel && tp > 1 ? static_cast<double>(tp) : 1.0;
+  const double replicated = (m.dropout ? 10 : 8) / sp, scores = m.dropout ? 5 : 2;
   // The t-way split part, 24 for GPT-2, from the block's widths: Q 2, K and V 2 x KV/heads each
   // (grouped-query attention stores the smaller K/V), the projection input 2, and the MLP's
   // F-wide values: GELU's input and output (2 x 2F/h: 16 at F = 4h), SwiGLU's gate and up
@@ -417,7 +433,7 @@ double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int6
     // Selective recompute re-runs the attention core in backward, which rebuilds the
     // log-sum-exp state too: nothing of it is kept, for either attention.
     case Recompute::selective: return sbh * (replicated + split / t) * scale;
-    case Recompute::full: return 2 * sbh * scale;
+    case Recompute::full: return 2 * sbh * scale / sp;
   }
   return 0;
 }
@@ -439,20 +455,22 @@ int64_t in_flight(const Layout& l) {
 double activation_bytes(const ModelShape& m, const Layout& l) {
   if (!m.is_transformer()) return 0;
   const double bpv = activation_value_bytes(l.precision);
-  const double layers = static_cast<double>(ceil_div(m.n_layer, std::max<int64_t>(l.pp, 1)));
-  const double per = activation_bytes_per_layer(m, l.micro_batch, l.tp, l.recompute, bpv, l.attention);
+  const StageBlocks blocks = stage_blocks(m.n_layer, l.pp);
+  const bool sp = l.sequence_parallel && l.tp > 1;
+  const double spd = sp ? static_cast<double>(l.tp) : 1.0;
+  const double per = activation_bytes_per_layer(m, l.micro_batch, l.tp, l.recompute, bpv, l.attention, sp);
   // Full recompute re-runs one layer's forward at a time during backward: that layer's full
   // activations (with the layout's attention) exist on top of the stored layer inputs.
   const double recompute_peak =
       l.recompute == Recompute::full
-          ? activation_bytes_per_layer(m, l.micro_batch, l.tp, Recompute::none, bpv, l.attention)
+          ? activation_bytes_per_layer(m, l.micro_batch, l.tp, Recompute::none, bpv, l.attention, sp)
           : 0.0;
   // Output layer (Korthikanti et al. section 4.3): final LayerNorm input and LM-head input
   // (2sbh each at 16 bits) and the logits the cross-entropy keeps, sbV/t values (vocab-parallel).
   // Korthikanti et al. count fp32 logits (4sbV/t bytes: Megatron upcasts them); dl-train keeps
   // them in the activation dtype and writes their gradient in place, so bpv bytes per value.
   const double s = static_cast<double>(m.seq), b = static_cast<double>(l.micro_batch), h = static_cast<double>(m.hidden);
-  const double output = 4 * s * b * h * (bpv / 2.0) +
+  const double output = 4 * s * b * h * (bpv / 2.0) / spd +
                         (m.vocab > 0 ? bpv * s * b * static_cast<double>(m.vocab) / static_cast<double>(std::max<int64_t>(l.tp, 1)) : 0.0);
   // Backward working set (not in Korthikanti et al., who count what is kept for backward): the
   // activation gradients in flight while one layer's backward runs — the residual-stream
@@ -467,15 +485,22 @@ double activation_bytes(const ModelShape& m, const Layout& l) {
   const double f_over_h = static_cast<double>(m.ffn()) / h;
   const double work =
       s * b * h * bpv *
-      (m.mlp == MlpKind::swiglu ? 3 + (2 + 2 * stored_kv_fraction(m) + 2 * m.kv_fraction() + 3 * f_over_h) / tpd
-                                : 2 + 2 * f_over_h / tpd);
-  const double first = layers * per * static_cast<double>(in_flight(l)) + recompute_peak + work;
+      (m.mlp == MlpKind::swiglu ? 3 / spd + (2 + 2 * stored_kv_fraction(m) + 2 * m.kv_fraction() + 3 * f_over_h) / tpd
+                                : 2 / spd + 2 * f_over_h / tpd);
+  const double first = static_cast<double>(blocks.first) * per * static_cast<double>(in_flight(l)) + recompute_peak + work;
   if (l.pp <= 1) return first + output;
+  // The second stage holds one micro-batch fewer under 1F1B; with the embedding counted as a
+  // layer (stage_blocks) it holds one block more than the first.
+  Layout second_stage = l;
+  second_stage.pp = l.pp - 1;
+  const double second = l.pp > 2 ? static_cast<double>(blocks.middle) * per * static_cast<double>(in_flight(second_stage)) +
+                                       recompute_peak + work
+                                 : 0.0;
   // The last stage runs each micro-batch's backward right after its forward under 1F1B (one in
   // flight); under GPipe it too holds every micro-batch, output layer (logits) included.
   const double last_in_flight = l.schedule == PipelineSchedule::gpipe ? static_cast<double>(std::max<int64_t>(l.microbatches, 1)) : 1.0;
-  const double last = (layers * per + output) * last_in_flight + recompute_peak + work;
-  return std::max(first, last);
+  const double last = (static_cast<double>(blocks.last) * per + output) * last_in_flight + recompute_peak + work;
+  return std::max({first, second, last});
 }
 
 MemoryBreakdown memory_per_rank(const ModelShape& m, const Layout& l) {
@@ -535,7 +560,7 @@ CommVolume comm_per_rank(const ModelShape& m, const Layout& l) {
   if (m.is_transformer()) {
     const double sbh_bytes = static_cast<double>(m.seq) * static_cast<double>(l.micro_batch) *
                              static_cast<double>(m.hidden) * activation_value_bytes(l.precision);
-    const double layers = static_cast<double>(ceil_div(m.n_layer, std::max<int64_t>(l.pp, 1)));
+    const double layers = static_cast<double>(stage_blocks(m.n_layer, l.pp).most());
     if (l.tp > 1) {
       // Megatron-LM (Shoeybi et al. 2019, figure 4): per layer 2 all-reduces of s*b*h in forward
       // (after attention and after the MLP) and 2 in backward; full recompute re-runs the
@@ -577,7 +602,9 @@ std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_ba
   // Each rank holds whole K/V groups (Megatron-LM's num_query_groups % tp == 0).
   if (m.heads > 0 && m.kv() % l.tp != 0)
     return str("tp = ", l.tp, " does not divide the ", m.kv(), " K/V heads (grouped-query attention: each rank holds whole groups)");
-  if (m.n_layer > 0 && m.n_layer % l.pp != 0) return str("pp = ", l.pp, " does not divide the ", m.n_layer, " layers");
+  if (m.n_layer > 0 && m.n_layer % l.pp != 0 && (m.n_layer + 2) % l.pp != 0)
+    return str("pp = ", l.pp, " does not divide the ", m.n_layer, " layers (nor the ", m.n_layer + 2,
+               " with the embedding and the LM head counted as layers)");
   if (m.type == ModelType::mlp && (l.tp > 1 || l.pp > 1))
     return "tensor and pipeline parallelism apply to the gpt model only (mlp: use dp and zero)";
   if (l.zero < 0 || l.zero > 3) return str("zero = ", l.zero, " is not a ZeRO stage (0..3)");
@@ -678,11 +705,14 @@ Estimate estimate(const ModelShape& m, const Layout& layout, const Hardware& hw,
   e.comm_total_seconds = t_tp + t_pp + t_grads + t_params;
   e.comm_seconds = t_tp + t_pp + exposed_dp;
   if (l.offload_cpu) {
-    // Gradient shard to the host and updated parameter shard back, each step; the CPU optimizer
-    // step itself is assumed to overlap (ZeRO-Offload's one-step delayed update) and not counted.
+    // Gradient shard to the host and updated parameter shard back over PCIe, each step, and the
+    // optimizer step on the host, bound by host memory bandwidth (kCpuAdamBytesPerParam). Both
+    // are exposed: DeepSpeed's offload steps synchronously (ZeRO-Offload's one-step delayed
+    // update is opt-in and changes the optimization).
     const StateBytes sb = state_bytes(l.precision, l.optimizer);
     const double shard = params_per_rank(m, l.tp, l.pp) / static_cast<double>(l.dp);
-    e.offload_seconds = shard * (sb.grads + sb.params) / hw.host_bw;
+    e.cpu_optimizer_seconds = hw.host_mem_bw > 0 ? shard * kCpuAdamBytesPerParam / hw.host_mem_bw : 0.0;
+    e.offload_seconds = shard * (sb.grads + sb.params) / hw.host_bw + e.cpu_optimizer_seconds;
   }
   e.step_seconds = e.compute_seconds + e.comm_seconds + e.offload_seconds;
   return e;
@@ -703,8 +733,10 @@ std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base,
                                         int64_t global_batch, const LayoutSearch& search) {
   const int64_t gpus = base.gpus;
   if (gpus < 1) throw_option_error("{gpus}: need at least one GPU, got ", gpus);
-  std::vector<int64_t> tps = search.tp ? std::vector<int64_t>{*search.tp} : divisors(gpus);
-  std::vector<int64_t> pps = search.pp ? std::vector<int64_t>{*search.pp} : divisors(gpus);
+  // Without an architecture tp and pp traffic is unknown (it would look free): only asked for.
+  const std::vector<int64_t> split = m.is_transformer() ? divisors(gpus) : std::vector<int64_t>{1};
+  std::vector<int64_t> tps = search.tp ? std::vector<int64_t>{*search.tp} : split;
+  std::vector<int64_t> pps = search.pp ? std::vector<int64_t>{*search.pp} : split;
   std::vector<int64_t> zeros = search.zero ? std::vector<int64_t>{*search.zero} : std::vector<int64_t>{0, 1, 2, 3};
   std::vector<bool> offloads = search.offload ? std::vector<bool>{*search.offload} : std::vector<bool>{false, true};
   std::vector<Recompute> recomputes;
@@ -729,6 +761,7 @@ std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base,
             l.zero = zero;
             l.offload_cpu = off;
             l.recompute = rc;
+            l.sequence_parallel = tp > 1 && base.sequence_parallel;
             Estimate e;
             if (dp == 0) {
               e.layout = l;

@@ -89,6 +89,10 @@ Setup setup(const PlanInputs& in) {
     attention_why = "the GPU default without a config";
   }
 
+  // Sequence parallelism comes with tensor parallelism in the frameworks a bare model is planned
+  // for; dl-train (a config) does not run it.
+  b.sequence_parallel = in.sequence_parallel.value_or(c == nullptr);
+
   // Hardware: datasheet of --gpu (or of the bench rows' GPU), then measured values over it.
   std::optional<GpuSpec> spec;
   if (!in.gpu.empty()) spec = find_gpu(in.gpu);
@@ -167,6 +171,10 @@ Setup setup(const PlanInputs& in) {
                         state_bytes(b.precision, b.optimizer).grads, "+", state_bytes(b.precision, b.optimizer).optimizer,
                         " bytes per parameter (params+grads+optimizer; ZeRO, Rajbhandari et al. 2019)"));
   if (m.is_transformer()) {
+    r.notes.push_back(b.sequence_parallel
+                          ? "# tp > 1 runs sequence parallelism (Megatron-LM's --sequence-parallel): the activations tp "
+                            "leaves whole are split along the sequence too"
+                          : "# tp > 1 without sequence parallelism (dl-train's tensor parallelism)");
     r.notes.push_back(str("# activations: Korthikanti et al. 2022, s=", m.seq, " b=", b.micro_batch,
                           ", ", activation_value_bytes(b.precision) * 8, "-bit values; pipeline stages hold ",
                           b.schedule == PipelineSchedule::gpipe ? "all m micro-batches (GPipe)" : "min(pp, m) micro-batches (1F1B)"));
@@ -186,6 +194,9 @@ Setup setup(const PlanInputs& in) {
                         " per GPU, intra-node ", gbps(hw.intra_node_bw), ", inter-node ", gbps(hw.inter_node_bw),
                         " (", flag("fabric"), " ", fabric.name, in.fabric ? "" : ", the default", ")",
                         ", host ", gbps(hw.host_bw), " per GPU, ", b.gpus_per_node, " GPUs per node"));
+  r.notes.push_back(str("# CPU offload: the optimizer step on the host at ", format_fixed(kCpuAdamBytesPerParam, 0),
+                        " bytes of host memory traffic per parameter over ", gbps(hw.host_mem_bw),
+                        " per GPU, plus gradients and parameters over PCIe, both exposed"));
   for (const auto& n : hw_notes) r.notes.push_back("# " + n);
   r.notes.push_back("# step time: compute / (1 - bubble) + exposed communication (tp and pp in full; DP/ZeRO "
                     "gradient traffic hidden behind backward as far as it fits) + offload traffic; an estimate "
@@ -197,6 +208,7 @@ std::string short_layout(const Layout& l) {
   std::string s = str("dp=", l.dp, " tp=", l.tp, " pp=", l.pp, " zero=", l.zero);
   if (l.offload_cpu) s += " offload";
   if (l.recompute != Recompute::none) s += " rc=" + recompute_name(l.recompute);
+  if (l.sequence_parallel && l.tp > 1) s += " sp";
   return s;
 }
 
@@ -284,10 +296,16 @@ bool machine(OutputFormat f) { return f == OutputFormat::json || f == OutputForm
 
 std::string pct(double x) { return format_fixed(100 * x, 1) + "%"; }
 
-// What makes a layout harder to run, most important first: CPU offload, the ZeRO stage,
-// pipeline stages, tensor parallelism, recompute. Lexicographic: smaller is simpler.
+// The order practitioners climb (kLadder), as a key: CPU offload last, then pipeline stages,
+// tensor parallelism, recompute, and the ZeRO stage first. Lexicographic: smaller is simpler.
 std::array<int64_t, 5> complexity(const Layout& l) {
-  return {l.offload_cpu ? 1 : 0, l.zero, l.pp, l.tp, static_cast<int64_t>(l.recompute)};
+  return {l.offload_cpu ? 1 : 0, l.pp, l.tp, static_cast<int64_t>(l.recompute), l.zero};
+}
+
+// Whether a fitting layout leaves kComfortHeadroom of the GPU's memory free.
+bool comfortable(const Estimate& e) {
+  const double gpu_mem = e.memory.total() + e.headroom;
+  return e.headroom >= kComfortHeadroom * gpu_mem;
 }
 
 // Why `e` is not `chosen` (chosen is simpler, or e is slower than the band allows).
@@ -298,10 +316,12 @@ std::string passed_over_because(const Estimate& e, const Estimate& chosen, doubl
   const Layout &a = e.layout, &b = chosen.layout;
   std::string more;
   if (a.offload_cpu != b.offload_cpu) more = "CPU offload";
-  else if (a.zero != b.zero) more = str("ZeRO-", a.zero, " where ZeRO-", b.zero, " fits");
   else if (a.pp != b.pp) more = str(a.pp, " pipeline stages where ", b.pp, " fit");
   else if (a.tp != b.tp) more = str("tp=", a.tp, " where tp=", b.tp, " fits");
-  else more = str(recompute_name(a.recompute), " recompute where ", recompute_name(b.recompute), " fits");
+  else if (a.recompute != b.recompute) more = str(recompute_name(a.recompute), " recompute where ", recompute_name(b.recompute), " fits");
+  else if (a.zero != b.zero) more = str("ZeRO-", a.zero, " where ZeRO-", b.zero, " fits");
+  else if (!comfortable(e) && comfortable(chosen)) more = str("all but ", format_bytes(e.headroom), " of the GPU's memory");
+  else more = "the same layout";
   const double vs_chosen = e.step_seconds / chosen.step_seconds - 1;
   return str("passed over: needs ", more, "; ",
              std::fabs(vs_chosen) < 5e-4 ? std::string("the same step")
@@ -311,14 +331,79 @@ std::string passed_over_because(const Estimate& e, const Estimate& chosen, doubl
 
 }  // namespace
 
+const std::vector<Rung> kLadder = {
+    {"DP", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 0; }},
+    {"ZeRO-1", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 1; }},
+    {"ZeRO-2", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 2; }},
+    {"ZeRO-3/FSDP", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 3; }},
+    {"selective recompute", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::selective; }},
+    {"full recompute", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::full; }},
+    {"TP inside a node", [](const Layout& l) { return l.tp > 1 && l.pp == 1 && !l.offload_cpu; }},
+    {"PP across nodes", [](const Layout& l) { return l.pp > 1 && !l.offload_cpu; }},
+    {"CPU offload", [](const Layout& l) { return l.offload_cpu; }},
+};
+
+std::string compact_layout(const Layout& l) {
+  std::string s;
+  if (l.tp > 1) s += str("tp=", l.tp, " ");
+  if (l.pp > 1) s += str("pp=", l.pp, " ");
+  s += str("zero=", l.zero);
+  if (l.offload_cpu) s += " offload=cpu";
+  if (l.recompute != Recompute::none) s += " recompute=" + recompute_name(l.recompute);
+  if (l.sequence_parallel && l.tp > 1) s += " sp";
+  return s;
+}
+
+std::vector<std::string> explain_ladder(const std::vector<Estimate>& rows) {
+  std::vector<std::string> lines;
+  const Estimate* recommended = !rows.empty() && rows.front().valid && rows.front().fits ? &rows.front() : nullptr;
+  double fastest = std::numeric_limits<double>::infinity();
+  for (const auto& e : rows)
+    if (e.valid && e.fits) fastest = std::min(fastest, e.step_seconds);
+  lines.push_back("# the layouts practitioners try, simplest first (the recommended one is the first that fits within " +
+                  format_fixed(kSimplerWithin * 100, 0) + "% of the fastest):");
+  for (size_t i = 0; i < kLadder.size(); ++i) {
+    const Rung& rung = kLadder[i];
+    const Estimate *fit = nullptr, *closest = nullptr;
+    for (const auto& e : rows) {
+      if (!e.valid || !rung.holds(e.layout)) continue;
+      if (e.fits && (!fit || e.step_seconds < fit->step_seconds)) fit = &e;
+      if (!closest || e.memory.total() < closest->memory.total()) closest = &e;
+    }
+    if (recommended && rung.holds(recommended->layout)) fit = recommended;
+    std::string what;
+    const Estimate* shown = fit ? fit : closest;
+    if (!shown) {
+      what = "not searched (a fixed choice or the model rules it out)";
+    } else if (shown == recommended) {
+      what = str("recommended: ", format_bytes(shown->memory.total()), " per GPU, ~", format_duration(shown->step_seconds),
+                 " per step");
+    } else if (fit) {
+      what = str("fits (", format_bytes(fit->memory.total()), ", ~", format_duration(fit->step_seconds), " per step, ",
+                 pct(fit->step_seconds / fastest - 1), " over the fastest); ", fit->passed_over);
+    } else {
+      what = "does not fit: " + shown->why_not;
+    }
+    lines.push_back(str("#  ", i + 1, ". ", rung.name, std::string(20 - std::min<size_t>(19, std::string(rung.name).size()), ' '),
+                        shown ? short_layout(shown->layout) : std::string("-"), ": ", what));
+  }
+  return lines;
+}
+
 void prefer_simplest(std::vector<Estimate>& rows) {
   double fastest = std::numeric_limits<double>::infinity();
   for (const auto& e : rows)
     if (e.valid && e.fits) fastest = std::min(fastest, e.step_seconds);
   if (!std::isfinite(fastest)) return;
+  // Within the band, a layout that leaves kComfortHeadroom free beats a simpler one that does
+  // not (allocator spikes the model does not count), when there is one.
+  bool any_comfortable = false;
+  for (const auto& e : rows)
+    any_comfortable = any_comfortable || (e.valid && e.fits && e.step_seconds <= fastest * (1 + kSimplerWithin) && comfortable(e));
   auto chosen = rows.end();
   for (auto it = rows.begin(); it != rows.end(); ++it) {
     if (!it->valid || !it->fits || it->step_seconds > fastest * (1 + kSimplerWithin)) continue;
+    if (any_comfortable && !comfortable(*it)) continue;
     if (chosen == rows.end() || complexity(it->layout) < complexity(chosen->layout)) chosen = it;
   }
   std::rotate(rows.begin(), chosen, chosen + 1);  // the rest keep their order (fastest first)
@@ -396,9 +481,12 @@ PlanReport make_recommendation(const PlanInputs& in) {
     throw_usage("no possible layout for ", in.gpus, " GPUs: ", why.empty() ? "nothing to search" : why);
   }
   prefer_simplest(r.rows);
-  r.notes.push_back(str("# recommended: the simplest fitting layout (no offload, the lowest ZeRO stage, no pipeline, the "
-                        "least tensor parallelism, no recompute) within ", format_fixed(kSimplerWithin * 100, 0),
-                        "% of the fastest estimated step; the others say why they were passed over"));
+  r.notes.push_back(str("# recommended: the first fitting layout in the order practitioners try (DP, ZeRO-1, ZeRO-2, "
+                        "ZeRO-3/FSDP, selective then full recompute, TP inside a node, PP across nodes, CPU offload "
+                        "last) within ", format_fixed(kSimplerWithin * 100, 0),
+                        "% of the fastest estimated step, leaving ", format_fixed(kComfortHeadroom * 100, 0),
+                        "% of the GPU free where one does; the others say why they were passed over (--explain: the "
+                        "comparison)"));
   return r;
 }
 
