@@ -199,7 +199,9 @@ TEST_CASE("memory: rows that do not fit are marked, use ZeRO when it helps, and 
   const CostRow& one = row(r, "pricey/h100", 1);
   REQUIRE(one.fits);
   CHECK_FALSE(*one.fits);
-  CHECK(has(one.why_not, "needs 322 GB per GPU"));
+  // The least memory any layout needs on one GPU: the optimizer state offloaded to the host
+  // (2 + 2 bytes per parameter stay), 82 GB of 80.
+  CHECK(has(one.why_not, "needs 82.0 GB per GPU even with zero=1 offload=cpu"));
   const CostRow& x8 = row(r, "pricey/h100x8", 8);
   REQUIRE(x8.fits);
   CHECK(*x8.fits);
@@ -438,11 +440,12 @@ TEST_CASE("scaling from communication: near 1 inside an NVLink board, tensor par
   in.gpus = {1024};
   const CostReport big = make_estimate(in);
   const CostRow& r = row(big, "lambda/gpu_8x_h100_sxm5", 1024);
-  // Pure ZeRO-3 data parallelism would expose a quarter of its step (0.74); tp=2 inside the
-  // board halves the traffic between boards: the per-doubling constants gave 0.97^3 x 0.9^7 = 0.44.
-  CHECK(r.efficiency > 0.95);
-  CHECK(has(r.layout, "tp=2"));
-  CHECK(has(all(big.notes), "# scaling: efficiency = compute / (compute + exposed communication)"));
+  // Pure ZeRO-3 data parallelism would expose a quarter of its step (0.74); the layout dl-shard
+  // recommends keeps tensor parallelism inside the board, which shrinks the traffic between boards
+  // (its own all-reduces are exposed: 0.89): the per-doubling constants gave 0.97^3 x 0.9^7 = 0.44.
+  CHECK(r.efficiency > 0.85);
+  CHECK(has(r.layout, "tp="));
+  CHECK(has(all(big.notes), "# scaling: efficiency = compute / step of the row's layout"));
   // Same model, --eff-* fixed constants: 0.97^3 x 0.9^log2(128).
   in.scaling.fixed = true;
   CHECK(row(make_estimate(in), "lambda/gpu_8x_h100_sxm5", 1024).efficiency ==

@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   int64_t on_gpus = 0, layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0, micro_batch = 0;
   std::string batch_tokens;
   double preempt = 0.05;
+  bool explain = false;
   auto* est = app.add_subcommand("estimate", "Hours and dollars of one experiment on every offer, cheapest first");
   est->add_option("config", config,
                   "dl-train config (tokens = steps x batch x accumulation x dp x block_size), or a sweep file "
@@ -160,6 +161,9 @@ int main(int argc, char** argv) {
   est->add_option("--checkpoint-interval", checkpoint, "--spot: time between checkpoints (default: from train.checkpoint_every)");
   est->add_option("--budget", budget, "Best = the fastest run within this many USD (1500, $2k)");
   est->add_option("--deadline", deadline, "Best = the cheapest run finishing within this time (48h, 3d)");
+  est->add_flag("--explain", explain,
+                "Also print, for each GPU model and count shown, the layouts tried in order (DP, ZeRO-1..3, "
+                "recompute, TP, PP, offload: dl-shard recommend's) and why each was chosen or rejected");
   add_speed_flags(est, ef);
   est->footer(
       "Speed per GPU: one calibrated model (datasheet peak x an MFU fitted on published training runs, by\n"
@@ -326,6 +330,7 @@ int main(int argc, char** argv) {
     r.notes.insert(r.notes.begin(), sweep_notes.begin(), sweep_notes.end());
     for (const auto& w : r.warnings) dl::log_warn(w);
     std::cout << dl::cost::render_estimate(r, fmt, rows_shown(ef, fmt));
+    if (explain) (machine(fmt) ? std::cerr : std::cout) << dl::cost::render_layout_explanation(r, rows_shown(ef, fmt));
     std::cout.flush();
     if (machine(fmt)) {
       for (const auto& c : r.callouts) dl::log_info(c);

@@ -25,6 +25,7 @@
 #include "dl/cost/goodput.hpp"
 #include "dl/cost/throughput.hpp"
 #include "dl/plan/plan.hpp"
+#include "dl/plan/report.hpp"
 #include "dl/plan/speed.hpp"
 
 namespace dl::cost {
@@ -80,6 +81,9 @@ struct Experiment {
   int64_t checkpoint_every = -1;           // steps (config); -1 unknown, 0 only at the end
   double batch_tokens = 0;                 // tokens per optimizer step (the communication model)
   std::vector<std::string> notes;
+  // The model and training flags as dl-shard takes them: check_fit adds the GPUs and calls
+  // dl-shard's recommendation, so the two tools choose the same layout with the same memory.
+  plan::PlanInputs plan;
 };
 
 // Where a GPU's speed comes from (--speed bench,relative,analytic), in the order errors list them.
@@ -142,7 +146,7 @@ struct CostRow {
   double usd_per_gpu_hour = 0;  // the instance price / its GPUs
   GpuSpeed speed;
   double efficiency = 1;     // scaling efficiency at this GPU count
-  double recompute_factor = 1;  // 3/4 when only full recompute makes it fit
+  double recompute_factor = 1;  // model / hardware FLOPs of the layout (3/4 with full recompute)
   double flops_per_s = 0;    // whole job: gpus x per-GPU x efficiency x recompute factor
   double compute_hours = 0;  // work / speed
   Goodput goodput;           // evaluation, checkpoints and failures on top of compute_hours
@@ -153,7 +157,8 @@ struct CostRow {
   std::optional<double> usd_per_1b_tokens;
   std::optional<double> tokens_per_s;
   std::optional<bool> fits;  // nullopt: no model to check
-  std::string layout;        // "zero=0", "zero=3 recompute=full" (what makes it fit)
+  std::string layout;        // "zero=0", "tp=8 pp=4 zero=1 sp" (dl-shard recommend's choice)
+  std::vector<std::string> explain;  // the layouts tried in order and why (--explain)
   double mem_per_gpu = 0;    // bytes, of the chosen (or smallest) layout
   std::string why_not;       // when it does not fit or (spot) does not finish
   SpotOutcome spot_outcome;
@@ -199,26 +204,32 @@ std::vector<SpeedSource> parse_speed_sources(const std::string& s);
 // missing inputs and for negative values.
 Experiment make_experiment(const EstimateInputs& in);
 
-// Which layout makes the model fit on `gpus` GPUs of `gpu_mem` bytes: plain data parallel, then
-// ZeRO 1..3, then each with full recompute. fits nullopt without a model.
+// Which layout the model trains in on `gpus` GPUs of the offer: dl-shard recommend's choice
+// (plan::make_recommendation with the experiment's model, micro-batch, precision and global
+// batch, the offer's GPU and memory, its instance as a node): the first layout that fits in the
+// order practitioners try (DP, ZeRO-1..3, recompute, TP, PP, offload). fits nullopt without a
+// model; without a fitting layout, the one needing the least memory and why.
 struct FitResult {
   std::optional<bool> fits;
-  std::string layout;
+  std::string layout;               // plan::compact_layout: "zero=2", "tp=8 pp=4 zero=1 sp"
+  std::optional<plan::Layout> plan_layout;  // the chosen layout (comm_efficiency prices it)
   double mem_per_gpu = 0;
-  double recompute_factor = 1;
-  int64_t zero = 0;
-  bool recompute_full = false;
+  double recompute_factor = 1;      // model FLOPs / hardware FLOPs (recompute repeats work)
+  int64_t global_batch = 0;         // sequences per step the layouts were searched for
   std::string why_not;
+  std::vector<std::string> explain; // plan::explain_ladder of the search (--explain)
 };
-FitResult check_fit(const Experiment& e, int64_t gpus, double gpu_mem_bytes);
+FitResult check_fit(const Experiment& e, const Offer& o, int64_t gpus);
+// The global batch in sequences the fit is searched for: batch_tokens / seq rounded up to whole
+// micro-batches (whole: to a multiple of gpus x micro-batch), at least one micro-batch per GPU.
+int64_t fit_global_batch(const Experiment& e, int64_t gpus, bool whole = false);
 
 // Scaling efficiency of `gpus` GPUs of offer `o` at `per_gpu_flops` each, from communication:
-// compute / (compute + exposed communication) of plan::estimate for data parallelism at the fit's
-// ZeRO stage or a higher one, or (a transformer) tensor parallelism 2/4/8 inside an instance with
-// data parallelism across — the best whose model states fit; the offer's instance as a node (the
-// GPU's intra-node busbw), between instances 50 GB/s per GPU on NVLink-class offers (InfiniBand,
-// as plan::Hardware), else 12.5 GB/s (100 Gb Ethernet) per instance shared by its GPUs.
-// Efficiency 1 without a model. `layout` names the layout when it is not the fit's.
+// compute / step of plan::estimate for the fit's layout (exposed communication, the pipeline
+// bubble and offload traffic lower it); the offer's instance as a node (the GPU's intra-node
+// busbw), between instances 50 GB/s per GPU on NVLink-class offers (InfiniBand, as
+// plan::Hardware), else 12.5 GB/s (100 Gb Ethernet) per instance shared by its GPUs.
+// Efficiency 1 without a model or a fitting layout. `layout` is unused (kept empty).
 struct CommScaling {
   double efficiency = 1;
   std::string layout;
@@ -231,6 +242,10 @@ inline constexpr double kDefaultBatchTokens = 524288;  // GPT-3 125M's and llm.c
 CostReport make_estimate(const EstimateInputs& in);
 // top: rows shown (0: all).
 std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top);
+
+// --explain: for each distinct GPU model, memory and count among the first `top` rows (0: all),
+// the ladder of layouts dl-shard recommend tried (FitResult::explain).
+std::string render_layout_explanation(const CostReport& r, int64_t top);
 
 // dl-cost offers: the catalog, filtered; unusable offers listed with the reason.
 std::string render_offers(const Catalog& c, const std::vector<const Offer*>& offers, OutputFormat f);

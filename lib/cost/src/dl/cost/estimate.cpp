@@ -381,6 +381,20 @@ Experiment make_experiment(const EstimateInputs& in) {
       e.notes.push_back(str("memory: model states only (give ", flag("layers"), " ", flag("hidden"), " ", flag("heads"), " ",
                             flag("seq"), " for activations)"));
   }
+  // The model as dl-shard takes it (check_fit adds the GPUs): the same config or flags.
+  e.plan.config_path = in.config_path;
+  e.plan.sets = in.sets;
+  if (!config) {
+    e.plan.params = in.params;
+    e.plan.layers = in.layers, e.plan.hidden = in.hidden, e.plan.heads = in.heads, e.plan.seq = in.seq, e.plan.vocab = in.vocab;
+    e.plan.arch = in.arch;
+  }
+  e.plan.precision = std::string(e.precision.name());
+  if (in.micro_batch) e.plan.micro_batch = *in.micro_batch;
+  e.plan.formula = in.formula;
+  e.plan.fabric = in.fabric;  // the same fabric between nodes ranks the layouts
+  if (in.mfu != 0) e.plan.mfu = in.mfu;
+  e.plan.flags = in.flags;
   if (in.batch_tokens && !(*in.batch_tokens >= 1)) throw_option_error("{batch_tokens}: need at least 1 token per step");
   if (in.batch_tokens) {
     e.batch_tokens = *in.batch_tokens;
@@ -394,46 +408,62 @@ Experiment make_experiment(const EstimateInputs& in) {
   return e;
 }
 
-FitResult check_fit(const Experiment& e, int64_t gpus, double gpu_mem_bytes) {
+int64_t fit_global_batch(const Experiment& e, int64_t gpus, bool whole) {
+  const int64_t mb = std::max<int64_t>(e.micro_batch, 1);
+  const double per_seq = e.model ? static_cast<double>(std::max<int64_t>(e.model->seq, 1)) : 1.0;
+  const int64_t seqs = std::max<int64_t>(1, static_cast<int64_t>(std::llround(e.batch_tokens / per_seq)));
+  const int64_t unit = whole ? std::max<int64_t>(gpus, 1) * mb : mb;
+  return std::max((seqs + unit - 1) / unit * unit, std::max<int64_t>(gpus, 1) * mb);
+}
+
+FitResult check_fit(const Experiment& e, const Offer& o, int64_t gpus) {
   FitResult r;
   if (!e.model) return r;
-  const plan::ModelShape& m = *e.model;
-  plan::Layout l;
-  l.gpus = gpus;
-  l.gpus_per_node = gpus;
-  l.dp = gpus;
-  l.micro_batch = e.micro_batch;
-  l.microbatches = 1;
-  l.precision = e.precision;
-  l.optimizer = e.optimizer;
-  double smallest = kInf;
-  std::string smallest_layout;
-  std::vector<plan::Recompute> rcs = {plan::Recompute::none};
-  if (m.is_transformer()) rcs.push_back(plan::Recompute::full);
-  for (auto rc : rcs) {
-    for (int64_t z = 0; z <= (gpus > 1 ? 3 : 0); ++z) {
-      l.zero = z;
-      l.recompute = rc;
-      const double total = plan::memory_per_rank(m, l).total();
-      std::string name = str("zero=", z, rc == plan::Recompute::full ? " recompute=full" : "");
-      if (total < smallest) smallest = total, smallest_layout = name;
-      if (total <= gpu_mem_bytes) {
-        r.fits = true;
-        r.layout = name;
-        r.mem_per_gpu = total;
-        r.zero = z;
-        r.recompute_full = rc == plan::Recompute::full;
-        // Full recompute repeats the forward pass: 1/3 more work than the 6N-style count.
-        r.recompute_factor = rc == plan::Recompute::full ? 0.75 : 1.0;
-        return r;
-      }
+  plan::PlanInputs in = e.plan;
+  in.gpus = gpus;
+  in.gpus_per_node = std::max<int64_t>(1, std::min(gpus, o.gpu_count));
+  in.gpu_mem = o.gpu_mem_bytes;
+  if (plan::gpu_spec(o.gpu_model)) in.gpu = o.gpu_model;  // else datasheet defaults rank the layouts
+  // The step's sequences as given (whole micro-batches); when no data-parallel width divides
+  // them, rounded up to a multiple of gpus x micro-batch.
+  // A bare parameter count has no sequences: a "sequence" is a token, and without a given
+  // micro-batch each GPU takes its share of the step as one micro-batch (no accumulation).
+  Experiment shares = e;
+  if (!e.model->is_transformer() && !e.micro_batch_given) {
+    shares.micro_batch = std::max<int64_t>(1, std::llround(e.batch_tokens / static_cast<double>(gpus)));
+    in.micro_batch = shares.micro_batch;
+  }
+  plan::PlanReport rep;
+  for (bool whole : {false, true}) {
+    r.global_batch = fit_global_batch(shares, gpus, whole);
+    in.global_batch = r.global_batch;
+    try {
+      rep = plan::make_recommendation(in);
+      break;
+    } catch (const Error& err) {
+      if (whole || err.kind() != ErrorKind::usage) throw;
     }
   }
+  r.explain = plan::explain_ladder(rep.rows);
+  if (const plan::Estimate* best = rep.best()) {
+    r.fits = true;
+    r.layout = plan::compact_layout(best->layout);
+    r.plan_layout = best->layout;
+    r.mem_per_gpu = best->memory.total();
+    r.recompute_factor = best->hardware_flops > 0 ? best->model_flops / best->hardware_flops : 1.0;
+    return r;
+  }
+  // Nothing fits: the valid layout needing the least memory (ranked rows put it first among
+  // those that do not fit).
+  const plan::Estimate* closest = nullptr;
+  for (const auto& x : rep.rows)
+    if (x.valid && (!closest || x.memory.total() < closest->memory.total())) closest = &x;
   r.fits = false;
-  r.layout = smallest_layout;
-  r.mem_per_gpu = smallest;
-  r.why_not = str("needs ", format_bytes(smallest), " per GPU even with ", smallest_layout, "; has ",
-                  format_bytes(gpu_mem_bytes));
+  if (closest) {
+    r.layout = plan::compact_layout(closest->layout);
+    r.mem_per_gpu = closest->memory.total();
+  }
+  r.why_not = str("needs ", format_bytes(r.mem_per_gpu), " per GPU even with ", r.layout, "; has ", format_bytes(o.gpu_mem_bytes));
   return r;
 }
 
@@ -451,20 +481,10 @@ bool cluster_fabric(const Offer& o) { return o.interconnect == Interconnect::nvl
 
 CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops,
                             std::optional<double> inter_node_bw) {
-  CommScaling best;
-  if (!e.model || gpus <= 1 || !(per_gpu_flops > 0)) return best;
-  const plan::ModelShape& m = *e.model;
-  plan::Layout l;
-  l.gpus = gpus;
+  CommScaling out;
+  if (!e.model || gpus <= 1 || !(per_gpu_flops > 0) || !fit.plan_layout) return out;
+  plan::Layout l = *fit.plan_layout;
   l.gpus_per_node = std::max<int64_t>(1, std::min(gpus, o.gpu_count));
-  l.recompute = fit.recompute_full ? plan::Recompute::full : plan::Recompute::none;
-  // The global batch in sequences (a bare parameter count: tokens), a multiple of dp x micro-batch
-  // as a step needs. Without a micro-batch from the config or --micro-batch, a step is one
-  // micro-batch per GPU (no accumulation): ZeRO-2/3 traffic per micro-batch is then counted once.
-  const double per_seq = static_cast<double>(std::max<int64_t>(m.seq, 1));
-  const double per_gpu = std::max(1.0, std::round(e.batch_tokens / per_seq / static_cast<double>(gpus)));
-  l.precision = e.precision;
-  l.optimizer = e.optimizer;
   plan::Hardware hw;
   hw.peak_flops = per_gpu_flops;
   hw.achievable_fraction = 1.0;
@@ -473,32 +493,11 @@ CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, c
   // Between instances: plan::Hardware's 50 GB/s per GPU, or a shared 100 Gb Ethernet.
   if (!cluster_fabric(o)) hw.inter_node_bw = kEthernetBytesPerSecond / static_cast<double>(std::max<int64_t>(o.gpu_count, 1));
   if (inter_node_bw) hw.inter_node_bw = *inter_node_bw;
-  double best_eff = -1;
-  // The layouts a large run would use: data parallelism at the fit's ZeRO stage or a higher one,
-  // and for a transformer tensor parallelism inside an instance (tp 2, 4, 8), which shrinks the
-  // data-parallel traffic; the one with the least exposed communication whose model states fit.
-  for (int64_t tp : {1, 2, 4, 8}) {
-    if (tp > 1 && (!m.is_transformer() || tp > l.gpus_per_node || gpus % tp != 0)) continue;
-    for (int64_t z = fit.zero; z <= 3; ++z) {
-      l.tp = tp;
-      l.dp = gpus / tp;
-      l.zero = z;
-      const double seqs = std::max(1.0, std::round(per_gpu * static_cast<double>(tp)));  // per data-parallel rank
-      l.micro_batch = e.micro_batch_given && m.seq > 0 ? e.micro_batch : static_cast<int64_t>(seqs);
-      const double rounds = std::max(1.0, std::round(seqs / static_cast<double>(l.micro_batch)));
-      const plan::Estimate est = plan::estimate(m, l, hw, static_cast<int64_t>(rounds) * l.dp * l.micro_batch);
-      if (!est.valid || !(est.step_seconds > 0)) continue;
-      const bool as_fitted = tp == 1 && z == fit.zero;
-      if (!as_fitted && est.memory.model_states() + plan::kOverheadBytes > o.gpu_mem_bytes) continue;
-      const double eff = est.compute_seconds / est.step_seconds;
-      if (eff > best_eff * (1 + 1e-9)) {  // ties keep the earlier, simpler layout
-        best_eff = eff;
-        best.layout = as_fitted ? "" : str(tp > 1 ? str("tp=", tp, " ") : "", "zero=", z);
-      }
-    }
-  }
-  if (best_eff > 0) best.efficiency = best_eff;
-  return best;
+  const plan::Estimate est = plan::estimate(*e.model, l, hw, fit.global_batch);
+  // Compute without the bubble over the whole step: communication, the bubble and offload lower it.
+  if (est.valid && est.step_seconds > 0 && std::isfinite(est.step_seconds))
+    out.efficiency = est.compute_seconds * (1.0 - est.bubble) / est.step_seconds;
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -560,7 +559,7 @@ CostReport make_estimate(const EstimateInputs& in) {
     auto s = sm.speed(ref.gpu_model, &why);
     if (!s) throw_option_error("{on_offer} ", ref.id, ": ", why);
     const int64_t n = in.on_gpus.value_or(ref.gpu_count);
-    const FitResult fit = check_fit(ex, n, ref.gpu_mem_bytes);
+    const FitResult fit = check_fit(ex, ref, n);
     const double eff = efficiency(ref, n, fit, s->flops).efficiency;
     double compute_hours = *in.hours;  // the fixed point of compute = H x goodput(compute)
     for (int i = 0; i < 50; ++i) {
@@ -608,13 +607,12 @@ CostReport make_estimate(const EstimateInputs& in) {
         row.usd_per_hour = price * static_cast<double>(row.instances);
         row.usd_per_gpu_hour = price / static_cast<double>(o->gpu_count);
         row.speed = *speed;
-        FitResult fit = check_fit(ex, n, o->gpu_mem_bytes);
+        FitResult fit = check_fit(ex, *o, n);
         const CommScaling scaling = efficiency(*o, n, fit, speed->flops);
         row.efficiency = scaling.efficiency;
         row.fits = fit.fits;
         row.layout = fit.layout;
-        if (!scaling.layout.empty() && fit.fits.value_or(false))
-          row.layout = scaling.layout + (fit.recompute_full ? " recompute=full" : "");
+        row.explain = fit.explain;
         row.mem_per_gpu = fit.mem_per_gpu;
         row.why_not = fit.why_not;
         row.recompute_factor = fit.recompute_factor;
@@ -784,7 +782,8 @@ CostReport make_estimate(const EstimateInputs& in) {
                        "^log2(instances); e = ", format_fixed(in.scaling.nvlink, 2), " nvlink, ", format_fixed(in.scaling.pcie, 2),
                        " pcie, ", format_fixed(in.scaling.consumer, 2), " consumer; cost = hours x instance $/h x instances"));
   else
-    head.push_back(str("# scaling: efficiency = compute / (compute + exposed communication) of data parallelism (plan::estimate): ",
+    head.push_back(str("# scaling: efficiency = compute / step of the row's layout (plan::estimate: exposed communication, "
+                       "pipeline bubble, offload): ",
                        ex.model ? str(format_count(ex.batch_tokens), " tokens per step; gradient and parameter traffic over the "
                                       "GPU's intra-instance busbw, between instances ",
                                       fabric ? str(format_fixed(fabric->bytes_per_s / 1e9, 2), " GB/s per GPU (",
@@ -804,9 +803,11 @@ CostReport make_estimate(const EstimateInputs& in) {
                          ": 1-GPU instances have no NVLink peer and no per-GPU cluster fabric: several of them talk "
                          "over 100 Gb Ethernet (12.5 GB/s each), slower than the same GPUs in multi-GPU NVLink instances"));
   }
-  head.push_back(str("# memory: plan::memory_per_rank (ZeRO states, activations, 2 GB overhead), micro-batch ", ex.micro_batch,
-                     "; the first of zero=0..3, then with full recompute (x0.75 speed), that fits; a row that does not fit "
-                     "is never cheapest, fastest or best"));
+  head.push_back(str("# memory and layout: dl-shard recommend's choice for each offer and GPU count (the same planner "
+                     "and defaults: flash attention, micro-batch ", ex.micro_batch,
+                     "; DP, ZeRO-1..3, selective then full recompute, TP, PP, CPU offload last, the first within ",
+                     format_fixed(plan::kSimplerWithin * 100, 0), "% of the fastest); recompute repeats work (the "
+                     "recompute factor); a row that does not fit is never cheapest, fastest or best"));
   if (in.spot) {
     std::string interval = in.checkpoint_hours ? format_hours(*in.checkpoint_hours) + " (" + flag("checkpoint_hours") + ")"
                            : ex.checkpoint_every > 0 ? str("every ", ex.checkpoint_every, " of ", ex.steps, " steps (train.checkpoint_every)")

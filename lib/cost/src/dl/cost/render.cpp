@@ -1,6 +1,8 @@
 // Tables of dl-cost estimate and offers: human formats show display text and notes, machine
 // formats (json, jsonl, csv) raw values under stable keys.
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "dl/core/error.hpp"
 #include "dl/core/strings.hpp"
@@ -193,6 +195,22 @@ std::string render_offers(const Catalog& c, const std::vector<const Offer*>& off
     for (const auto& n : o->notes) t.add_note("# " + o->id + ": " + n);
   t.add_note("# prices are USD per instance-hour as listed by the source on the 'as of' date (--format json: sources)");
   return t.render(f);
+}
+
+std::string render_layout_explanation(const CostReport& r, int64_t top) {
+  std::string out;
+  std::set<std::string> seen;
+  const size_t shown = top > 0 ? std::min(r.rows.size(), static_cast<size_t>(top)) : r.rows.size();
+  for (size_t i = 0; i < shown; ++i) {
+    const CostRow& row = r.rows[i];
+    if (row.explain.empty()) continue;
+    const std::string key = str(row.offer.gpu_model, " ", format_bytes(row.offer.gpu_mem_bytes), " x ", row.gpus);
+    if (!seen.insert(key).second) continue;
+    out += str("\n# layout on ", row.gpus, " x ", row.offer.gpu_model, " (", format_bytes(row.offer.gpu_mem_bytes),
+               ", ", row.offer.id, "): ", row.layout, "\n");
+    for (const auto& line : row.explain) out += line + "\n";
+  }
+  return out;
 }
 
 }  // namespace dl::cost
