@@ -139,3 +139,31 @@ TEST_CASE("the ladder: the recommended rung and why each simpler one was rejecte
     CHECK((has(lines[i], "does not fit: ") || has(lines[i], "passed over: ") || has(lines[i], "not searched")));
   }
 }
+
+TEST_CASE("context parallelism for long sequences: each rank holds seq / cp, K/V travel the ring, ZeRO shards over dp x cp") {
+  Shape llama3 = {8.03e9, "llama", 32, 4096, 32, 8, 14336, 128256, 131072};
+  const PlanReport r = make_recommendation(inputs(llama3, 64, "H100-SXM"));
+  const ModelShape& m = r.model;
+  Layout l = r.base;
+  l.gpus = 64, l.dp = 4, l.tp = 4, l.cp = 4, l.zero = 1;
+  l.sequence_parallel = true;
+  CHECK(check_layout(m, l, 0).empty());
+  const MemoryBreakdown mem = memory_per_rank(m, l);
+  ModelShape chunk = m;
+  chunk.seq = m.seq / 4;
+  Layout whole = l;
+  whole.cp = 1;
+  CHECK(mem.activations == doctest::Approx(activation_bytes(chunk, whole)));
+  // The optimizer state shards over dp x cp = 16 ranks.
+  CHECK(mem.optimizer == doctest::Approx(12 * params_per_rank(m, 4, 1) / 16));
+  // Forward, and backward's K/V and their gradients: 3 passes of 2 x s/cp x b x h x KV/heads / t, cp - 1 hops a layer.
+  const double kv = 2 * (131072.0 / 4) * 4096 * (8.0 / 32) / 4 * 2;
+  CHECK(comm_per_rank(m, l).cp == doctest::Approx(3 * 32 * kv * 3));
+  l.cp = 3, l.dp = 16, l.tp = 1;
+  CHECK(has(check_layout(m, l, 0), "dp x tp x pp x cp"));
+  // At 128K tokens a sequence, recommend climbs to the context-parallel rung; at 4096 it never searches it.
+  const Layout& chosen = recommended(r).layout;
+  CHECK(chosen.cp > 1);
+  CHECK_FALSE(chosen.offload_cpu);
+  for (const auto& e : make_recommendation(inputs(kLlama2_7B, 8, "A100-SXM-80GB")).rows) CHECK(e.layout.cp == 1);
+}

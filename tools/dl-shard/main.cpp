@@ -29,7 +29,7 @@ struct PlanFlags {
   std::vector<std::string> sets;
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
   dl::plan::ArchHints arch;
-  int64_t gpus = 0, gpus_per_node = 0, micro_batch = 0, global_batch = 0, zero = -1, tp = 0, pp = 0;
+  int64_t gpus = 0, gpus_per_node = 0, micro_batch = 0, global_batch = 0, zero = -1, tp = 0, pp = 0, cp = 0;
   double mfu = 0;
   int64_t top = 0;  // rows shown (recommend: of each group); 0 = all
 };
@@ -59,6 +59,7 @@ void add_plan_flags(CLI::App* c, PlanFlags& f) {
   c->add_option("--zero", f.zero, "ZeRO stage 0..3 (plan: all four when not given)");
   c->add_option("--tp", f.tp, "Tensor-parallel degree");
   c->add_option("--pp", f.pp, "Pipeline stages");
+  c->add_option("--cp", f.cp, "Context-parallel ranks (ring attention; recommend searches it for sequences of 8192 and more)");
   c->add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b | gpipe");
   c->add_option("--offload", f.offload, "none | cpu: optimizer state on the host (needs zero >= 1)");
   c->add_option("--recompute", f.recompute, "none | selective | full activation recomputation");
@@ -119,6 +120,7 @@ dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   if (f.zero >= 0) in.fixed.zero = f.zero;
   if (f.tp) in.fixed.tp = f.tp;
   if (f.pp) in.fixed.pp = f.pp;
+  if (f.cp) in.fixed.cp = f.cp;
   if (!f.offload.empty()) {
     const std::optional<dl::Offload> offload = dl::parse_choice<dl::Offload>(f.offload);
     if (!offload) dl::throw_usage("--offload: none or cpu, got '", f.offload, "'");

@@ -174,6 +174,10 @@ struct Layout {
   int64_t gpus = 1;            // world size
   int64_t gpus_per_node = 8;
   int64_t dp = 1, tp = 1, pp = 1;
+  // Context parallelism (Megatron-LM's --context-parallel-size, ring attention): each of cp ranks
+  // holds seq / cp of every sequence; K and V travel the ring. dp x tp x pp x cp = gpus; ZeRO
+  // shards and gradients reduce over dp x cp.
+  int64_t cp = 1;
   int64_t zero = 0;            // 0..3
   bool offload_cpu = false;    // optimizer state (and its step) on the host; needs zero >= 1
   int64_t micro_batch = 1;     // sequences per micro-batch per rank
@@ -294,7 +298,8 @@ struct CommVolume {
   double dp_params = 0; // of which parameter all-gathers (ZeRO 1..3); the rest reduces gradients
   double tp = 0;        // tensor-parallel all-reduces: per layer 2 forward + 2 backward of s*b*h
   double pp = 0;        // point-to-point activations and gradients between stages
-  double total() const { return dp + tp + pp; }
+  double cp = 0;        // context parallelism: K/V chunks around the ring (forward), K/V and their gradients (backward)
+  double total() const { return dp + tp + pp + cp; }
 };
 CommVolume comm_per_rank(const ModelShape& m, const Layout& l);
 
@@ -336,6 +341,11 @@ struct Estimate {
   std::string passed_over;       // recommend: why a fitting layout is not the recommended one
 };
 
+// Context parallelism is searched for sequences at least this long (Megatron-LM's guidance:
+// long-context training, 8K and up), in powers of two with seq divisible by 2 cp (causal
+// load balancing: each rank takes two chunks).
+inline constexpr int64_t kContextParallelMinSeq = 8192;
+
 // Bytes of host memory a CPU optimizer step reads and writes per parameter of its shard
 // (DeepSpeed's CPU-Adam is bound by host memory bandwidth): the fp32 master weight, exp_avg and
 // exp_avg_sq read and written (24), the 16-bit gradient read and the 16-bit weight written (4).
@@ -355,7 +365,7 @@ Estimate estimate(const ModelShape& m, const Layout& l, const Hardware& hw, int6
 // Which layout dimensions enumerate_layouts may vary; a set field is fixed to that value (and a
 // value that makes every layout impossible is explained rather than dropped).
 struct LayoutSearch {
-  std::optional<int64_t> dp, tp, pp, zero;
+  std::optional<int64_t> dp, tp, pp, cp, zero;
   std::optional<bool> offload;
   std::optional<Recompute> recompute;
 };

@@ -283,7 +283,7 @@ Attention attention_for_device(Choice<DeviceChoice> device) {
 }
 
 std::string Layout::describe() const {
-  return str("dp=", dp, " tp=", tp, " pp=", pp, " zero=", zero, " offload=", offload_cpu ? "cpu" : "none",
+  return str("dp=", dp, " tp=", tp, " pp=", pp, cp > 1 ? str(" cp=", cp) : std::string(), " zero=", zero, " offload=", offload_cpu ? "cpu" : "none",
              " recompute=", recompute_name(recompute), " mb=", micro_batch,
              attention == Attention::flash ? " attention=flash" : "", sequence_parallel && tp > 1 ? " sp" : "");
 }
@@ -454,6 +454,15 @@ int64_t in_flight(const Layout& l) {
 
 double activation_bytes(const ModelShape& m, const Layout& l) {
   if (!m.is_transformer()) return 0;
+  if (l.cp > 1) {
+    // Each context-parallel rank holds seq / cp of every sequence: its activations are those of
+    // the shorter sequence (ring attention's K/V chunk in flight is counted in comm buffers).
+    ModelShape chunk = m;
+    chunk.seq = m.seq / l.cp;
+    Layout whole = l;
+    whole.cp = 1;
+    return activation_bytes(chunk, whole);
+  }
   const double bpv = activation_value_bytes(l.precision);
   const StageBlocks blocks = stage_blocks(m.n_layer, l.pp);
   const bool sp = l.sequence_parallel && l.tp > 1;
@@ -506,7 +515,7 @@ double activation_bytes(const ModelShape& m, const Layout& l) {
 MemoryBreakdown memory_per_rank(const ModelShape& m, const Layout& l) {
   const StateBytes sb = state_bytes(l.precision, l.optimizer);
   const double P = params_per_rank(m, l.tp, l.pp);
-  const double nd = static_cast<double>(std::max<int64_t>(l.dp, 1));
+  const double nd = static_cast<double>(std::max<int64_t>(l.dp, 1) * std::max<int64_t>(l.cp, 1));
   MemoryBreakdown mem;
   mem.params = sb.params * P / (l.zero >= 3 ? nd : 1.0);
   mem.grads = sb.grads * P / (l.zero >= 2 ? nd : 1.0);
@@ -521,15 +530,20 @@ MemoryBreakdown memory_per_rank(const ModelShape& m, const Layout& l) {
   // Communication buffers: two gradient buckets when gradients are reduced (dp > 1); ZeRO-3
   // also holds two gathered layers (the one computing and the one prefetched) at full size;
   // pipeline stages a send and a receive buffer of one micro-batch's boundary activations.
-  if (l.dp > 1) mem.comm_buffers += 2 * kGradBucketBytes;
-  if (l.zero >= 3 && l.dp > 1) {
+  if (nd > 1) mem.comm_buffers += 2 * kGradBucketBytes;
+  if (l.zero >= 3 && nd > 1) {
     const double layer = has_layers(m) ? layer_params_tp(m, static_cast<double>(l.tp))
                                        : std::min(P, kZero3GatherParams);
     mem.comm_buffers += 2 * layer * sb.params;
   }
+  const double seq_chunk = static_cast<double>(m.seq) / static_cast<double>(std::max<int64_t>(l.cp, 1));
   if (l.pp > 1 && m.is_transformer())
-    mem.comm_buffers += 2 * static_cast<double>(m.seq) * static_cast<double>(l.micro_batch) *
-                        static_cast<double>(m.hidden) * activation_value_bytes(l.precision);
+    mem.comm_buffers += 2 * seq_chunk * static_cast<double>(l.micro_batch) * static_cast<double>(m.hidden) *
+                        activation_value_bytes(l.precision);
+  // Ring attention double-buffers the K/V chunk it receives.
+  if (l.cp > 1 && m.is_transformer())
+    mem.comm_buffers += 2 * 2 * seq_chunk * static_cast<double>(l.micro_batch) * static_cast<double>(m.hidden) *
+                        m.kv_fraction() / static_cast<double>(std::max<int64_t>(l.tp, 1)) * activation_value_bytes(l.precision);
   mem.overhead = kOverheadBytes;
   return mem;
 }
@@ -541,7 +555,8 @@ CommVolume comm_per_rank(const ModelShape& m, const Layout& l) {
   const StateBytes sb = state_bytes(l.precision, l.optimizer);
   CommVolume c;
   const double micro = static_cast<double>(std::max<int64_t>(l.microbatches, 1));
-  if (l.dp > 1) {
+  const int64_t nd = l.dp * std::max<int64_t>(l.cp, 1);  // gradients reduce over dp x cp
+  if (nd > 1) {
     // Ring collectives (nccl-tests conventions): an all-reduce sends 2(n-1)/n of the buffer per
     // rank, a reduce-scatter or an all-gather (n-1)/n. ZeRO paper section 7: DP and ZeRO-1/2
     // move 2 psi per step, ZeRO-3 3 psi (parameters gathered in forward and again in backward).
@@ -549,7 +564,7 @@ CommVolume comm_per_rank(const ModelShape& m, const Layout& l) {
     // reduce once; ZeRO-2 keeps only a gradient shard, so it reduce-scatters every micro-batch;
     // ZeRO-3 gathers the parameters and reduce-scatters gradients for every micro-batch.
     const double P = params_per_rank(m, l.tp, l.pp);
-    const double n = static_cast<double>(l.dp), ring = (n - 1) / n;
+    const double n = static_cast<double>(nd), ring = (n - 1) / n;
     switch (l.zero) {
       case 0: c.dp = 2 * P * sb.grads * ring; break;
       case 1: c.dp_params = P * sb.params * ring, c.dp = P * sb.grads * ring + c.dp_params; break;
@@ -558,7 +573,8 @@ CommVolume comm_per_rank(const ModelShape& m, const Layout& l) {
     }
   }
   if (m.is_transformer()) {
-    const double sbh_bytes = static_cast<double>(m.seq) * static_cast<double>(l.micro_batch) *
+    const double cpd = static_cast<double>(std::max<int64_t>(l.cp, 1));
+    const double sbh_bytes = static_cast<double>(m.seq) / cpd * static_cast<double>(l.micro_batch) *
                              static_cast<double>(m.hidden) * activation_value_bytes(l.precision);
     const double layers = static_cast<double>(stage_blocks(m.n_layer, l.pp).most());
     if (l.tp > 1) {
@@ -574,6 +590,14 @@ CommVolume comm_per_rank(const ModelShape& m, const Layout& l) {
       // backward (s*b*h each way). The busiest rank is a middle stage, which sends both; with two
       // stages each rank sends one direction only.
       c.pp = (l.pp > 2 ? 2.0 : 1.0) * micro * sbh_bytes;
+    }
+    if (l.cp > 1) {
+      // Ring attention (Megatron-LM's context parallelism): per layer each rank passes its K and
+      // V chunk (2 x s/cp x b x h x KV/heads / t) on cp - 1 times in forward, and in backward the
+      // K/V again and their gradients (twice that); full recompute repeats the forward's.
+      const double kv = 2 * sbh_bytes * m.kv_fraction() / static_cast<double>(std::max<int64_t>(l.tp, 1));
+      const double passes = l.recompute == Recompute::full ? 4.0 : 3.0;
+      c.cp = passes * layers * micro * kv * (cpd - 1);
     }
   }
   return c;
@@ -591,7 +615,15 @@ double bubble_fraction(int64_t pp, int64_t microbatches) {
 std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_batch) {
   if (l.gpus < 1) return str("gpus = ", l.gpus, ": need at least one GPU");
   if (l.dp < 1 || l.tp < 1 || l.pp < 1) return str("dp, tp and pp must be >= 1 (dp=", l.dp, " tp=", l.tp, " pp=", l.pp, ")");
-  if (l.dp * l.tp * l.pp != l.gpus)
+  if (l.cp < 1) return str("cp = ", l.cp, ": need at least 1");
+  if (l.cp > 1 && l.dp * l.tp * l.pp * l.cp != l.gpus)
+    return str("dp x tp x pp x cp = ", l.dp, " x ", l.tp, " x ", l.pp, " x ", l.cp, " = ", l.dp * l.tp * l.pp * l.cp,
+               " is not the ", l.gpus, " GPUs");
+  if (l.cp > 1 && !m.is_transformer()) return "context parallelism splits sequences: it needs a transformer with --seq";
+  if (l.cp > 1 && m.seq % (2 * l.cp) != 0)
+    return str("cp = ", l.cp, ": the sequence of ", m.seq, " does not split into 2 x cp = ", 2 * l.cp,
+               " chunks (each rank takes two, for causal load balance)");
+  if (l.cp == 1 && l.dp * l.tp * l.pp != l.gpus)
     return str("dp x tp x pp = ", l.dp, " x ", l.tp, " x ", l.pp, " = ", l.dp * l.tp * l.pp, " is not the ", l.gpus,
                " GPUs");
   if (l.gpus_per_node < 1) return str("gpus per node = ", l.gpus_per_node, ": need at least 1");
@@ -682,9 +714,10 @@ Estimate estimate(const ModelShape& m, const Layout& layout, const Hardware& hw,
   // Communication. Megatron's rank order puts tp innermost, then dp, then pp: a tp group is tp
   // consecutive ranks (inside a node), a dp group spans tp x dp ranks, a pipeline all of them.
   const auto bw = [&](int64_t span) { return span <= l.gpus_per_node ? hw.intra_node_bw : hw.inter_node_bw; };
-  const double t_tp = e.comm.tp / bw(l.tp), t_pp = e.comm.pp / bw(l.gpus);
-  const double t_grads = (e.comm.dp - e.comm.dp_params) / bw(l.tp * l.dp);
-  const double t_params = e.comm.dp_params / bw(l.tp * l.dp);
+  // Context parallelism sits between tp and dp (Megatron's order tp-cp-dp-pp).
+  const double t_tp = e.comm.tp / bw(l.tp), t_pp = e.comm.pp / bw(l.gpus), t_cp = e.comm.cp / bw(l.tp * l.cp);
+  const double t_grads = (e.comm.dp - e.comm.dp_params) / bw(l.tp * l.cp * l.dp);
+  const double t_params = e.comm.dp_params / bw(l.tp * l.cp * l.dp);
   // Overlap (what is exposed): tensor-parallel all-reduces sit on the critical path and pipeline
   // transfers are counted in full. DP/ZeRO traffic overlaps compute the way current frameworks
   // schedule it (PyTorch DDP/FSDP, Megatron's --overlap-grad-reduce/--overlap-param-gather):
@@ -702,15 +735,19 @@ Estimate estimate(const ModelShape& m, const Layout& layout, const Hardware& hw,
     case 2: exposed_dp = std::max(0.0, t_grads - 2.0 / 3.0 * t_c) + std::max(0.0, t_params - t_mb / 3.0); break;
     default: exposed_dp = std::max(0.0, t_grads + t_params - t_c); break;
   }
-  e.comm_total_seconds = t_tp + t_pp + t_grads + t_params;
-  e.comm_seconds = t_tp + t_pp + exposed_dp;
+  // Ring attention overlaps each K/V transfer with the attention on the chunk in hand: what
+  // outlasts the attention's share of compute is exposed.
+  const double attention_share = flops_per_token(m) > 0 ? attention_flops_per_token(m) / flops_per_token(m) : 0.0;
+  const double exposed_cp = std::max(0.0, t_cp - attention_share * t_c);
+  e.comm_total_seconds = t_tp + t_pp + t_cp + t_grads + t_params;
+  e.comm_seconds = t_tp + t_pp + exposed_cp + exposed_dp;
   if (l.offload_cpu) {
     // Gradient shard to the host and updated parameter shard back over PCIe, each step, and the
     // optimizer step on the host, bound by host memory bandwidth (kCpuAdamBytesPerParam). Both
     // are exposed: DeepSpeed's offload steps synchronously (ZeRO-Offload's one-step delayed
     // update is opt-in and changes the optimization).
     const StateBytes sb = state_bytes(l.precision, l.optimizer);
-    const double shard = params_per_rank(m, l.tp, l.pp) / static_cast<double>(l.dp);
+    const double shard = params_per_rank(m, l.tp, l.pp) / static_cast<double>(l.dp * std::max<int64_t>(l.cp, 1));
     e.cpu_optimizer_seconds = hw.host_mem_bw > 0 ? shard * kCpuAdamBytesPerParam / hw.host_mem_bw : 0.0;
     e.offload_seconds = shard * (sb.grads + sb.params) / hw.host_bw + e.cpu_optimizer_seconds;
   }
@@ -737,6 +774,12 @@ std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base,
   const std::vector<int64_t> split = m.is_transformer() ? divisors(gpus) : std::vector<int64_t>{1};
   std::vector<int64_t> tps = search.tp ? std::vector<int64_t>{*search.tp} : split;
   std::vector<int64_t> pps = search.pp ? std::vector<int64_t>{*search.pp} : split;
+  // Context parallelism for long sequences only: powers of two that split the sequence in 2 cp.
+  std::vector<int64_t> cps = {1};
+  if (search.cp) cps = {*search.cp};
+  else if (m.is_transformer() && m.seq >= kContextParallelMinSeq)
+    for (int64_t c = 2; c <= gpus; c *= 2)
+      if (gpus % c == 0 && m.seq % (2 * c) == 0) cps.push_back(c);
   std::vector<int64_t> zeros = search.zero ? std::vector<int64_t>{*search.zero} : std::vector<int64_t>{0, 1, 2, 3};
   std::vector<bool> offloads = search.offload ? std::vector<bool>{*search.offload} : std::vector<bool>{false, true};
   std::vector<Recompute> recomputes;
@@ -747,16 +790,19 @@ std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base,
   std::vector<Estimate> out, impossible;
   std::set<std::string> impossible_seen;
   for (int64_t tp : tps)
-    for (int64_t pp : pps) {
+    for (int64_t pp : pps)
+    for (int64_t cp : cps) {
+      const int64_t split_ranks = tp * pp * std::max<int64_t>(cp, 1);
       int64_t dp = 0;
       if (search.dp) dp = *search.dp;
-      else if (tp > 0 && pp > 0 && gpus % (tp * pp) == 0) dp = gpus / (tp * pp);
+      else if (tp > 0 && pp > 0 && cp > 0 && gpus % split_ranks == 0) dp = gpus / split_ranks;
       for (int64_t zero : zeros)
         for (bool off : offloads)
           for (Recompute rc : recomputes) {
             Layout l = base;
             l.tp = tp;
             l.pp = pp;
+            l.cp = cp;
             l.dp = dp;
             l.zero = zero;
             l.offload_cpu = off;
@@ -766,7 +812,8 @@ std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base,
             if (dp == 0) {
               e.layout = l;
               e.valid = false;
-              e.why_not = str("tp x pp = ", tp * pp, " does not divide the ", gpus, " GPUs");
+              e.why_not = cp > 1 ? str("tp x pp x cp = ", split_ranks, " does not divide the ", gpus, " GPUs")
+                                 : str("tp x pp = ", tp * pp, " does not divide the ", gpus, " GPUs");
               e.step_seconds = std::numeric_limits<double>::infinity();
             } else {
               e = estimate(m, l, hw, global_batch);

@@ -205,7 +205,7 @@ Setup setup(const PlanInputs& in) {
 }
 
 std::string short_layout(const Layout& l) {
-  std::string s = str("dp=", l.dp, " tp=", l.tp, " pp=", l.pp, " zero=", l.zero);
+  std::string s = str("dp=", l.dp, " tp=", l.tp, " pp=", l.pp, l.cp > 1 ? str(" cp=", l.cp) : std::string(), " zero=", l.zero);
   if (l.offload_cpu) s += " offload";
   if (l.recompute != Recompute::none) s += " rc=" + recompute_name(l.recompute);
   if (l.sequence_parallel && l.tp > 1) s += " sp";
@@ -220,11 +220,11 @@ std::vector<Column> machine_columns(bool ranked) {
   std::vector<Column> cols;
   if (ranked) cols.push_back({"rank", "rank", true}), cols.push_back({"recommended", "recommended", false});
   for (const char* k :
-       {"layout", "gpus", "gpus_per_node", "dp", "tp", "pp", "zero", "offload", "recompute", "attention", "micro_batch",
+       {"layout", "gpus", "gpus_per_node", "dp", "tp", "pp", "cp", "zero", "offload", "recompute", "attention", "micro_batch",
         "microbatches", "global_batch", "precision", "optimizer", "schedule", "model_params", "flops_per_token",
         "params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes", "activation_bytes",
         "comm_buffer_bytes", "overhead_bytes", "total_bytes", "gpu_mem_bytes", "headroom_bytes", "host_offload_bytes",
-        "valid", "fits", "comm_dp_bytes", "comm_tp_bytes", "comm_pp_bytes", "comm_bytes", "bubble", "compute_s",
+        "valid", "fits", "comm_dp_bytes", "comm_tp_bytes", "comm_pp_bytes", "comm_cp_bytes", "comm_bytes", "bubble", "compute_s",
         "comm_s", "comm_total_s", "offload_s", "step_s", "tokens_per_s", "mfu", "why_not", "passed_over"})
     cols.push_back({k, k, false});
   return cols;
@@ -248,6 +248,7 @@ std::vector<Cell> machine_row(const PlanReport& r, const Estimate& e, std::optio
   row.push_back(Cell::integer(l.dp));
   row.push_back(Cell::integer(l.tp));
   row.push_back(Cell::integer(l.pp));
+  row.push_back(Cell::integer(l.cp));
   row.push_back(Cell::integer(l.zero));
   row.push_back(Cell::boolean(l.offload_cpu));
   row.push_back(Cell::str(recompute_name(l.recompute)));
@@ -276,6 +277,7 @@ std::vector<Cell> machine_row(const PlanReport& r, const Estimate& e, std::optio
   row.push_back(v(e.comm.dp));
   row.push_back(v(e.comm.tp));
   row.push_back(v(e.comm.pp));
+  row.push_back(v(e.comm.cp));
   row.push_back(v(e.comm.total()));
   row.push_back(v(e.bubble));
   row.push_back(v(e.compute_seconds));
@@ -296,10 +298,11 @@ bool machine(OutputFormat f) { return f == OutputFormat::json || f == OutputForm
 
 std::string pct(double x) { return format_fixed(100 * x, 1) + "%"; }
 
-// The order practitioners climb (kLadder), as a key: CPU offload last, then pipeline stages,
+// The order practitioners climb (kLadder), as a key: CPU offload last, then context
+// parallelism, pipeline stages,
 // tensor parallelism, recompute, and the ZeRO stage first. Lexicographic: smaller is simpler.
-std::array<int64_t, 5> complexity(const Layout& l) {
-  return {l.offload_cpu ? 1 : 0, l.pp, l.tp, static_cast<int64_t>(l.recompute), l.zero};
+std::array<int64_t, 6> complexity(const Layout& l) {
+  return {l.offload_cpu ? 1 : 0, l.cp, l.pp, l.tp, static_cast<int64_t>(l.recompute), l.zero};
 }
 
 // Whether a fitting layout leaves kComfortHeadroom of the GPU's memory free.
@@ -316,6 +319,7 @@ std::string passed_over_because(const Estimate& e, const Estimate& chosen, doubl
   const Layout &a = e.layout, &b = chosen.layout;
   std::string more;
   if (a.offload_cpu != b.offload_cpu) more = "CPU offload";
+  else if (a.cp != b.cp) more = str("cp=", a.cp, " where cp=", b.cp, " fits");
   else if (a.pp != b.pp) more = str(a.pp, " pipeline stages where ", b.pp, " fit");
   else if (a.tp != b.tp) more = str("tp=", a.tp, " where tp=", b.tp, " fits");
   else if (a.recompute != b.recompute) more = str(recompute_name(a.recompute), " recompute where ", recompute_name(b.recompute), " fits");
@@ -332,14 +336,15 @@ std::string passed_over_because(const Estimate& e, const Estimate& chosen, doubl
 }  // namespace
 
 const std::vector<Rung> kLadder = {
-    {"DP", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 0; }},
-    {"ZeRO-1", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 1; }},
-    {"ZeRO-2", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 2; }},
-    {"ZeRO-3/FSDP", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 3; }},
-    {"selective recompute", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::selective; }},
-    {"full recompute", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && !l.offload_cpu && l.recompute == Recompute::full; }},
-    {"TP inside a node", [](const Layout& l) { return l.tp > 1 && l.pp == 1 && !l.offload_cpu; }},
-    {"PP across nodes", [](const Layout& l) { return l.pp > 1 && !l.offload_cpu; }},
+    {"DP", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 0; }},
+    {"ZeRO-1", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 1; }},
+    {"ZeRO-2", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 2; }},
+    {"ZeRO-3/FSDP", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 3; }},
+    {"selective recompute", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::selective; }},
+    {"full recompute", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::full; }},
+    {"TP inside a node", [](const Layout& l) { return l.tp > 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu; }},
+    {"PP across nodes", [](const Layout& l) { return l.pp > 1 && l.cp == 1 && !l.offload_cpu; }},
+    {"context parallelism", [](const Layout& l) { return l.cp > 1 && !l.offload_cpu; }},
     {"CPU offload", [](const Layout& l) { return l.offload_cpu; }},
 };
 
@@ -347,6 +352,7 @@ std::string compact_layout(const Layout& l) {
   std::string s;
   if (l.tp > 1) s += str("tp=", l.tp, " ");
   if (l.pp > 1) s += str("pp=", l.pp, " ");
+  if (l.cp > 1) s += str("cp=", l.cp, " ");
   s += str("zero=", l.zero);
   if (l.offload_cpu) s += " offload=cpu";
   if (l.recompute != Recompute::none) s += " recompute=" + recompute_name(l.recompute);
@@ -384,7 +390,7 @@ std::vector<std::string> explain_ladder(const std::vector<Estimate>& rows) {
     } else {
       what = "does not fit: " + shown->why_not;
     }
-    lines.push_back(str("#  ", i + 1, ". ", rung.name, std::string(20 - std::min<size_t>(19, std::string(rung.name).size()), ' '),
+    lines.push_back(str("# ", i + 1 < 10 ? " " : "", i + 1, ". ", rung.name, std::string(20 - std::min<size_t>(19, std::string(rung.name).size()), ' '),
                         shown ? short_layout(shown->layout) : std::string("-"), ": ", what));
   }
   return lines;
@@ -424,10 +430,11 @@ PlanReport make_plan(const PlanInputs& in) {
   Layout l = r.base;
   l.tp = in.fixed.tp.value_or(c ? c->parallel.tp : 1);
   l.pp = in.fixed.pp.value_or(c ? c->parallel.pp : 1);
+  l.cp = in.fixed.cp.value_or(1);
   l.offload_cpu = in.fixed.offload.value_or(c ? c->parallel.offload == Offload::cpu : false);
   l.recompute = in.fixed.recompute.value_or(c && c->parallel.activation_checkpointing ? Recompute::full : Recompute::none);
   if (in.fixed.dp) l.dp = *in.fixed.dp;
-  else l.dp = (l.tp > 0 && l.pp > 0 && in.gpus % (l.tp * l.pp) == 0) ? in.gpus / (l.tp * l.pp) : 0;
+  else l.dp = (l.tp > 0 && l.pp > 0 && l.cp > 0 && in.gpus % (l.tp * l.pp * l.cp) == 0) ? in.gpus / (l.tp * l.pp * l.cp) : 0;
   if (c && !in.global_batch && l.dp > 0) {
     // A config's run: dl-train steps over train.batch_size x accumulation x pipeline
     // micro-batches per data-parallel rank, whatever tp and pp are (gpus x ... would count each
@@ -482,8 +489,8 @@ PlanReport make_recommendation(const PlanInputs& in) {
   }
   prefer_simplest(r.rows);
   r.notes.push_back(str("# recommended: the first fitting layout in the order practitioners try (DP, ZeRO-1, ZeRO-2, "
-                        "ZeRO-3/FSDP, selective then full recompute, TP inside a node, PP across nodes, CPU offload "
-                        "last) within ", format_fixed(kSimplerWithin * 100, 0),
+                        "ZeRO-3/FSDP, selective then full recompute, TP inside a node, PP across nodes, context "
+                        "parallelism, CPU offload last) within ", format_fixed(kSimplerWithin * 100, 0),
                         "% of the fastest estimated step, leaving ", format_fixed(kComfortHeadroom * 100, 0),
                         "% of the GPU free where one does; the others say why they were passed over (--explain: the "
                         "comparison)"));
