@@ -121,3 +121,27 @@ TEST_CASE("dl-cost --explain and dl-shard recommend --explain print the same lad
   CHECK(has(cost.out, ladder));
   CHECK(has(cost.out, "# layout on 8 x A100-SXM-80GB"));
 }
+
+TEST_CASE("an offloaded layout pays the host's optimizer step in dl-cost's speed, on one GPU too") {
+  EstimateInputs in;
+  in.catalogs = {"builtin"};
+  in.provider_filter = "lambda";
+  in.gpu_filter = "H100-SXM";
+  in.params = 8.03e9;
+  in.layers = 32, in.hidden = 4096, in.heads = 32, in.seq = 8192, in.vocab = 128256;
+  in.arch.family = "llama";
+  in.arch.kv_heads = 8;
+  in.arch.ffn_hidden = 14336;
+  in.tokens = 1e10;
+  in.batch_tokens = 8192 * 8;
+  in.gpus = {1};
+  const CostReport r = make_estimate(in);
+  bool seen = false;
+  for (const CostRow& row : r.rows)
+    if (row.gpus == 1 && has(row.layout, "offload=cpu")) {
+      seen = true;
+      CHECK(row.fits.value_or(false));
+      CHECK(row.efficiency < 0.99);  // was 1: a single GPU had no cost beside compute
+    }
+  CHECK(seen);
+}

@@ -482,7 +482,8 @@ bool cluster_fabric(const Offer& o) { return o.interconnect == Interconnect::nvl
 CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops,
                             std::optional<double> inter_node_bw) {
   CommScaling out;
-  if (!e.model || gpus <= 1 || !(per_gpu_flops > 0) || !fit.plan_layout) return out;
+  // One GPU has no communication, but an offloaded layout still waits for the host each step.
+  if (!e.model || !(per_gpu_flops > 0) || !fit.plan_layout || (gpus <= 1 && !fit.plan_layout->offload_cpu)) return out;
   plan::Layout l = *fit.plan_layout;
   l.gpus_per_node = std::max<int64_t>(1, std::min(gpus, o.gpu_count));
   plan::Hardware hw;
