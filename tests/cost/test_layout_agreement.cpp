@@ -7,6 +7,7 @@
 
 #include "dl/cost/estimate.hpp"
 #include "dl/plan/report.hpp"
+#include "support/published_shapes.hpp"
 #include "support/support.hpp"
 
 using namespace dl::cost;
@@ -16,48 +17,46 @@ namespace {
 
 struct Run {
   const char* name;
-  double params;
-  const char* family;  // "llama" or "" (GPT-2's block)
-  int64_t layers, hidden, heads, kv_heads, ffn, vocab, seq;
+  dl::test::PublishedShape shape;
   const char* gpu;
   int64_t gpus, global_batch, micro_batch;
 };
 
 // Published shapes at their published scale: sequences per step and micro-batch as trained.
 const Run kRuns[] = {
-    {"Llama 2 7B, seq 4096", 6.74e9, "llama", 32, 4096, 32, 0, 11008, 32000, 4096, "A100-SXM-80GB", 8, 1024, 1},
-    {"Llama 3 8B", 8.03e9, "llama", 32, 4096, 32, 8, 14336, 128256, 8192, "H100-SXM", 8, 512, 1},
-    {"Llama 2 70B at 8192", 69e9, "llama", 80, 8192, 64, 8, 28672, 32000, 8192, "H100-SXM", 64, 512, 1},
-    {"GPT-3 175B", 175e9, "", 96, 12288, 96, 0, 0, 50257, 2048, "H100-SXM", 128, 1536, 1},
-    {"BLOOM-176B", 176e9, "", 70, 14336, 112, 0, 0, 250880, 2048, "A100-SXM-80GB", 384, 2048, 2},
-    {"GPT-3 175B on 8 GPUs (fits nowhere)", 175e9, "", 96, 12288, 96, 0, 0, 50257, 2048, "H100-SXM", 8, 8, 1},
+    {"Llama 2 7B, seq 4096", {6.74e9, "llama", 32, 4096, 32, 0, 11008, 32000, 4096}, "A100-SXM-80GB", 8, 1024, 1},
+    {"Llama 3 8B", {8.03e9, "llama", 32, 4096, 32, 8, 14336, 128256, 8192}, "H100-SXM", 8, 512, 1},
+    {"Llama 2 70B at 8192", {69e9, "llama", 80, 8192, 64, 8, 28672, 32000, 8192}, "H100-SXM", 64, 512, 1},
+    {"GPT-3 175B", {175e9, "", 96, 12288, 96, 0, 0, 50257, 2048}, "H100-SXM", 128, 1536, 1},
+    {"BLOOM-176B", {176e9, "", 70, 14336, 112, 0, 0, 250880, 2048}, "A100-SXM-80GB", 384, 2048, 2},
+    {"GPT-3 175B on 8 GPUs (fits nowhere)", {175e9, "", 96, 12288, 96, 0, 0, 50257, 2048}, "H100-SXM", 8, 8, 1},
 };
+
+// The run's model priced on lambda's offers of `gpu` in the shipped catalog.
+EstimateInputs on_lambda(const Run& run, double tokens) {
+  EstimateInputs in;
+  in.catalogs = {"builtin"};
+  in.provider_filter = "lambda";
+  in.gpu_filter = run.gpu;
+  dl::test::set_shape(in, run.shape);
+  in.tokens = tokens;
+  return in;
+}
 
 }  // namespace
 
 TEST_CASE("dl-cost and dl-shard agree on fit, layout and per-GPU memory for published shapes") {
   for (const Run& run : kRuns) {
     CAPTURE(run.name);
-    EstimateInputs in;
-    in.catalogs = {"builtin"};
-    in.provider_filter = "lambda";
-    in.gpu_filter = run.gpu;
-    in.params = run.params;
-    in.layers = run.layers, in.hidden = run.hidden, in.heads = run.heads, in.seq = run.seq, in.vocab = run.vocab;
-    in.arch.family = run.family;
-    in.arch.kv_heads = run.kv_heads;
-    in.arch.ffn_hidden = run.ffn;
-    in.tokens = 1e12;
+    EstimateInputs in = on_lambda(run, 1e12);
     in.micro_batch = run.micro_batch;
-    in.batch_tokens = static_cast<double>(run.global_batch * run.seq);
+    in.batch_tokens = static_cast<double>(run.global_batch * run.shape.seq);
     in.gpus = {run.gpus};
     const CostReport cost = make_estimate(in);
     REQUIRE_FALSE(cost.rows.empty());
 
     dl::plan::PlanInputs p;
-    p.params = run.params;
-    p.layers = run.layers, p.hidden = run.hidden, p.heads = run.heads, p.seq = run.seq, p.vocab = run.vocab;
-    p.arch = in.arch;
+    dl::test::set_shape(p, run.shape);
     p.gpus = run.gpus;
     p.gpu = run.gpu;
     p.micro_batch = run.micro_batch;
@@ -81,14 +80,7 @@ TEST_CASE("dl-cost and dl-shard agree on fit, layout and per-GPU memory for publ
 }
 
 TEST_CASE("dl-cost no longer plans materialized attention: Llama 2 7B at 4096 fits without recompute") {
-  EstimateInputs in;
-  in.catalogs = {"builtin"};
-  in.provider_filter = "lambda";
-  in.gpu_filter = "A100-SXM-80GB";
-  in.params = 6.74e9;
-  in.layers = 32, in.hidden = 4096, in.heads = 32, in.seq = 4096, in.vocab = 32000;
-  in.arch.family = "llama";
-  in.tokens = 2e12;
+  EstimateInputs in = on_lambda(kRuns[0], 2e12);  // Llama 2 7B at 4096 on A100-SXM-80GB
   in.gpus = {8};
   const CostReport r = make_estimate(in);
   bool seen = false;
@@ -123,16 +115,7 @@ TEST_CASE("dl-cost --explain and dl-shard recommend --explain print the same lad
 }
 
 TEST_CASE("an offloaded layout pays the host's optimizer step in dl-cost's speed, on one GPU too") {
-  EstimateInputs in;
-  in.catalogs = {"builtin"};
-  in.provider_filter = "lambda";
-  in.gpu_filter = "H100-SXM";
-  in.params = 8.03e9;
-  in.layers = 32, in.hidden = 4096, in.heads = 32, in.seq = 8192, in.vocab = 128256;
-  in.arch.family = "llama";
-  in.arch.kv_heads = 8;
-  in.arch.ffn_hidden = 14336;
-  in.tokens = 1e10;
+  EstimateInputs in = on_lambda(kRuns[1], 1e10);  // Llama 3 8B on H100-SXM
   in.batch_tokens = 8192 * 8;
   in.gpus = {1};
   const CostReport r = make_estimate(in);

@@ -6,6 +6,7 @@
 #include "dl/plan/gpus.hpp"
 #include "dl/plan/plan.hpp"
 #include "dl/plan/report.hpp"
+#include "support/published_shapes.hpp"
 #include "support/support.hpp"
 
 using namespace dl::plan;
@@ -13,12 +14,7 @@ using dl::test::has;
 
 namespace {
 
-// A published shape as dl-shard's flags give it.
-struct Shape {
-  double params;
-  const char* family;  // "llama" or "" (GPT-2's block)
-  int64_t layers, hidden, heads, kv_heads, ffn, vocab, seq;
-};
+using Shape = dl::test::PublishedShape;
 // Llama 2 7B and 70B, GPT-3 175B, BLOOM-176B (GPT-style block: GELU, LayerNorm, biases, tied head).
 constexpr Shape kLlama2_7B{6.74e9, "llama", 32, 4096, 32, 0, 11008, 32000, 4096};
 constexpr Shape kLlama2_70B{69e9, "llama", 80, 8192, 64, 8, 28672, 32000, 8192};
@@ -27,11 +23,7 @@ constexpr Shape kBloom{176e9, "", 70, 14336, 112, 0, 0, 250880, 2048};
 
 PlanInputs inputs(const Shape& s, int64_t gpus, const char* gpu, int64_t global_batch = 0) {
   PlanInputs in;
-  in.params = s.params;
-  in.layers = s.layers, in.hidden = s.hidden, in.heads = s.heads, in.seq = s.seq, in.vocab = s.vocab;
-  in.arch.family = s.family;
-  in.arch.kv_heads = s.kv_heads;
-  in.arch.ffn_hidden = s.ffn;
+  dl::test::set_shape(in, s);
   in.gpus = gpus;
   in.gpu = gpu;
   if (global_batch) in.global_batch = global_batch;
