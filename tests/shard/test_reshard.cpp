@@ -628,3 +628,52 @@ TEST_CASE("a llama checkpoint with q/k/v biases (a Qwen2 folder) splits to tp=2 
           "dl-train resumes the split shards") {
   check_llama_reshard("reshard-qwen2", {{"model.qkv_bias", "true"}}, "dp=1,tp=2,pp=1", 2, "Qwen2ForCausalLM");
 }
+
+// dl-train's checkpoints carry the run's tokenizer files (tokenizer.json, tokenizer_config.json);
+// split's output must too, so a split checkpoint is as whole a Hugging Face folder as the source.
+TEST_CASE("split carries the checkpoint's tokenizer files: onto its own layout byte for byte, onto dp=2 listed and "
+          "verified") {
+  TempDir d("reshard-tokenizer");
+  // A byte-level BPE tokenizer.json of the 26 letters and the space.
+  json vocab = json::object();
+  for (int c = 0; c < 26; ++c) vocab[std::string(1, static_cast<char>('a' + c))] = c;
+  vocab["\xC4\xA0"] = 26;
+  const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  fs::create_directories(d / "tok");
+  write_file(d / "tok" / "tokenizer.json",
+             json{{"version", "1.0"}, {"added_tokens", json::array()}, {"pre_tokenizer", byte_level}, {"decoder", byte_level},
+                  {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array()}}}}
+                 .dump());
+  write_file(d / "tok" / "tokenizer_config.json", R"({"tokenizer_class": "PreTrainedTokenizerFast"})");
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "the quick brown fox jumps over the lazy dog ";
+  write_file(d / "text.txt", text);
+  write_file(d / "c.toml", layout_gpt({{"data.source", "\"text:" + (d / "text.txt").string() + "\""},
+                                       {"data.tokenizer", "\"hf:" + (d / "tok").string() + "\""},
+                                       {"model.vocab_size", "32"}, {"train.steps", "2"}}));
+  Trained t = train(d / "c.toml", d / "run", 1, {});
+  REQUIRE_MESSAGE(t.code == 0, t.err);
+  const fs::path source = step_dir(d / "run", 2);
+  REQUIRE(fs::exists(source / "tokenizer.json"));
+
+  RunResult self = shard({"split", (d / "run").string(), "--layout", "dp=1", "-o", (d / "self").string()});
+  REQUIRE_MESSAGE(self.exit_code == 0, self.err);
+  const auto want = tree(source), got = tree(step_dir(d / "self", 2));
+  CHECK(listing(step_dir(d / "self", 2)) == listing(source));
+  for (const auto& entry : want) {
+    const std::string file = entry.first;
+    CAPTURE(file);
+    REQUIRE(got.count(file));
+    CHECK(got.at(file) == entry.second);  // the tokenizer files and the manifest that lists them
+  }
+
+  RunResult dp2 = shard({"split", (d / "run").string(), "--layout", "dp=2", "-o", (d / "dp2").string()});
+  REQUIRE_MESSAGE(dp2.exit_code == 0, dp2.err);
+  const fs::path split = step_dir(d / "dp2", 2);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    CAPTURE(f);
+    CHECK(read_file(split / f) == read_file(source / f));
+    CHECK(json::parse(read_file(split / dl::kCheckpointManifest))["files"].contains(f));
+  }
+  CHECK(shard({"inspect", split.string()}).exit_code == 0);  // every file against its CRC
+}

@@ -442,6 +442,21 @@ SplitResult split_checkpoint(const SplitOptions& o) {
   const std::string hf_config = read_bytes(r.checkpoint / "config.json");
   write_file_atomic(step_tmp / "config.json", hf_config);
   files["config.json"] = {{"crc32c", crc32c(hf_config.data(), hf_config.size())}, {"bytes", hf_config.size()}};
+  // The rest of what the source lists beside its tensors (the run's tokenizer files: dl-train's
+  // checkpoints are whole Hugging Face folders) goes along unchanged, checked against its CRC.
+  for (const auto& [name, info] : reader.manifest()["files"].items()) {
+    if (files.contains(name) || fs::path(name).extension() == ".safetensors") continue;
+    if (fs::path(name).filename().string() != name || name == "." || name == "..")
+      throw_usage(clean_path(r.checkpoint / kCheckpointManifest).string(), ": lists the file \"", name,
+                  "\", which is not a plain file name in the checkpoint folder (a damaged manifest)");
+    const std::string bytes = read_bytes(r.checkpoint / name);
+    const uint32_t crc = crc32c(bytes.data(), bytes.size());
+    if (crc != info.at("crc32c").get<uint32_t>())
+      throw_usage(clean_path(r.checkpoint / name).string(), ": changed while split read the checkpoint (CRC-32C ",
+                  "0x", hex32(crc), ", the manifest says 0x", hex32(info.at("crc32c").get<uint32_t>()), ")");
+    write_file_atomic(step_tmp / name, bytes);
+    files[name] = {{"crc32c", crc}, {"bytes", bytes.size()}};
+  }
   const json manifest = checkpoint_manifest(r.model_type, reader.state(), reader.manifest()["optimizer"], r.to,
                                             reader.manifest()["tensors"], pieces, files);
   write_file_atomic(step_tmp / kCheckpointManifest, manifest.dump(1) + "\n");
