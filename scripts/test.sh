@@ -3,7 +3,7 @@
 # wall times at the end (also when one fails, so a slow or broken phase is visible at once):
 #   deps         scripts/install-deps.sh, skipped when its stamp is newer than the script
 #   build        the normal build (build/), every target
-#   ctest        its test suite (a skipped test prints its reason)
+#   ctest        its `release` entries (a skipped test prints its reason)
 #   emulated *   the CUDA backend on the emulated device (make test-emulated)
 #   asan/tsan *  the sanitizer builds, their suites and the fuzz targets (scripts/test-sanitize.sh)
 # A failing build stops the run; a failing test phase fails it at the end, after the others ran.
@@ -65,7 +65,9 @@ deps() {
 
 ctest_normal() {
   local status
-  ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" -LE emulated  # those run in their own phase
+  # The `release` entries (tests/CMakeLists.txt): what no sanitizer build runs, and what checks the
+  # Release build's arithmetic; the rest run under ASan + UBSan. The emulated ones have their phase.
+  ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" -L '^release$' -LE emulated
   status=$?
   # ctest lists skipped tests without their reason: print the reason each one gave.
   grep -h '^skipped:' "$BUILD/Testing/Temporary/LastTest.log" 2> /dev/null | sort -u | sed 's/^/ctest: /'
