@@ -146,6 +146,10 @@ struct CostRow {
   double usd_per_gpu_hour = 0;  // the instance price / its GPUs
   GpuSpeed speed;
   double efficiency = 1;     // scaling efficiency at this GPU count
+  double dp_efficiency = 1;  // of which data parallelism's (CommScaling::dp_efficiency)
+  double replica_tokens = 0; // tokens per data-parallel replica per step (0: no model)
+  int64_t microbatches = 0;  // micro-batches per replica per step
+  std::string dp_detail;     // CommScaling::dp_detail (--explain)
   double recompute_factor = 1;  // model / hardware FLOPs of the layout (3/4 with full recompute)
   double flops_per_s = 0;    // whole job: gpus x per-GPU x efficiency x recompute factor
   double compute_hours = 0;  // work / speed
@@ -233,11 +237,19 @@ int64_t fit_global_batch(const Experiment& e, int64_t gpus, bool whole = false);
 struct CommScaling {
   double efficiency = 1;
   std::string layout;
+  // Data parallelism alone: compute / (compute + the exposed DP traffic) of one step, with the
+  // per-replica batch it is amortized over (global batch / dp: tokens and micro-batches).
+  double dp_efficiency = 1;
+  double replica_tokens = 0;
+  int64_t microbatches = 0;
+  std::string dp_detail;  // "8,192 tokens per replica (4 micro-batches): DP traffic 0.56 s, 0.37 s exposed of a 1.14 s step"
 };
 // `inter_node_bw` (bytes/s per GPU, from --fabric) replaces the default between instances.
 CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops,
                             std::optional<double> inter_node_bw = std::nullopt);
-inline constexpr double kDefaultBatchTokens = 524288;  // GPT-3 125M's and llm.c's 0.5M tokens per step
+// The global batch (--global-batch) when neither the flag nor a config gives it: GPT-3 125M's and
+// llm.c's 0.5M tokens per step.
+inline constexpr double kDefaultBatchTokens = 524288;
 
 CostReport make_estimate(const EstimateInputs& in);
 // top: rows shown (0: all).
