@@ -228,6 +228,19 @@ TEST_CASE("a fixed run (global batch fixed) costs more GPU-hours on more GPUs on
   CHECK(rows[1]->dp_efficiency < rows[0]->dp_efficiency);
   CHECK(rows[1]->microbatches < rows[0]->microbatches);
 
+  // A batch of fewer sequences than GPUs stays as given (it was rounded up to one a GPU, which
+  // hid the loss): at sequence 4096 the 4M tokens are 1,024 sequences on 2,048 GPUs, dp <= 1,024.
+  {
+    auto longer = in;
+    longer.seq = 4096;
+    longer.gpus = {2048};
+    const CostReport r = make_estimate(longer);
+    const CostRow& x = row_of(r, "pricey/h100x8", 2048);
+    CHECK(check_fit(r.experiment, x.offer, 2048).global_batch == 1024);
+    CHECK(x.replica_tokens >= 4096);
+    CHECK(x.layout != "zero=1");  // pure DP over 2,048 replicas cannot split 1,024 sequences
+  }
+
   // The same per-replica batch at every count (the global batch grows with the GPUs): compute
   // GPU-hours stay within 1%; only goodput (failures per GPU-hour) grows with scale.
   double first = 0;

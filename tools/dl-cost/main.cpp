@@ -228,7 +228,7 @@ int main(int argc, char** argv) {
 
   // validate
   std::string validate_format = "table";
-  auto* val = app.add_subcommand("validate", "The default estimate of each published run the speed model is calibrated on");
+  auto* val = app.add_subcommand("validate", "The default estimate of each published run: the speed model's fitted runs and held-out runs it was not fitted on");
   val->add_option("--format", validate_format, "table | json | jsonl | csv | md");
   val->footer(
       "Prices every published run (llm.c's GPT-2 124M, llm-foundry's MPT rows) as `dl-cost estimate` would by default\n"
@@ -254,7 +254,7 @@ int main(int argc, char** argv) {
     }
     if (*val) {
       auto fmt = dl::parse_output_format(validate_format);
-      std::cout << dl::cost::render_validation(dl::cost::validate_published_runs(), fmt);
+      std::cout << dl::cost::render_validation(dl::cost::validate_published_runs(), dl::cost::validate_held_out(), fmt);
       return dl::kExitOk;
     }
     if (*onp) {

@@ -391,6 +391,7 @@ Experiment make_experiment(const EstimateInputs& in) {
   }
   e.plan.precision = std::string(e.precision.name());
   if (in.micro_batch) e.plan.micro_batch = *in.micro_batch;
+  if (in.recompute) e.plan.fixed.recompute = *in.recompute;
   e.plan.formula = in.formula;
   e.plan.fabric = in.fabric;  // the same fabric between nodes ranks the layouts
   if (in.mfu != 0) e.plan.mfu = in.mfu;
@@ -413,7 +414,12 @@ int64_t fit_global_batch(const Experiment& e, int64_t gpus, bool whole) {
   const double per_seq = e.model ? static_cast<double>(std::max<int64_t>(e.model->seq, 1)) : 1.0;
   const int64_t seqs = std::max<int64_t>(1, static_cast<int64_t>(std::llround(e.batch_tokens / per_seq)));
   const int64_t unit = whole ? std::max<int64_t>(gpus, 1) * mb : mb;
-  return std::max((seqs + unit - 1) / unit * unit, std::max<int64_t>(gpus, 1) * mb);
+  const int64_t rounded = (seqs + unit - 1) / unit * unit;
+  // A transformer's batch of fewer sequences than GPUs stays as given: the layouts with fewer
+  // replicas (tp, pp, cp) take it, as Llama 3 405B's 2,048 sequences on 16,384 GPUs (dp 128).
+  // Rounding it up would hide the DP loss of a fixed run at scale.
+  if (!whole && e.model && e.model->is_transformer()) return rounded;
+  return std::max(rounded, std::max<int64_t>(gpus, 1) * mb);
 }
 
 FitResult check_fit(const Experiment& e, const Offer& o, int64_t gpus) {
