@@ -197,3 +197,99 @@ TEST_CASE("--fabric: a slower network between instances lowers the scaling effic
   in.fabric = "infiniband";
   CHECK_THROWS_AS(make_estimate(in), dl::Error);
 }
+
+TEST_CASE("a fixed run (global batch fixed) costs more GPU-hours on more GPUs once the per-replica batch shrinks") {
+  dl::test::TempDir dir;
+  auto in = inputs(write_catalog(dir));
+  in.gpu_filter = "H100-SXM";
+  // Llama 2 7B's block at sequence 2048 with a 4M-token batch (2,048 sequences per step).
+  in.params = 6.74e9;
+  in.layers = 32, in.hidden = 4096, in.heads = 32, in.seq = 2048, in.vocab = 32000;
+  in.arch.family = "llama";
+  in.arch.untied_head = true;
+  in.tokens = 1e12;
+  in.batch_tokens = 4194304;
+  in.gpus = {64, 512, 2048};
+  const CostReport fixed = make_estimate(in);
+  const CostRow* rows[] = {&row_of(fixed, "pricey/h100x8", 64), &row_of(fixed, "pricey/h100x8", 512),
+                           &row_of(fixed, "pricey/h100x8", 2048)};
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(rows[i]->gpus);
+    MESSAGE(rows[i]->gpus, " GPUs: ", rows[i]->layout, ", ", rows[i]->gpu_hours(), " GPU-h, ", rows[i]->dp_detail);
+    CHECK(rows[i]->replica_tokens > 0);
+    if (i == 0) continue;
+    // Fewer tokens per replica, fewer micro-batches to hide the same gradient traffic behind.
+    CHECK(rows[i]->gpu_hours() > rows[i - 1]->gpu_hours() * 1.05);
+    CHECK(rows[i]->compute_hours * static_cast<double>(rows[i]->gpus) >
+          rows[i - 1]->compute_hours * static_cast<double>(rows[i - 1]->gpus));
+    CHECK(rows[i]->efficiency < rows[i - 1]->efficiency);
+  }
+  CHECK(rows[0]->replica_tokens == doctest::Approx(4194304.0 / 64));
+  CHECK(rows[1]->dp_efficiency < rows[0]->dp_efficiency);
+  CHECK(rows[1]->microbatches < rows[0]->microbatches);
+
+  // A batch of fewer sequences than GPUs stays as given (it was rounded up to one a GPU, which
+  // hid the loss): at sequence 4096 the 4M tokens are 1,024 sequences on 2,048 GPUs, dp <= 1,024.
+  {
+    auto longer = in;
+    longer.seq = 4096;
+    longer.gpus = {2048};
+    const CostReport r = make_estimate(longer);
+    const CostRow& x = row_of(r, "pricey/h100x8", 2048);
+    CHECK(check_fit(r.experiment, x.offer, 2048).global_batch == 1024);
+    CHECK(x.replica_tokens >= 4096);
+    CHECK(x.layout != "zero=1");  // pure DP over 2,048 replicas cannot split 1,024 sequences
+  }
+
+  // The same per-replica batch at every count (the global batch grows with the GPUs): compute
+  // GPU-hours stay within 1%; only goodput (failures per GPU-hour) grows with scale.
+  double first = 0;
+  for (int64_t n : {64, 512, 2048}) {
+    in.gpus = {n};
+    in.batch_tokens = static_cast<double>(n) * 65536;
+    const CostRow& x = row_of(make_estimate(in), "pricey/h100x8", n);
+    const double compute_gpu_hours = x.compute_hours * static_cast<double>(n);
+    CAPTURE(n);
+    CHECK(x.replica_tokens == doctest::Approx(65536));
+    if (first == 0) first = compute_gpu_hours;
+    CHECK(compute_gpu_hours == doctest::Approx(first).epsilon(0.01));
+  }
+}
+
+TEST_CASE("the DP efficiency and the per-replica batch are printed: table column, note, json, --explain, --global-batch") {
+  const std::vector<std::string> args = {"estimate", "--params", "6.74e9", "--arch", "llama", "--layers", "32", "--hidden",
+                                         "4096", "--heads", "32", "--seq", "2048", "--vocab", "32000", "--tokens", "1e12",
+                                         "--gpu", "H100-SXM", "--provider", "lambda", "--gpus", "512", "--global-batch",
+                                         "4194304", "--top", "1"};
+  auto table = dl::test::run(dl::test::tool("dl-cost"), args);
+  REQUIRE_MESSAGE(table.exit_code == 0, table.err);
+  CHECK(has(table.out, "DP eff"));
+  CHECK(has(table.out, "DP efficiency 0."));
+  CHECK(has(table.out, "tokens per replica per step"));
+  auto explain_args = args;
+  explain_args.push_back("--explain");
+  auto explain = dl::test::run(dl::test::tool("dl-cost"), explain_args);
+  REQUIRE_MESSAGE(explain.exit_code == 0, explain.err);
+  const std::string ladder = explain.out.substr(explain.out.find("# layout on 512 x H100-SXM"));
+  CHECK(has(ladder, "# DP efficiency 0."));
+  auto json_args = args;
+  json_args.insert(json_args.end(), {"--format", "json"});
+  auto json = dl::test::run(dl::test::tool("dl-cost"), json_args);
+  REQUIRE_MESSAGE(json.exit_code == 0, json.err);
+  const auto rows = nlohmann::json::parse(json.out);
+  REQUIRE(!rows.empty());
+  const auto& x = rows[0];
+  CHECK(x["dp_efficiency"].get<double>() < 1);
+  CHECK(x["dp_efficiency"].get<double>() >= x["scaling_efficiency"].get<double>());
+  // 4,194,304 tokens over the layout's replicas.
+  const double replicas = 4194304.0 / x["replica_batch_tokens"].get<double>();
+  CHECK(replicas == doctest::Approx(std::round(replicas)));
+  CHECK(x["microbatches"].get<int64_t>() >= 1);
+  // --batch-tokens stays an alias.
+  auto alias_args = json_args;
+  for (auto& a : alias_args)
+    if (a == "--global-batch") a = "--batch-tokens";
+  auto alias = dl::test::run(dl::test::tool("dl-cost"), alias_args);
+  REQUIRE_MESSAGE(alias.exit_code == 0, alias.err);
+  CHECK(nlohmann::json::parse(alias.out)[0]["replica_batch_tokens"] == x["replica_batch_tokens"]);
+}

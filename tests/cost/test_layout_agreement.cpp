@@ -128,3 +128,42 @@ TEST_CASE("an offloaded layout pays the host's optimizer step in dl-cost's speed
     }
   CHECK(seen);
 }
+
+TEST_CASE("dl-cost and dl-shard agree on fit, layout and per-GPU memory for every held-out run of dl-cost validate") {
+  const auto& runs = held_out_runs();
+  REQUIRE(runs.size() >= 20);
+  for (const HeldOutRun& run : runs) {
+    CAPTURE(run.name);
+    // The held-out row as validate prices it, on lambda's 8-GPU offers where they exist.
+    const EstimateInputs in = held_out_inputs(run);
+    const CostReport cost = make_estimate(in);
+
+    dl::plan::PlanInputs p;
+    p.params = run.params;
+    p.layers = run.layers, p.hidden = run.hidden, p.heads = run.heads, p.seq = run.seq, p.vocab = run.vocab;
+    p.arch = run.arch;
+    p.gpus = run.gpus;
+    p.gpu = run.gpu;
+    p.precision = "bf16";
+    if (run.micro_batch > 0) p.micro_batch = run.micro_batch;
+    p.fixed.recompute = run.recompute;
+    if (!run.fabric.empty()) p.fabric = run.fabric;
+    size_t compared = 0;
+    for (const CostRow& row : cost.rows) {
+      if (row.spot || row.offer.gpu_count != 8) continue;  // an 8-GPU instance is dl-shard's default node
+      CAPTURE(row.offer.id);
+      // The global batch the fit was searched for, in sequences (dl-shard's --global-batch).
+      p.global_batch = check_fit(cost.experiment, row.offer, run.gpus).global_batch;
+      const dl::plan::PlanReport shard = dl::plan::make_recommendation(p);
+      REQUIRE(row.fits.has_value());
+      CHECK(*row.fits == (shard.best() != nullptr));
+      if (const dl::plan::Estimate* best = shard.best()) {
+        CHECK(row.layout == dl::plan::compact_layout(best->layout));
+        CHECK(row.mem_per_gpu == doctest::Approx(best->memory.total()).epsilon(1e-12));
+      }
+      ++compared;
+      break;  // one offer per GPU model: the same GPU, memory and node size give the same plan
+    }
+    CHECK(compared == 1);
+  }
+}

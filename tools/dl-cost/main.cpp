@@ -25,7 +25,7 @@ const dl::OptionNames kFlags = {
     {"flops", "--flops"},        {"hours", "--hours"},           {"on_offer", "--on"},
     {"on_gpus", "--on-gpus"},    {"layers", "--layers"},         {"hidden", "--hidden"},
     {"heads", "--heads"},        {"seq", "--seq"},               {"vocab", "--vocab"},
-    {"precision", "--precision"}, {"micro_batch", "--micro-batch"}, {"batch_tokens", "--batch-tokens"},
+    {"precision", "--precision"}, {"micro_batch", "--micro-batch"}, {"batch_tokens", "--global-batch"},
     {"mfu", "--mfu"},            {"nvlink", "--eff-nvlink"},     {"pcie", "--eff-pcie"},
     {"consumer", "--eff-consumer"}, {"internode", "--eff-internode"}, {"preempt_per_hour", "--preempt-rate"},
     {"restart_hours", "--restart"}, {"checkpoint_hours", "--checkpoint-interval"}, {"budget", "--budget"},
@@ -151,8 +151,9 @@ int main(int argc, char** argv) {
                 "Hours = compute hours (steady-state throughput): no evaluation, checkpoint or failure time");
   est->add_option("--restart-cost", restart_cost, "Goodput: time each failure costs besides lost work (default 15m)");
   est->add_option("--micro-batch", micro_batch, "Sequences per GPU per micro-batch for the memory check (default: config's)");
-  est->add_option("--batch-tokens", batch_tokens,
-                  "Tokens per optimizer step, for the communication model (default: the config's, else 524288)");
+  est->add_option("--global-batch,--batch-tokens", batch_tokens,
+                  "Global batch: tokens per optimizer step, which the GPUs share; the per-replica batch sets the DP "
+                  "efficiency (default: the config's, else 524288)");
   est->add_option("--flop-formula", formula, "FLOPs per token: palm (6N+12LHQT, default) | llmc (6N+6LDT)");
   est->add_option("--gpu", gpu_filter, "Only offers with this GPU: H100 (any H100), H100-SXM (exactly), 4090");
   est->add_option("--gpus", gpus, "GPU counts to price, e.g. 1,8 (default: each offer's own GPU count)")->delimiter(',');
@@ -227,7 +228,7 @@ int main(int argc, char** argv) {
 
   // validate
   std::string validate_format = "table";
-  auto* val = app.add_subcommand("validate", "The default estimate of each published run the speed model is calibrated on");
+  auto* val = app.add_subcommand("validate", "The default estimate of each published run: the speed model's fitted runs and held-out runs it was not fitted on");
   val->add_option("--format", validate_format, "table | json | jsonl | csv | md");
   val->footer(
       "Prices every published run (llm.c's GPT-2 124M, llm-foundry's MPT rows) as `dl-cost estimate` would by default\n"
@@ -253,7 +254,7 @@ int main(int argc, char** argv) {
     }
     if (*val) {
       auto fmt = dl::parse_output_format(validate_format);
-      std::cout << dl::cost::render_validation(dl::cost::validate_published_runs(), fmt);
+      std::cout << dl::cost::render_validation(dl::cost::validate_published_runs(), dl::cost::validate_held_out(), fmt);
       return dl::kExitOk;
     }
     if (*onp) {
@@ -308,7 +309,7 @@ int main(int argc, char** argv) {
     in.arch = arch;
     if (!ef.precision.empty()) in.precision = ef.precision;
     if (micro_batch) in.micro_batch = micro_batch;
-    if (!batch_tokens.empty()) in.batch_tokens = dl::parse_count(batch_tokens, "--batch-tokens");
+    if (!batch_tokens.empty()) in.batch_tokens = dl::parse_count(batch_tokens, "--global-batch");
     in.formula = dl::plan::parse_flop_formula(formula);
     in.catalogs = ef.catalogs, in.strict = ef.strict, in.gpu_filter = gpu_filter, in.provider_filter = ef.provider;
     in.bench = ef.bench, in.throughput = ef.throughput, in.reference_gpu = ef.reference;

@@ -103,6 +103,9 @@ struct EstimateInputs {
   plan::ArchHints arch;                  // --arch, --kv-heads, --ffn-hidden, --untied-head, --hf-config
   std::optional<std::string> precision;  // default: the config's, else bf16
   std::optional<int64_t> micro_batch;    // default: the config's train.batch_size, else 1
+  // Recompute the run is known to use (dl-shard's --recompute): fixed in the layout search
+  // instead of chosen (held-out runs whose configs checkpoint activations).
+  std::optional<plan::Recompute> recompute;
   plan::FlopFormula formula = plan::FlopFormula::palm;
   // Offers and speed.
   std::vector<std::string> catalogs;     // empty: the shipped catalog
@@ -146,6 +149,10 @@ struct CostRow {
   double usd_per_gpu_hour = 0;  // the instance price / its GPUs
   GpuSpeed speed;
   double efficiency = 1;     // scaling efficiency at this GPU count
+  double dp_efficiency = 1;  // of which data parallelism's (CommScaling::dp_efficiency)
+  double replica_tokens = 0; // tokens per data-parallel replica per step (0: no model)
+  int64_t microbatches = 0;  // micro-batches per replica per step
+  std::string dp_detail;     // CommScaling::dp_detail (--explain)
   double recompute_factor = 1;  // model / hardware FLOPs of the layout (3/4 with full recompute)
   double flops_per_s = 0;    // whole job: gpus x per-GPU x efficiency x recompute factor
   double compute_hours = 0;  // work / speed
@@ -221,7 +228,8 @@ struct FitResult {
 };
 FitResult check_fit(const Experiment& e, const Offer& o, int64_t gpus);
 // The global batch in sequences the fit is searched for: batch_tokens / seq rounded up to whole
-// micro-batches (whole: to a multiple of gpus x micro-batch), at least one micro-batch per GPU.
+// micro-batches (whole: to a multiple of gpus x micro-batch, at least one micro-batch per GPU; a
+// model without a sequence: at least one per GPU either way).
 int64_t fit_global_batch(const Experiment& e, int64_t gpus, bool whole = false);
 
 // Scaling efficiency of `gpus` GPUs of offer `o` at `per_gpu_flops` each, from communication:
@@ -233,11 +241,19 @@ int64_t fit_global_batch(const Experiment& e, int64_t gpus, bool whole = false);
 struct CommScaling {
   double efficiency = 1;
   std::string layout;
+  // Data parallelism alone: compute / (compute + the exposed DP traffic) of one step, with the
+  // per-replica batch it is amortized over (global batch / dp: tokens and micro-batches).
+  double dp_efficiency = 1;
+  double replica_tokens = 0;
+  int64_t microbatches = 0;
+  std::string dp_detail;  // "8,192 tokens per replica (4 micro-batches): DP traffic 0.56 s, 0.37 s exposed of a 1.14 s step"
 };
 // `inter_node_bw` (bytes/s per GPU, from --fabric) replaces the default between instances.
 CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops,
                             std::optional<double> inter_node_bw = std::nullopt);
-inline constexpr double kDefaultBatchTokens = 524288;  // GPT-3 125M's and llm.c's 0.5M tokens per step
+// The global batch (--global-batch) when neither the flag nor a config gives it: GPT-3 125M's and
+// llm.c's 0.5M tokens per step.
+inline constexpr double kDefaultBatchTokens = 524288;
 
 CostReport make_estimate(const EstimateInputs& in);
 // top: rows shown (0: all).
@@ -314,6 +330,64 @@ struct ValidationRow {
   std::string offer;  // the offer priced
 };
 std::vector<ValidationRow> validate_published_runs();
+// What validate prices a published run with: the shipped catalog, its GPU and count, bf16, its
+// model (--params and the shape), and the row of that count on 8-GPU instances of the GPU.
+EstimateInputs validation_inputs(const std::string& gpu, int64_t gpus, double params, int64_t layers, int64_t hidden,
+                                 int64_t heads, int64_t seq, int64_t vocab, const plan::ArchHints& arch);
+const CostRow& validation_row(const CostReport& r, const std::string& gpu, int64_t gpus, const std::string& run);
 std::string render_validation(const std::vector<ValidationRow>& rows, OutputFormat f);
+
+// Published training runs the speed model was NOT fitted on (docs/COST.md "Held-out runs"): none
+// of them feeds a constant of the model. Each is priced as `dl-cost estimate` prices it (the
+// shipped catalog's 8-GPU instances of its GPU, its count, shape, global batch and fabric) and
+// compared on GPU-hours: all-in figures (failures, restarts, evaluation inside) against dl-cost's
+// hours with goodput, compute figures (from logged step time or throughput) against its compute
+// hours.
+enum class HeldOutScope { all_in, compute };
+struct HeldOutRun {
+  std::string name;       // "Llama 2 7B"
+  std::string source;     // URL and where the figure is quoted
+  std::string gpu;        // canonical model
+  int64_t gpus = 0;
+  bool gpus_published = true;  // false: an assumed count (the note says which and why)
+  double params = 0;
+  int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
+  plan::ArchHints arch;
+  double tokens = 0;
+  double global_batch = 0;     // tokens per optimizer step
+  int64_t micro_batch = 0;     // sequences per GPU per micro-batch as trained (0: dl-cost's default)
+  std::optional<plan::Recompute> recompute;  // activation checkpointing as trained (nullopt: searched)
+  std::string fabric;          // a --fabric preset or bandwidth; "" the default
+  double gpu_hours = 0;        // as published (0: no confirmed figure)
+  HeldOutScope scope = HeldOutScope::all_in;
+  std::string status;          // "C1" primary text seen, "C2" secondary, "not confirmed"
+  std::string note;            // assumptions, unconfirmed (M) shape fields, what is not modelled
+  std::string excluded;        // why it is not scored ("" scored)
+};
+const std::vector<HeldOutRun>& held_out_runs();
+// validation_inputs with the run's tokens, global batch, micro-batch, recompute and fabric.
+EstimateInputs held_out_inputs(const HeldOutRun& run);
+struct HeldOutRow {
+  HeldOutRun run;
+  double estimated_gpu_hours = 0;  // all-in or compute, as the run's scope
+  double ratio = 0;                // estimated / published (0 when not scored)
+  std::string layout;
+  double efficiency = 1, dp_efficiency = 1, goodput = 1;
+  bool scored() const { return run.excluded.empty() && run.gpu_hours > 0; }
+};
+std::vector<HeldOutRow> validate_held_out();
+// The score over the scored rows: median |ratio - 1|, the extreme ratios, rows outside 0.6-1.6x.
+struct HeldOutScore {
+  size_t scored = 0, outside = 0;
+  double median_abs_error = 0, min_ratio = 0, max_ratio = 0;
+};
+HeldOutScore score_held_out(const std::vector<HeldOutRow>& rows);
+inline constexpr double kHeldOutMedianLimit = 0.15;
+inline constexpr double kHeldOutRatioLow = 0.6, kHeldOutRatioHigh = 1.6;
+std::string render_held_out(const std::vector<HeldOutRow>& rows, OutputFormat f);
+// dl-cost validate: the fitted table and the held-out table (human formats: one after the other;
+// json/jsonl/csv: one table, the `set` column "fitted" or "held-out").
+std::string render_validation(const std::vector<ValidationRow>& fitted, const std::vector<HeldOutRow>& held_out,
+                              OutputFormat f);
 
 }  // namespace dl::cost

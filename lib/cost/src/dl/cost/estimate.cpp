@@ -391,6 +391,7 @@ Experiment make_experiment(const EstimateInputs& in) {
   }
   e.plan.precision = std::string(e.precision.name());
   if (in.micro_batch) e.plan.micro_batch = *in.micro_batch;
+  if (in.recompute) e.plan.fixed.recompute = *in.recompute;
   e.plan.formula = in.formula;
   e.plan.fabric = in.fabric;  // the same fabric between nodes ranks the layouts
   if (in.mfu != 0) e.plan.mfu = in.mfu;
@@ -413,7 +414,12 @@ int64_t fit_global_batch(const Experiment& e, int64_t gpus, bool whole) {
   const double per_seq = e.model ? static_cast<double>(std::max<int64_t>(e.model->seq, 1)) : 1.0;
   const int64_t seqs = std::max<int64_t>(1, static_cast<int64_t>(std::llround(e.batch_tokens / per_seq)));
   const int64_t unit = whole ? std::max<int64_t>(gpus, 1) * mb : mb;
-  return std::max((seqs + unit - 1) / unit * unit, std::max<int64_t>(gpus, 1) * mb);
+  const int64_t rounded = (seqs + unit - 1) / unit * unit;
+  // A transformer's batch of fewer sequences than GPUs stays as given: the layouts with fewer
+  // replicas (tp, pp, cp) take it, as Llama 3 405B's 2,048 sequences on 16,384 GPUs (dp 128).
+  // Rounding it up would hide the DP loss of a fixed run at scale.
+  if (!whole && e.model && e.model->is_transformer()) return rounded;
+  return std::max(rounded, std::max<int64_t>(gpus, 1) * mb);
 }
 
 FitResult check_fit(const Experiment& e, const Offer& o, int64_t gpus) {
@@ -496,8 +502,19 @@ CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, c
   if (inter_node_bw) hw.inter_node_bw = *inter_node_bw;
   const plan::Estimate est = plan::estimate(*e.model, l, hw, fit.global_batch);
   // Compute without the bubble over the whole step: communication, the bubble and offload lower it.
-  if (est.valid && est.step_seconds > 0 && std::isfinite(est.step_seconds))
-    out.efficiency = est.compute_seconds * (1.0 - est.bubble) / est.step_seconds;
+  if (est.valid && est.step_seconds > 0 && std::isfinite(est.step_seconds)) {
+    const double compute = est.compute_seconds * (1.0 - est.bubble);
+    out.efficiency = compute / est.step_seconds;
+    out.dp_efficiency = compute / (compute + est.dp_exposed_seconds);
+    out.microbatches = est.layout.microbatches;
+    out.replica_tokens = static_cast<double>(fit.global_batch) * static_cast<double>(std::max<int64_t>(e.model->seq, 1)) /
+                         static_cast<double>(std::max<int64_t>(est.layout.dp, 1));
+    out.dp_detail = str("DP efficiency ", format_fixed(out.dp_efficiency, 3), ": ", plan::group_digits(std::round(out.replica_tokens)),
+                        " tokens per replica per step (dp ", est.layout.dp, ", ", out.microbatches, " micro-batch",
+                        out.microbatches == 1 ? "" : "es", "); DP traffic ", format_fixed(est.dp_seconds, 3), " s, ",
+                        format_fixed(est.dp_exposed_seconds, 3), " s of it exposed against ", format_fixed(compute, 3),
+                        " s of compute per step");
+  }
   return out;
 }
 
@@ -533,7 +550,11 @@ CostReport make_estimate(const EstimateInputs& in) {
                                    ex.model ? ex.model->params : 0.0, in.flags);
   for (const auto& n : sm.notes) rep.notes.push_back("# " + n);
   auto efficiency = [&](const Offer& o, int64_t n, const FitResult& fit, double per_gpu) {
-    if (in.scaling.fixed) return CommScaling{in.scaling.efficiency(o.interconnect, n, o.gpu_count), ""};
+    if (in.scaling.fixed) {
+      CommScaling fixed;
+      fixed.efficiency = in.scaling.efficiency(o.interconnect, n, o.gpu_count);
+      return fixed;
+    }
     return comm_efficiency(ex, o, n, fit, per_gpu, fabric ? std::optional(fabric->bytes_per_s) : std::nullopt);
   };
 
@@ -611,6 +632,10 @@ CostReport make_estimate(const EstimateInputs& in) {
         FitResult fit = check_fit(ex, *o, n);
         const CommScaling scaling = efficiency(*o, n, fit, speed->flops);
         row.efficiency = scaling.efficiency;
+        row.dp_efficiency = scaling.dp_efficiency;
+        row.replica_tokens = scaling.replica_tokens;
+        row.microbatches = scaling.microbatches;
+        row.dp_detail = scaling.dp_detail;
         row.fits = fit.fits;
         row.layout = fit.layout;
         row.explain = fit.explain;

@@ -62,7 +62,8 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
     for (const char* k :
          {"rank", "offer", "provider", "instance", "region", "gpu_model", "gpu_name", "gpus", "gpus_per_instance",
           "instances", "billed_gpus", "pricing", "usd_per_hour", "usd_per_gpu_hour", "interconnect", "speed_source",
-          "speed_detail", "per_gpu_flops", "scaling_efficiency", "recompute_factor", "flops_per_s", "tokens_per_s",
+          "speed_detail", "per_gpu_flops", "scaling_efficiency", "dp_efficiency", "replica_batch_tokens", "microbatches",
+          "recompute_factor", "flops_per_s", "tokens_per_s",
           "work_flops", "tokens", "compute_hours", "goodput", "eval_hours", "checkpoint_bytes", "checkpoint_write_hours",
           "checkpoint_interval_hours", "checkpoints", "failures", "failure_hours", "hours", "gpu_hours", "total_usd", "usd_per_1b_tokens", "fits", "layout",
           "hours_low", "hours_high", "usd_low", "usd_high", "model_per_gpu_flops", "speed_adjustment", "speed_measured",
@@ -78,7 +79,9 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
                  Cell::integer(o.gpu_count), Cell::integer(x.instances), Cell::integer(x.billed_gpus),
                  Cell::str(x.spot ? "spot" : "on-demand"), usd(x.usd_per_hour), usd(x.usd_per_gpu_hour),
                  Cell::str(interconnect_name(o.interconnect)), Cell::str(x.speed.source), Cell::str(x.speed.detail),
-                 num(x.speed.flops), num(x.efficiency), num(x.recompute_factor), num(x.flops_per_s), opt_num(x.tokens_per_s),
+                 num(x.speed.flops), num(x.efficiency), num(x.dp_efficiency),
+                 x.replica_tokens > 0 ? num(x.replica_tokens) : Cell::null(),
+                 x.microbatches > 0 ? Cell::integer(x.microbatches) : Cell::null(), num(x.recompute_factor), num(x.flops_per_s), opt_num(x.tokens_per_s),
                  num(r.experiment.flops), opt_num(r.experiment.tokens), num(x.compute_hours), num(x.goodput.factor),
                  num(x.goodput.eval_hours), num(x.goodput.checkpoint_bytes), num(x.goodput.checkpoint_write_hours),
                  num(x.goodput.checkpoint_interval_hours), num(x.goodput.checkpoints), num(x.goodput.failures),
@@ -107,6 +110,7 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
            {"flops_per_s", "speed", true},
            {"hours", "hours", true},
            {"hours_range", "range", true},
+           {"dp_efficiency", "DP eff", true},
            {"goodput", "goodput", true},
            {"total_usd", "total", true},
            {"usd_range", "range", true},
@@ -120,6 +124,7 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
                Cell::str(gpus_text(x)), Cell::str(x.spot ? "spot" : "on-demand"), usd(x.usd_per_hour),
                usd(x.usd_per_gpu_hour), Cell::num(x.flops_per_s, format_si(x.flops_per_s, "FLOP/s")),
                Cell::num(x.hours, format_hours(x.hours)), range(x.hours_low, x.hours_high, format_hours),
+               Cell::num(x.dp_efficiency, format_fixed(x.dp_efficiency, 3)),
                Cell::num(x.goodput.factor, format_fixed(x.goodput.factor, 3)), usd(x.total_usd),
                range(x.usd_low, x.usd_high, format_usd), opt_usd(x.usd_per_1b_tokens),
                x.fits ? Cell::boolean(*x.fits) : Cell::null("?"), Cell::str(speed_from(x.speed)), Cell::str(marks(x))});
@@ -133,6 +138,7 @@ std::string render_estimate(const CostReport& r, OutputFormat f, int64_t top) {
   }
   for (const auto& n : r.notes) t.add_note(n);
   if (shown > 0) t.add_note(str("# 1 ", r.rows[0].offer.id, ": ", describe_goodput(r.rows[0].goodput)));
+  if (shown > 0 && !r.rows[0].dp_detail.empty()) t.add_note(str("# 1 ", r.rows[0].offer.id, ": ", r.rows[0].dp_detail));
   // Where each shown GPU model's speed comes from.
   std::map<std::string, std::string> seen;
   for (size_t i = 0; i < shown; ++i) seen[r.rows[i].offer.gpu_model] = r.rows[i].speed.source + ": " + r.rows[i].speed.detail;
@@ -209,6 +215,7 @@ std::string render_layout_explanation(const CostReport& r, int64_t top) {
     out += str("\n# layout on ", row.gpus, " x ", row.offer.gpu_model, " (", format_bytes(row.offer.gpu_mem_bytes),
                ", ", row.offer.id, "): ", row.layout, "\n");
     for (const auto& line : row.explain) out += line + "\n";
+    if (!row.dp_detail.empty()) out += str("# ", row.dp_detail, "\n");
   }
   return out;
 }

@@ -1,4 +1,5 @@
 // dl-cost validate: the default estimate of each published run against its measurement.
+#include <algorithm>
 #include <cmath>
 
 #include "dl/core/error.hpp"
@@ -9,30 +10,37 @@
 
 namespace dl::cost {
 
+EstimateInputs validation_inputs(const std::string& gpu, int64_t gpus, double params, int64_t layers, int64_t hidden,
+                                 int64_t heads, int64_t seq, int64_t vocab, const plan::ArchHints& arch) {
+  EstimateInputs in;
+  in.catalogs = {"builtin"};
+  in.gpu_filter = gpu;
+  in.gpus = {gpus};
+  in.precision = "bf16";
+  in.params = params;
+  in.layers = layers, in.hidden = hidden, in.heads = heads, in.seq = seq, in.vocab = vocab;
+  in.arch = arch;  // a Llama-family run's real K/V heads, SwiGLU width and untied head
+  return in;
+}
+
+const CostRow& validation_row(const CostReport& r, const std::string& gpu, int64_t gpus, const std::string& run) {
+  const int64_t per_instance = std::min<int64_t>(gpus, 8);
+  for (const auto& x : r.rows)
+    if (!x.spot && x.offer.gpu_count == per_instance && x.instances * x.offer.gpu_count == gpus) return x;
+  throw_runtime("validation: the shipped catalog has no ", per_instance, "-GPU ", gpu, " instance for ", run);
+}
+
 std::vector<ValidationRow> validate_published_runs() {
   std::vector<ValidationRow> out;
   for (const auto& run : plan::published_runs()) {
     ValidationRow v;
     v.run = run;
     v.limit = run.gpus >= 100 ? 0.30 : 0.25;
-    EstimateInputs in;
-    in.catalogs = {"builtin"};
-    in.gpu_filter = run.gpu;
-    in.gpus = {run.gpus};
-    in.precision = "bf16";
-    in.params = run.params;
-    in.layers = run.layers, in.hidden = run.hidden, in.heads = run.heads, in.seq = run.seq, in.vocab = run.vocab;
-    in.arch = run.arch;  // a Llama-family run's real K/V heads, SwiGLU width and untied head
+    EstimateInputs in = validation_inputs(run.gpu, run.gpus, run.params, run.layers, run.hidden, run.heads, run.seq,
+                                          run.vocab, run.arch);
     in.tokens = run.minutes > 0 ? run.tokens : 1e9;
     const CostReport r = make_estimate(in);
-    const CostRow* row = nullptr;
-    for (const auto& x : r.rows)
-      if (!x.spot && x.offer.gpu_count == std::min<int64_t>(run.gpus, 8) && x.instances * x.offer.gpu_count == run.gpus) {
-        row = &x;
-        break;
-      }
-    if (!row) throw_runtime("validation: the shipped catalog has no ", std::min<int64_t>(run.gpus, 8), "-GPU ", run.gpu,
-                            " instance for ", run.name);
+    const CostRow* row = &validation_row(r, run.gpu, run.gpus, run.name);
     const double peak = *plan::gpu_spec(run.gpu)->peak_flops(MathPrecision::bf16);
     const double gpu_seconds = static_cast<double>(run.gpus) * peak;
     v.offer = row->offer.id;

@@ -333,6 +333,12 @@ struct Estimate {
   double compute_seconds = 0;    // including the bubble
   double comm_seconds = 0;       // exposed: what overlap with compute does not hide
   double comm_total_seconds = 0; // all communication time, overlapped or not
+  // Data parallelism's share: its gradient and parameter traffic (reduce-scatter/all-reduce,
+  // all-gather) and what of it the backward/forward window does not hide. With a fixed global
+  // batch more GPUs mean fewer micro-batches per replica, the same traffic per step and a smaller
+  // window: the exposed part grows (DP efficiency = compute / (compute + dp_exposed_seconds)).
+  double dp_seconds = 0;
+  double dp_exposed_seconds = 0;
   double offload_seconds = 0;    // PCIe traffic + the CPU optimizer step (offload)
   double cpu_optimizer_seconds = 0;  // of which the host's optimizer step
   double model_flops = 0;        // per step, flops_per_token x tokens (MFU's numerator)

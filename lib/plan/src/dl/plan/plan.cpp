@@ -741,6 +741,8 @@ Estimate estimate(const ModelShape& m, const Layout& layout, const Hardware& hw,
   const double exposed_cp = std::max(0.0, t_cp - attention_share * t_c);
   e.comm_total_seconds = t_tp + t_pp + t_cp + t_grads + t_params;
   e.comm_seconds = t_tp + t_pp + exposed_cp + exposed_dp;
+  e.dp_seconds = t_grads + t_params;
+  e.dp_exposed_seconds = exposed_dp;
   if (l.offload_cpu) {
     // Gradient shard to the host and updated parameter shard back over PCIe, each step, and the
     // optimizer step on the host, bound by host memory bandwidth (kCpuAdamBytesPerParam). Both
