@@ -86,9 +86,11 @@ Family parse_family(const std::string& s);
 // Parameters of a transformer shape (n_layer, hidden, heads and vocab known; seq too with
 // learned positions): V D + [T D] + L (attention + MLP + 2 norms) + final norm + [untied V D]
 // (REFERENCE.md "Model arithmetic" and "Llama-family arithmetic"). GPT-2 124M: 124,439,808;
-// Llama 3 8B: 8,030,261,248.
+// Llama 3 8B: 8,030,261,248. A mixture of experts: dense_layers dense blocks and moe_layers() MoE
+// blocks (block_param_count).
 double transformer_param_count(const ModelShape& m);
-// One block's parameters (attention with its K/V width, the MLP's 2 or 3 matrices, norms, biases).
+// One block's parameters (attention with its K/V width, the MLP's 2 or 3 matrices, norms, biases;
+// for a mixture of experts a MoE block's: the router, every routed and shared expert).
 double block_param_count(const ModelShape& m);
 // What differs from GPT-2's block, for notes: " KV=8 F=14336 llama (SwiGLU, RMSNorm, rotary)
 // untied head"; "" for GPT-2's.
@@ -180,7 +182,8 @@ std::string flop_formula_name(FlopFormula f);
 // 124439808 -> "124,439,808".
 std::string group_digits(double v);  // "6N+12LHQT (PaLM)" / "6N+6LDT (llm.c)"
 FlopFormula parse_flop_formula(const std::string& s);  // "palm" | "llmc"; usage error otherwise
-// Training FLOPs per token (forward + backward). Without an architecture: 6N.
+// Training FLOPs per token (forward + backward). Without an architecture: 6N. N is
+// active_param_count(m): a mixture of experts' tokens compute with their top-k experts only.
 double flops_per_token(const ModelShape& m, FlopFormula f = FlopFormula::palm);
 // The attention-score part of flops_per_token (12LDT or 6LDT; 0 without an architecture).
 double attention_flops_per_token(const ModelShape& m, FlopFormula f = FlopFormula::palm);
