@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dl/core/error.hpp"
+#include "dl/nn/gpt_from_config.hpp"
 #include "dl/plan/plan.hpp"
 #include "dl/plan/report.hpp"
 #include "support/support.hpp"
@@ -240,4 +241,23 @@ TEST_CASE("recommend tries EP before TP for a mixture of experts; --ep fixes it"
   in.fixed.ep = 8, in.fixed.tp = 8;  // dp = 8 / ... = 64 / 8 = 8: fine; with pp 2 dp = 4
   in.fixed.pp = 2;
   CHECK(dl::test::has(dl::test::usage_error_of([&] { make_plan(in); }), "ep 8 does not divide dp = 4"));
+}
+
+TEST_CASE("a llama config with model.n_experts plans a mixture of experts; dl-train's llama refuses to build it") {
+  const std::string path = dl::test::source_path("configs/mixtral-8x7b.toml").string();
+  const PlanConfig pc = load_plan_config(path, {});
+  // The same model the flags give, to the parameter.
+  CHECK(pc.model.params == mixtral().params);
+  CHECK(active_param_count(pc.model) == active_param_count(mixtral()));
+  CHECK(pc.model.experts == 8);
+  // --set reaches the expert keys: model.n_experts = 0 is the dense Mistral-7B-like block.
+  const PlanConfig dense = load_plan_config(path, {"model.n_experts=0", "model.n_experts_active=0"});
+  CHECK_FALSE(dense.model.is_moe());
+  CHECK(dense.model.params < pc.model.params / 5);
+  CHECK(dl::test::has(dl::test::usage_error_of([&] { llama_config_from(pc.config.model); }),
+                      "model.n_experts = 8: dl-train's models have no experts"));
+  CHECK(dl::test::has(dl::test::usage_error_of([&] { load_plan_config(path, {"model.n_experts_active=9"}); }),
+                      "model.n_experts_active (9) must be 1 to model.n_experts (8)"));
+  CHECK(dl::test::has(dl::test::usage_error_of([&] { load_plan_config(path, {"model.n_experts=0"}); }),
+                      "model.n_experts is 0 (a dense model)"));
 }

@@ -115,6 +115,25 @@ constexpr double kGradBucketBytes = 25e6;
 // stage3_prefetch_bucket_size (5e7 elements).
 constexpr double kZero3GatherParams = 5e7;
 
+// A config's expert keys (model.n_experts ...), each alone in range by the schema, together: a
+// llama mixture of experts or none. Errors name the file and the keys.
+void check_config_experts(const ModelConfig& c, const std::string& file) {
+  if (c.n_experts == 0) {
+    if (c.n_experts_active || c.expert_ffn_hidden || c.n_shared_experts || c.n_dense_layers)
+      throw_usage(file, ": model.n_experts is 0 (a dense model), but model.n_experts_active, model.expert_ffn_hidden, "
+                  "model.n_shared_experts or model.n_dense_layers shape experts");
+    return;
+  }
+  if (c.type != ModelType::llama)
+    throw_usage(file, ": model.n_experts = ", c.n_experts, " plans a mixture of experts of llama blocks: set model.type = \"llama\"");
+  if (c.n_experts_active < 1 || c.n_experts_active > c.n_experts)
+    throw_usage(file, ": model.n_experts_active (", c.n_experts_active, ") must be 1 to model.n_experts (", c.n_experts,
+                "): the experts each token is routed to");
+  if (c.n_dense_layers >= c.n_layer)
+    throw_usage(file, ": model.n_dense_layers (", c.n_dense_layers, ") must be below model.n_layer (", c.n_layer,
+                "): at least one layer holds experts");
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -129,7 +148,9 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
       // The block dl-train builds: its K/V heads and SwiGLU width as llama_config_from resolves
       // them (0 in the config: n_head and 4 x n_embd), RMSNorm, rotary, no biases but the
       // optional q/k/v ones.
-      const LlamaConfig lc = llama_config_from(c.model);
+      ModelConfig dense = c.model;
+      dense.n_experts = 0;  // the block's dense parts; the experts come below
+      const LlamaConfig lc = llama_config_from(dense);
       m = with_family(m, Family::llama);
       m.qkv_bias = lc.qkv_bias;
       m.kv_heads = lc.n_kv_head;
@@ -146,6 +167,15 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
     m.vocab = c.model.vocab_size;
     m.tied_head = c.model.tie_embeddings;
     m.dropout = false;  // dl-train's GPT has no dropout (hf config: *_pdrop = 0)
+    check_config_experts(c.model, m.name);
+    if (c.model.n_experts > 0) {
+      m.experts = c.model.n_experts;
+      m.active_experts = c.model.n_experts_active;
+      m.expert_ffn = c.model.expert_ffn_hidden;
+      m.shared_experts = c.model.n_shared_experts;
+      m.dense_layers = c.model.n_dense_layers;
+      m.params = transformer_param_count(m);
+    }
     return m;
   }
   {
