@@ -99,7 +99,9 @@ std::string describe_block(const ModelShape& m);
 // From a dl-train config: the same parameter count dl-train reports, to the parameter.
 // gpt: gpt_param_count of the [model] section. llama: llama_param_count, and the llama block
 // (with_family llama; kv_heads and ffn_hidden as llama_config_from resolves them, tied_head from
-// model.tie_embeddings), so activations follow the llama formulas. mlp: the input width and the class count come from
+// model.tie_embeddings), so activations follow the llama formulas; with model.n_experts a llama
+// mixture of experts (planning only: dl-train refuses it), counted by transformer_param_count and
+// its keys checked together (usage errors naming `name` and the keys). mlp: the input width and the class count come from
 // the data, so the training data is opened (dl::open_datasets) to read them; its errors (missing
 // file, bad CSV) are usage errors naming the file.
 ModelShape model_from_config(const Config& config, const std::string& name = "");
