@@ -202,7 +202,7 @@ TEST_CASE("unknown keys and sections suggest the closest known key") {
         "x.toml:2: unknown key 'model.wibble'; the keys of [model] are type, n_layer, n_head, n_embd, block_size, "
         "vocab_size, init_std, tie_embeddings, init_from, n_kv_head, ffn_hidden, rms_norm_eps, rope_theta, "
         "rope_scaling, rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_position, qkv_bias, "
-        "hidden, activation");
+        "n_experts, n_experts_active, expert_ffn_hidden, n_shared_experts, n_dense_layers, hidden, activation");
   CHECK(parse_error("[zzzzzzzz]\n") ==
         "x.toml:1: unknown section 'zzzzzzzz'; the sections are model, data, optim, schedule, train, parallel, dist, log");
   // a sub-table under a known section is an unknown key
@@ -342,7 +342,7 @@ TEST_CASE("every declared range and choice is enforced") {
     });
     CHECK_MESSAGE(stored == 1, key, "=", good, " was not stored");
   });
-  CHECK(checked == 59);  // the constrained keys of schema.hpp
+  CHECK(checked == 64);  // the constrained keys of schema.hpp
 }
 
 TEST_CASE("llama's cross-field checks name the key and its line") {
@@ -610,7 +610,7 @@ TEST_CASE("config_to_toml lists every section and key in declaration order") {
 
 TEST_CASE("config_key_docs has one entry per key with type, default and help") {
   auto docs = config_key_docs();
-  CHECK(docs.size() == 69);
+  CHECK(docs.size() == 74);
   std::set<std::string> names;
   for (const auto& d : docs) {
     CAPTURE(d.key);

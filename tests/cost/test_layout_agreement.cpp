@@ -43,40 +43,61 @@ EstimateInputs on_lambda(const Run& run, double tokens) {
   return in;
 }
 
+// dl-cost's rows on 8-GPU instances against dl-shard recommend for the same model; `moe` adds the
+// expert flags both tools take (experts 0: dense).
+void check_agreement(const Run& run, const dl::plan::ArchHints& moe = {}) {
+  CAPTURE(run.name);
+  EstimateInputs in = on_lambda(run, 1e12);
+  in.micro_batch = run.micro_batch;
+  in.batch_tokens = static_cast<double>(run.global_batch * run.shape.seq);
+  in.gpus = {run.gpus};
+  in.arch.experts = moe.experts, in.arch.active_experts = moe.active_experts;
+  const CostReport cost = make_estimate(in);
+  REQUIRE_FALSE(cost.rows.empty());
+
+  dl::plan::PlanInputs p;
+  dl::test::set_shape(p, run.shape);
+  p.arch.experts = moe.experts, p.arch.active_experts = moe.active_experts;
+  p.gpus = run.gpus;
+  p.gpu = run.gpu;
+  p.micro_batch = run.micro_batch;
+  p.global_batch = run.global_batch;
+  const dl::plan::PlanReport shard = dl::plan::make_recommendation(p);
+  for (const CostRow& row : cost.rows) {
+    if (row.offer.gpu_count != 8) continue;  // an 8-GPU instance is dl-shard's default node
+    CAPTURE(row.offer.id);
+    REQUIRE(row.fits.has_value());
+    CHECK(*row.fits == (shard.best() != nullptr));
+    if (const dl::plan::Estimate* best = shard.best()) {
+      CHECK(row.layout == dl::plan::compact_layout(best->layout));
+      CHECK(row.mem_per_gpu == doctest::Approx(best->memory.total()).epsilon(1e-12));
+      // Full recompute repeats the forward: the speed pays for the work the layout adds.
+      CHECK(row.recompute_factor == doctest::Approx(best->model_flops / best->hardware_flops));
+    } else {
+      CHECK(has(row.why_not, "needs "));
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("dl-cost and dl-shard agree on fit, layout and per-GPU memory for published shapes") {
-  for (const Run& run : kRuns) {
-    CAPTURE(run.name);
-    EstimateInputs in = on_lambda(run, 1e12);
-    in.micro_batch = run.micro_batch;
-    in.batch_tokens = static_cast<double>(run.global_batch * run.shape.seq);
-    in.gpus = {run.gpus};
-    const CostReport cost = make_estimate(in);
-    REQUIRE_FALSE(cost.rows.empty());
+  for (const Run& run : kRuns) check_agreement(run);
+}
 
-    dl::plan::PlanInputs p;
-    dl::test::set_shape(p, run.shape);
-    p.gpus = run.gpus;
-    p.gpu = run.gpu;
-    p.micro_batch = run.micro_batch;
-    p.global_batch = run.global_batch;
-    const dl::plan::PlanReport shard = dl::plan::make_recommendation(p);
-    for (const CostRow& row : cost.rows) {
-      if (row.offer.gpu_count != 8) continue;  // an 8-GPU instance is dl-shard's default node
-      CAPTURE(row.offer.id);
-      REQUIRE(row.fits.has_value());
-      CHECK(*row.fits == (shard.best() != nullptr));
-      if (const dl::plan::Estimate* best = shard.best()) {
-        CHECK(row.layout == dl::plan::compact_layout(best->layout));
-        CHECK(row.mem_per_gpu == doctest::Approx(best->memory.total()).epsilon(1e-12));
-        // Full recompute repeats the forward: the speed pays for the work the layout adds.
-        CHECK(row.recompute_factor == doctest::Approx(best->model_flops / best->hardware_flops));
-      } else {
-        CHECK(has(row.why_not, "needs "));
-      }
-    }
-  }
+TEST_CASE("dl-cost and dl-shard agree on a mixture of experts: Mixtral 8x7B chooses the same expert-parallel layout") {
+  const Run mixtral = {"Mixtral 8x7B", {46.7e9, "llama", 32, 4096, 32, 8, 14336, 32000, 4096}, "H100-SXM", 64, 256, 1};
+  dl::plan::ArchHints moe;
+  moe.experts = 8, moe.active_experts = 2;
+  check_agreement(mixtral, moe);
+  // The layout both choose shards the experts (ep > 1).
+  dl::plan::PlanInputs p;
+  dl::test::set_shape(p, mixtral.shape);
+  p.arch.experts = 8, p.arch.active_experts = 2;
+  p.gpus = 64, p.gpu = "H100-SXM", p.global_batch = 256;
+  const dl::plan::PlanReport shard = dl::plan::make_recommendation(p);
+  REQUIRE(shard.best());
+  CHECK(has(dl::plan::compact_layout(shard.best()->layout), "ep="));
 }
 
 TEST_CASE("dl-cost no longer plans materialized attention: Llama 2 7B at 4096 fits without recompute") {

@@ -234,7 +234,7 @@ TEST_CASE("--hf-config: Llama, Mistral, Qwen2 and GPT-2 config.json; other model
     FAIL("expected a refusal of ", name);
     return std::string();
   };
-  CHECK(refusal("mixtral.json", hf_json("MixtralForCausalLM", "mixtral", mistral)).find("architectures [\"MixtralForCausalLM\"] is not a model") !=
+  CHECK(refusal("gemma.json", hf_json("GemmaForCausalLM", "gemma", mistral)).find("architectures [\"GemmaForCausalLM\"] is not a model") !=
         std::string::npos);
   CHECK(refusal("moe.json", hf_json("LlamaForCausalLM", "llama", kLlama3 + ", \"num_local_experts\": 8"))
             .find("\"num_local_experts\"") != std::string::npos);

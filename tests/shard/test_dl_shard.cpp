@@ -595,3 +595,37 @@ TEST_CASE("--fabric: the inter-node bandwidth per GPU, printed; a slower one slo
   CHECK(bad.exit_code == 2);
   CHECK(has(bad.err, "--fabric: unknown fabric 'token-ring'"));
 }
+
+TEST_CASE("a mixture of experts: total and active parameters printed, EP searched, bad expert flags exit 2 naming the flag") {
+  const std::vector<std::string> mixtral = {"--params", "46.7B", "--arch", "llama", "--layers", "32", "--hidden", "4096",
+                                            "--heads", "32", "--kv-heads", "8", "--ffn-hidden", "14336", "--vocab", "32000",
+                                            "--seq", "4096", "--gpus", "64", "--gpu", "H100-SXM"};
+  auto r = run(kShard, cat(cat({"recommend"}, mixtral), {"--experts", "8", "--active-experts", "2"}));
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(has(r.out, "params 46.7B total, 12.9B active"));
+  CHECK(has(r.out, "recommended: dp=64 tp=1 pp=1 ep="));
+  auto fixed = run(kShard, cat(cat({"plan"}, mixtral), {"--experts", "8", "--active-experts", "2", "--ep", "4", "--format", "json"}));
+  REQUIRE_MESSAGE(fixed.exit_code == 0, fixed.err);
+  for (const auto& row : json::parse(fixed.out)) {
+    CHECK(row["ep"] == 4);
+    CHECK(row["comm_ep_bytes"].get<double>() > 0);
+    CHECK(row["active_params"].get<double>() == doctest::Approx(12.9e9).epsilon(0.02));
+  }
+  const std::pair<std::vector<std::string>, std::string> bad[] = {
+      {{"--experts", "0", "--active-experts", "2"}, "--experts: need at least 1 routed expert"},
+      {{"--experts", "8", "--active-experts", "9"}, "--active-experts 9"},
+      {{"--experts", "8"}, "--active-experts 0"},
+      {{"--active-experts", "2"}, "give --experts N"},
+      {{"--experts", "8", "--active-experts", "2", "--ep", "3"}, "--ep 3 does not divide the 8 experts"},
+      {{"--experts", "8", "--active-experts", "2", "--ep", "8", "--tp", "8", "--pp", "2"}, "--ep 8 does not divide dp = 4"},
+      {{"--ep", "2"}, "--ep 2: expert parallelism needs a mixture of experts (--experts N)"},
+      {{"--experts", "8", "--active-experts", "2", "--capacity-factor", "0.5"}, "--capacity-factor 0.5"},
+  };
+  for (const auto& flags_message : bad) {
+    const std::string& message = flags_message.second;
+    auto e = run(kShard, cat(cat({"plan"}, mixtral), flags_message.first));
+    CAPTURE(message);
+    CHECK(e.exit_code == 2);
+    CHECK(has(e.err, message));
+  }
+}

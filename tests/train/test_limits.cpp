@@ -77,6 +77,11 @@ TEST_CASE("limits: threads beyond the cap exit 2 naming train.threads or DL_NUM_
   }
 }
 
+TEST_CASE("limits: a mixture of experts (model.n_experts) is refused by name, before the memory estimate counts its experts") {
+  check_refused({{"model.n_experts=8", "model.n_experts_active=2", "model.n_layer=2000000"}, {},
+                 "model.n_experts = 8: dl-train's models have no experts"});
+}
+
 TEST_CASE("limits: train.steps beyond 1e9 is refused by the schema") {
   check_refused({{"train.steps=9223372036854775807"}, {}, "train.steps"});
 }

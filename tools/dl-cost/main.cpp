@@ -37,7 +37,9 @@ const dl::OptionNames kFlags = {
     {"vs", "--vs"},              {"arch", "--arch"},             {"kv_heads", "--kv-heads"},
     {"ffn_hidden", "--ffn-hidden"}, {"untied_head", "--untied-head"}, {"hf_config", "--hf-config"},
     {"fabric", "--fabric"},      {"eval_share", "--eval-share"}, {"checkpoint_bw", "--checkpoint-bw"},
-    {"failure_rate", "--failure-rate"}, {"restart_cost", "--restart-cost"}};
+    {"failure_rate", "--failure-rate"}, {"restart_cost", "--restart-cost"},
+    {"experts", "--experts"}, {"active_experts", "--active-experts"}, {"expert_ffn", "--expert-ffn"},
+    {"shared_experts", "--shared-experts"}, {"dense_layers", "--dense-layers"}, {"capacity_factor", "--capacity-factor"}};
 
 // "$1,500", "1.5k", "200" -> USD.
 double parse_usd(std::string text, const std::string& what) {

@@ -29,7 +29,7 @@ struct PlanFlags {
   std::vector<std::string> sets;
   int64_t layers = 0, hidden = 0, heads = 0, seq = 0, vocab = 0;
   dl::plan::ArchHints arch;
-  int64_t gpus = 0, gpus_per_node = 0, micro_batch = 0, global_batch = 0, zero = -1, tp = 0, pp = 0, cp = 0;
+  int64_t gpus = 0, gpus_per_node = 0, micro_batch = 0, global_batch = 0, zero = -1, tp = 0, pp = 0, cp = 0, ep = -1;
   double mfu = 0;
   int64_t top = 0;  // rows shown (recommend: of each group); 0 = all
 };
@@ -60,6 +60,8 @@ void add_plan_flags(CLI::App* c, PlanFlags& f) {
   c->add_option("--tp", f.tp, "Tensor-parallel degree");
   c->add_option("--pp", f.pp, "Pipeline stages");
   c->add_option("--cp", f.cp, "Context-parallel ranks (ring attention; recommend searches it for sequences of 8192 and more)");
+  c->add_option("--ep", f.ep,
+                "Expert-parallel ranks for a mixture of experts (divides --experts and dp; recommend searches it before tp)");
   c->add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b | gpipe");
   c->add_option("--offload", f.offload, "none | cpu: optimizer state on the host (needs zero >= 1)");
   c->add_option("--recompute", f.recompute, "none | selective | full activation recomputation");
@@ -95,7 +97,9 @@ const dl::OptionNames kFlags = {
     {"with_optimizer", "--with-optimizer"}, {"force", "--force"},
     {"arch", "--arch"},       {"kv_heads", "--kv-heads"},     {"ffn_hidden", "--ffn-hidden"},
     {"untied_head", "--untied-head"}, {"hf_config", "--hf-config"}, {"precision", "--precision"},
-    {"fabric", "--fabric"}};
+    {"fabric", "--fabric"},   {"ep", "--ep"},
+    {"experts", "--experts"}, {"active_experts", "--active-experts"}, {"expert_ffn", "--expert-ffn"},
+    {"shared_experts", "--shared-experts"}, {"dense_layers", "--dense-layers"}, {"capacity_factor", "--capacity-factor"}};
 
 dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   dl::plan::PlanInputs in;
@@ -121,6 +125,7 @@ dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   if (f.tp) in.fixed.tp = f.tp;
   if (f.pp) in.fixed.pp = f.pp;
   if (f.cp) in.fixed.cp = f.cp;
+  if (f.ep >= 0) in.fixed.ep = f.ep;
   if (!f.offload.empty()) {
     const std::optional<dl::Offload> offload = dl::parse_choice<dl::Offload>(f.offload);
     if (!offload) dl::throw_usage("--offload: none or cpu, got '", f.offload, "'");
@@ -180,8 +185,8 @@ int main(int argc, char** argv) {
   rec->footer(
       "Searches tp, pp, zero, offload and recompute (those not fixed by flags) with dp = gpus / (tp x pp),\n"
       "ranks layouts that fit by estimated step time and recommends the first, in the order practitioners\n"
-      "try them (DP, ZeRO-1, ZeRO-2, ZeRO-3/FSDP, selective then full recompute, TP inside a node, PP\n"
-      "across nodes, CPU offload last), within 5% of the fastest and leaving 5% of the GPU free where one\n"
+      "try them (DP, ZeRO-1, ZeRO-2, ZeRO-3/FSDP, selective then full recompute, EP for a mixture of\n"
+      "experts, TP inside a node, PP across nodes, CPU offload last), within 5% of the fastest and leaving 5% of the GPU free where one\n"
       "does; the other rows say why they were passed over, --explain prints the ladder. With --bench,\n"
       "measured GEMM or training FLOP/s and\n"
       "collective bandwidth replace datasheet values.\n"
@@ -191,6 +196,8 @@ int main(int argc, char** argv) {
       "  dl-bench gemm --format json > bench.json && dl-shard recommend --params 13e9 --gpus 16 --gpu-mem 80GB --bench bench.json\n"
       "  dl-shard recommend --params 70e9 --gpus 64 --gpu H100-SXM --tp 8 --format csv --top 0\n"
       "  dl-shard recommend configs/llama3-8b.toml --gpus 8 --gpu H100-SXM\n"
+      "  dl-shard recommend --params 46.7B --arch llama --layers 32 --hidden 4096 --heads 32 --kv-heads 8 \\\n"
+      "                --ffn-hidden 14336 --vocab 32000 --seq 4096 --experts 8 --active-experts 2 --gpus 64 --gpu H100-SXM\n"
       "  dl-shard recommend --hf-config Meta-Llama-3-8B/config.json --seq 4096 --gpus 16 --gpu A100-SXM-80GB");
 
   std::string inspect_path, inspect_format = "table";

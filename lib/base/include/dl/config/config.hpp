@@ -41,6 +41,14 @@ struct ModelConfig {
   int64_t rope_original_max_position = 8192;
   // Biases on the q, k and v projections (Qwen2); a checkpoint's config.json is then Qwen2ForCausalLM's
   bool qkv_bias = false;
+  // llama, planned only: a mixture of experts (plan::ModelShape's experts, active_experts,
+  // expert_ffn, shared_experts, dense_layers), which dl-shard plan and dl-cost estimate read;
+  // dl-train builds no experts and refuses n_experts > 0 (refuse_experts).
+  int64_t n_experts = 0;
+  int64_t n_experts_active = 0;
+  int64_t expert_ffn_hidden = 0;  // 0: model.ffn_hidden's width
+  int64_t n_shared_experts = 0;
+  int64_t n_dense_layers = 0;
   // mlp
   std::vector<int64_t> hidden = {64, 64};
   Choice<Activation> activation = Activation::relu;

@@ -547,7 +547,7 @@ CostReport make_estimate(const EstimateInputs& in) {
     throw_option_error("no offer matches", in.gpu_filter.empty() ? "" : " {gpu_filter} " + in.gpu_filter,
                        in.provider_filter.empty() ? "" : " {provider_filter} " + in.provider_filter, " (see `dl-cost offers`)");
   SpeedModel sm = make_speed_model(in.bench, in.throughput, in.reference_gpu, in.speed_sources, ex.precision, in.mfu,
-                                   ex.model ? ex.model->params : 0.0, in.flags);
+                                   ex.model ? plan::active_param_count(*ex.model) : 0.0, in.flags);
   for (const auto& n : sm.notes) rep.notes.push_back("# " + n);
   auto efficiency = [&](const Offer& o, int64_t n, const FitResult& fit, double per_gpu) {
     if (in.scaling.fixed) {
@@ -768,6 +768,10 @@ CostReport make_estimate(const EstimateInputs& in) {
                            ? str(" (L=", ex.model->n_layer, " D=", ex.model->hidden, " heads=", ex.model->heads, " T=", ex.model->seq,
                                  plan::describe_block(*ex.model), ")")
                            : std::string()));
+  // A mixture of experts: memory holds every expert, the work counts the active ones (6 N_active).
+  if (ex.model && ex.model->is_moe())
+    head.push_back(str("# params ", plan::describe_moe_params(*ex.model), ": memory (and checkpoints) count the total, "
+                       "FLOPs per token the active; dl-shard's planner chooses the expert-parallel layout"));
   head.push_back(str("# work: ", format_flop(ex.flops), ex.flops_per_token > 0 ? str(" = tokens x ", format_flop(ex.flops_per_token), " per token") : std::string(),
                      ", FLOPs per token: ", ex.formula));
   for (const auto& n : ex.notes) head.push_back("# " + n);

@@ -1,8 +1,17 @@
 #include "dl/nn/gpt_from_config.hpp"
 
+#include "dl/core/error.hpp"
+
 namespace dl {
 
+void refuse_experts(const ModelConfig& m) {
+  if (m.n_experts > 0)
+    throw_usage("model.n_experts = ", m.n_experts, ": dl-train's models have no experts (a mixture of experts is for "
+                "dl-shard plan and dl-cost estimate only); set model.n_experts = 0 to train the dense model");
+}
+
 GptConfig gpt_config_from(const ModelConfig& m) {
+  refuse_experts(m);
   GptConfig g;
   g.n_layer = static_cast<int>(m.n_layer);
   g.n_head = static_cast<int>(m.n_head);
@@ -15,6 +24,7 @@ GptConfig gpt_config_from(const ModelConfig& m) {
 }
 
 LlamaConfig llama_config_from(const ModelConfig& m) {
+  refuse_experts(m);  // planned (dl-shard, dl-cost), never built as a dense model
   LlamaConfig c;
   c.n_layer = static_cast<int>(m.n_layer);
   c.n_head = static_cast<int>(m.n_head);

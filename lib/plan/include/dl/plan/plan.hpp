@@ -52,6 +52,20 @@ struct ModelShape {
   bool proj_bias = true;   // on the attention output projection
   bool mlp_bias = true;    // on the MLP's matrices
   bool learned_positions = true;  // a T x D position table (GPT-2); false: rotary (no parameters)
+  // Mixture of experts (Mixtral, Qwen-MoE, DeepSeek-V2/V3, OLMoE): the MLP of each of the last
+  // n_layer - dense_layers blocks is `experts` routed experts (each an MLP of width expert_ffn,
+  // 0: ffn()), of which a router (D x experts, no bias) sends each token to the top
+  // `active_experts`, plus `shared_experts` experts of width shared_expert_ffn (0: expert_ffn)
+  // every token passes through. experts 0: a dense model. The first dense_layers blocks keep a
+  // dense MLP of width ffn() (DeepSeek-V3: 3 of width 18432).
+  int64_t experts = 0, active_experts = 0, expert_ffn = 0, shared_experts = 0, shared_expert_ffn = 0, dense_layers = 0;
+  // Tokens an expert takes per micro-batch as a multiple of its fair share (tokens x
+  // active_experts / experts): the routed tokens' activations and all-to-all volume scale with it.
+  double capacity_factor = 1.0;
+  bool is_moe() const { return experts > 0; }
+  int64_t moe_layers() const { return is_moe() ? std::max<int64_t>(0, n_layer - dense_layers) : 0; }
+  int64_t expert_width() const { return expert_ffn > 0 ? expert_ffn : ffn(); }
+  int64_t shared_width() const { return shared_expert_ffn > 0 ? shared_expert_ffn : expert_width(); }
   bool is_transformer() const { return n_layer > 0 && hidden > 0 && heads > 0 && seq > 0; }
   int64_t kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int64_t ffn() const;
@@ -72,9 +86,11 @@ Family parse_family(const std::string& s);
 // Parameters of a transformer shape (n_layer, hidden, heads and vocab known; seq too with
 // learned positions): V D + [T D] + L (attention + MLP + 2 norms) + final norm + [untied V D]
 // (REFERENCE.md "Model arithmetic" and "Llama-family arithmetic"). GPT-2 124M: 124,439,808;
-// Llama 3 8B: 8,030,261,248.
+// Llama 3 8B: 8,030,261,248. A mixture of experts: dense_layers dense blocks and moe_layers() MoE
+// blocks (block_param_count).
 double transformer_param_count(const ModelShape& m);
-// One block's parameters (attention with its K/V width, the MLP's 2 or 3 matrices, norms, biases).
+// One block's parameters (attention with its K/V width, the MLP's 2 or 3 matrices, norms, biases;
+// for a mixture of experts a MoE block's: the router, every routed and shared expert).
 double block_param_count(const ModelShape& m);
 // What differs from GPT-2's block, for notes: " KV=8 F=14336 llama (SwiGLU, RMSNorm, rotary)
 // untied head"; "" for GPT-2's.
@@ -83,7 +99,9 @@ std::string describe_block(const ModelShape& m);
 // From a dl-train config: the same parameter count dl-train reports, to the parameter.
 // gpt: gpt_param_count of the [model] section. llama: llama_param_count, and the llama block
 // (with_family llama; kv_heads and ffn_hidden as llama_config_from resolves them, tied_head from
-// model.tie_embeddings), so activations follow the llama formulas. mlp: the input width and the class count come from
+// model.tie_embeddings), so activations follow the llama formulas; with model.n_experts a llama
+// mixture of experts (planning only: dl-train refuses it), counted by transformer_param_count and
+// its keys checked together (usage errors naming `name` and the keys). mlp: the input width and the class count come from
 // the data, so the training data is opened (dl::open_datasets) to read them; its errors (missing
 // file, bad CSV) are usage errors naming the file.
 ModelShape model_from_config(const Config& config, const std::string& name = "");
@@ -111,17 +129,38 @@ struct ArchHints {
   int64_t ffn_hidden = 0;   // --ffn-hidden
   bool untied_head = false; // --untied-head
   std::string hf_config;    // --hf-config: a Hugging Face config.json
-  bool any() const { return !family.empty() || kv_heads || ffn_hidden || untied_head || !hf_config.empty(); }
+  // Mixture of experts (ModelShape's fields of the same names): --experts, --active-experts,
+  // --expert-ffn, --shared-experts, --dense-layers, --capacity-factor.
+  std::optional<int64_t> experts;  // given: a mixture of experts (0 is then an error, not a dense model)
+  int64_t active_experts = 0, expert_ffn = 0, shared_experts = 0, dense_layers = 0;
+  std::optional<double> capacity_factor;
+  bool moe_given() const { return experts || active_experts || expert_ffn || shared_experts || dense_layers || capacity_factor; }
+  bool any() const { return !family.empty() || kv_heads || ffn_hidden || untied_head || !hf_config.empty() || moe_given(); }
 };
+// Checks the mixture-of-experts fields of a shape with an architecture (usage errors naming
+// {experts}, {active_experts}, {expert_ffn}, {shared_experts}, {dense_layers}, {capacity_factor}).
+void check_moe(const ModelShape& m);
+// The model's parameters one token passes through: all but the routed experts the router does
+// not pick (n_layer - dense_layers) x (experts - active_experts) x one expert's parameters;
+// m.params for a dense model. FLOPs per token count these (6 N_active + attention).
+double active_param_count(const ModelShape& m);
+// One routed expert's parameters (the MLP at expert_width()); 0 for a dense model.
+double expert_param_count(const ModelShape& m);
+// "671B total, 37B active" for a mixture of experts; "" for a dense model.
+std::string describe_moe_params(const ModelShape& m);
 // The model the flags describe: --hf-config's (with --seq, default its max_position_embeddings;
 // --params must then be absent), else model_from_params(params, hints of the family). Usage
 // errors name the flags ({kv_heads}, {ffn_hidden}, {hf_config}, ...).
 ModelShape model_from_hints(std::optional<double> params, int64_t n_layer, int64_t hidden, int64_t heads, int64_t seq,
                             int64_t vocab, const ArchHints& arch);
 // A Hugging Face config.json of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or
-// GPT2LMHeadModel as a shape (seq 0: max_position_embeddings / n_positions). Other architectures,
-// mixture-of-experts and sliding-window fields, a head_dim other than hidden / heads and an
-// activation other than the family's are usage errors naming the file and the key.
+// GPT2LMHeadModel, or of the mixtures of experts MixtralForCausalLM, Qwen2MoeForCausalLM,
+// Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM and OlmoeForCausalLM, as a
+// shape (seq 0: max_position_embeddings / n_positions). DeepSeek's multi-head latent attention is
+// planned as standard attention of the same heads and width (said in the note). Other
+// architectures, expert or routing keys the family's reader does not take, MoE only in some
+// layers, sliding-window fields, a head_dim other than hidden / heads and an activation other
+// than the family's are usage errors naming the file and the key.
 ModelShape model_from_hf_config(const std::string& config_json, int64_t seq = 0);
 
 // A dl-train config as the planner reads it: the Config (train, parallel, optim sections) as
@@ -145,7 +184,8 @@ std::string flop_formula_name(FlopFormula f);
 // 124439808 -> "124,439,808".
 std::string group_digits(double v);  // "6N+12LHQT (PaLM)" / "6N+6LDT (llm.c)"
 FlopFormula parse_flop_formula(const std::string& s);  // "palm" | "llmc"; usage error otherwise
-// Training FLOPs per token (forward + backward). Without an architecture: 6N.
+// Training FLOPs per token (forward + backward). Without an architecture: 6N. N is
+// active_param_count(m): a mixture of experts' tokens compute with their top-k experts only.
 double flops_per_token(const ModelShape& m, FlopFormula f = FlopFormula::palm);
 // The attention-score part of flops_per_token (12LDT or 6LDT; 0 without an architecture).
 double attention_flops_per_token(const ModelShape& m, FlopFormula f = FlopFormula::palm);
@@ -178,6 +218,11 @@ struct Layout {
   // holds seq / cp of every sequence; K and V travel the ring. dp x tp x pp x cp = gpus; ZeRO
   // shards and gradients reduce over dp x cp.
   int64_t cp = 1;
+  // Expert parallelism (Megatron-LM's --expert-model-parallel-size, DeepSpeed-MoE's ep_size): a
+  // mixture of experts' routed experts are sharded over ep ranks of the data-parallel group
+  // (ep divides dp and the experts); each rank holds experts / ep of them, and two all-to-alls
+  // per MoE layer move the routed tokens to their experts and back. Dense parts are as without ep.
+  int64_t ep = 1;
   int64_t zero = 0;            // 0..3
   bool offload_cpu = false;    // optimizer state (and its step) on the host; needs zero >= 1
   int64_t micro_batch = 1;     // sequences per micro-batch per rank
@@ -243,6 +288,10 @@ inline constexpr double kOverheadBytes = 2.0e9;
 // column-parallel biases and the vocabulary split t ways; LayerNorms, row-parallel biases and
 // position embeddings replicated).
 double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp);
+// Of params_per_rank, the routed experts' parameters (split t ways, before the ep sharding): the
+// part memory_per_rank divides by ep and shards with ZeRO over the dp x cp / ep ranks that hold
+// the same experts (Megatron-LM's expert-data-parallel group). 0 for a dense model.
+double expert_params_per_rank(const ModelShape& m, int64_t tp, int64_t pp);
 
 // Transformer blocks on the first, a middle and the last pipeline stage. pp | L: L/pp each.
 // Otherwise, when pp | L + 2, the embedding and the LM head count as one layer each, as BLOOM
@@ -299,9 +348,14 @@ struct CommVolume {
   double tp = 0;        // tensor-parallel all-reduces: per layer 2 forward + 2 backward of s*b*h
   double pp = 0;        // point-to-point activations and gradients between stages
   double cp = 0;        // context parallelism: K/V chunks around the ring (forward), K/V and their gradients (backward)
-  double total() const { return dp + tp + pp + cp; }
+  double ep = 0;        // expert parallelism: per MoE layer 2 all-to-alls forward (dispatch, combine), 2 backward
+  double total() const { return dp + tp + pp + cp + ep; }
 };
 CommVolume comm_per_rank(const ModelShape& m, const Layout& l);
+// Bytes one rank sends in one all-to-all of a MoE layer for one micro-batch: the tokens it
+// routes (seq / cp x micro-batch x active_experts x capacity_factor) x hidden x activation bytes
+// x (ep - 1) / ep (the share bound for other ranks' experts). 0 without ep.
+double all_to_all_bytes(const ModelShape& m, const Layout& l);
 
 // Pipeline bubble fraction (GPipe and 1F1B): (p - 1) / (m + p - 1).
 double bubble_fraction(int64_t pp, int64_t microbatches);
@@ -371,14 +425,15 @@ Estimate estimate(const ModelShape& m, const Layout& l, const Hardware& hw, int6
 // Which layout dimensions enumerate_layouts may vary; a set field is fixed to that value (and a
 // value that makes every layout impossible is explained rather than dropped).
 struct LayoutSearch {
-  std::optional<int64_t> dp, tp, pp, cp, zero;
+  std::optional<int64_t> dp, tp, pp, cp, ep, zero;
   std::optional<bool> offload;
   std::optional<Recompute> recompute;
 };
 
 // Every valid layout for `gpus` GPUs (dp x tp x pp = gpus with tp | heads, tp <= gpus_per_node,
 // pp | n_layer; tp and pp only for a transformer unless fixed, as their traffic needs its shape; zero 0..3; offload on/off with zero >= 1; recompute none/selective/full for a
-// transformer; sequence parallelism with tp > 1 when base.sequence_parallel), minus the
+// transformer; sequence parallelism with tp > 1 when base.sequence_parallel; for a mixture of
+// experts ep over the divisors of the experts that divide the GPUs and dp), minus the
 // dimensions `search` fixes, estimated and sorted: fitting layouts by
 // step time, then the rest by how much memory they need. Impossible combinations are dropped;
 // when no combination is possible (the fixed choices rule them all out), the result is instead

@@ -2,6 +2,8 @@
 // --kv-heads, --ffn-hidden, --untied-head), a Hugging Face config.json (--hf-config), and a
 // dl-train config (through the shared config loader, for every model.type).
 #include <filesystem>
+#include <map>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "dl/core/error.hpp"
@@ -19,11 +21,18 @@ ModelShape model_from_hints(std::optional<double> params, int64_t n_layer, int64
   if (!arch.hf_config.empty()) {
     if (params) throw_option_error("{hf_config} gives the exact parameter count: leave out {params}");
     if (n_layer || hidden || heads || vocab || arch.kv_heads || arch.ffn_hidden || !arch.family.empty() ||
-        arch.untied_head)
+        arch.untied_head || arch.experts || arch.active_experts || arch.expert_ffn || arch.shared_experts || arch.dense_layers)
       throw_option_error("{hf_config} describes the whole model: leave out {layers}, {hidden}, {heads}, {vocab}, ",
-                         "{kv_heads}, {ffn_hidden}, {arch} and {untied_head} ({seq} sets the training length)");
+                         "{kv_heads}, {ffn_hidden}, {arch}, {untied_head} and the expert flags ({seq} sets the training "
+                         "length, {capacity_factor} the experts' capacity)");
     if (seq < 0) throw_option_error("{seq}: need a positive sequence length, got ", seq);
-    return model_from_hf_config(arch.hf_config, seq);
+    ModelShape m = model_from_hf_config(arch.hf_config, seq);
+    if (arch.capacity_factor) {
+      if (!m.is_moe()) throw_option_error("{capacity_factor}: ", arch.hf_config, " is not a mixture of experts");
+      m.capacity_factor = *arch.capacity_factor;
+      check_moe(m);
+    }
+    return m;
   }
   if (!params) throw_option_error("give {params} with the architecture hints (or {hf_config} config.json)");
   if (arch.kv_heads < 0 || arch.ffn_hidden < 0) throw_option_error("{kv_heads} and {ffn_hidden} must be positive");
@@ -35,6 +44,15 @@ ModelShape model_from_hints(std::optional<double> params, int64_t n_layer, int64
   if (arch.untied_head) hints.tied_head = false;
   if ((arch.ffn_hidden || arch.untied_head || arch.kv_heads) && !(n_layer > 0 && hidden > 0))
     throw_option_error("{kv_heads}, {ffn_hidden} and {untied_head} shape the blocks: give {layers} and {hidden} too");
+  hints.experts = arch.experts.value_or(0);
+  hints.active_experts = arch.active_experts;
+  hints.expert_ffn = arch.expert_ffn;
+  hints.shared_experts = arch.shared_experts;
+  hints.dense_layers = arch.dense_layers;
+  hints.capacity_factor = arch.capacity_factor.value_or(1.0);
+  // {experts} 0 is a mistake, not a dense model: a dense model leaves the flag out.
+  if (arch.experts && *arch.experts < 1) throw_option_error("{experts}: need at least 1 routed expert, got ", *arch.experts);
+  check_moe(hints);
   return model_from_params(*params, hints);
 }
 
@@ -59,9 +77,24 @@ bool flag(const json& j, const char* key, bool fallback, const std::string& file
   return j[key].get<bool>();
 }
 
-// Keys that describe what the planner's dense, full-attention block does not compute.
-constexpr const char* kMoeKeys[] = {"num_local_experts", "num_experts",          "num_experts_per_tok",
-                                    "n_routed_experts",  "moe_intermediate_size", "n_shared_experts"};
+// Mixture-of-experts keys: a key naming experts, routing or MoE layers that the family's reader
+// does not take is an error, never read as a dense model.
+bool moe_key(const std::string& key) {
+  for (const char* word : {"expert", "moe", "router", "topk", "top_k", "routed", "sparse"})
+    if (key.find(word) != std::string::npos) return true;
+  return false;
+}
+
+// Where the family's config.json keeps its mixture of experts (nullptr: a key it does not have).
+struct MoeKeys {
+  const char* experts;         // routed experts
+  const char* expert_ffn;      // each expert's width
+  const char* shared_experts;  // a count of shared experts of the experts' width
+  const char* shared_ffn;      // one shared expert of this width
+  const char* dense_layers;    // the first k layers dense
+  std::vector<const char*> fixed_one;  // keys that must be 1 (MoE in every layer)
+  std::vector<const char*> ignored;    // training-only routing settings the plan does not depend on
+};
 
 }  // namespace
 
@@ -73,24 +106,63 @@ ModelShape model_from_hf_config(const std::string& file, int64_t seq) {
       j["architectures"][0].is_string())
     arch = j["architectures"][0].get<std::string>();
   std::string type = present(j, "model_type") && j["model_type"].is_string() ? j["model_type"].get<std::string>() : "";
-  constexpr const char* kKnown = "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM or GPT2LMHeadModel";
+  constexpr const char* kKnown =
+      "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel, or the mixtures of experts "
+      "MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM, "
+      "OlmoeForCausalLM";
   struct Known {
     const char* arch;
     const char* type;
   };
-  constexpr Known kFamilies[] = {{"LlamaForCausalLM", "llama"},
-                                 {"MistralForCausalLM", "mistral"},
-                                 {"Qwen2ForCausalLM", "qwen2"},
-                                 {"GPT2LMHeadModel", "gpt2"}};
+  constexpr Known kFamilies[] = {{"LlamaForCausalLM", "llama"},         {"MistralForCausalLM", "mistral"},
+                                 {"Qwen2ForCausalLM", "qwen2"},         {"GPT2LMHeadModel", "gpt2"},
+                                 {"MixtralForCausalLM", "mixtral"},     {"Qwen2MoeForCausalLM", "qwen2_moe"},
+                                 {"Qwen3MoeForCausalLM", "qwen3_moe"},  {"DeepseekV2ForCausalLM", "deepseek_v2"},
+                                 {"DeepseekV3ForCausalLM", "deepseek_v3"}, {"OlmoeForCausalLM", "olmoe"}};
+  const std::vector<const char*> kRouting = {"num_experts_per_tok", "norm_topk_prob", "router_aux_loss_coef",
+                                             "output_router_logits", "router_jitter_noise"};
+  const auto with_routing = [&](std::vector<const char*> extra) {
+    extra.insert(extra.end(), kRouting.begin(), kRouting.end());
+    return extra;
+  };
+  const std::map<std::string, MoeKeys> kMoe = {
+      {"mixtral", {"num_local_experts", "intermediate_size", nullptr, nullptr, nullptr, {}, with_routing({})}},
+      {"qwen2_moe",
+       {"num_experts", "moe_intermediate_size", nullptr, "shared_expert_intermediate_size", nullptr, {"decoder_sparse_step"},
+        with_routing({})}},
+      {"qwen3_moe", {"num_experts", "moe_intermediate_size", nullptr, nullptr, nullptr, {"decoder_sparse_step"}, with_routing({})}},
+      {"deepseek_v2",
+       {"n_routed_experts", "moe_intermediate_size", "n_shared_experts", nullptr, "first_k_dense_replace", {"moe_layer_freq"},
+        with_routing({"topk_method", "topk_group", "n_group", "routed_scaling_factor", "scoring_func", "seq_aux",
+                      "aux_loss_alpha", "ep_size"})}},
+      {"deepseek_v3",
+       {"n_routed_experts", "moe_intermediate_size", "n_shared_experts", nullptr, "first_k_dense_replace", {"moe_layer_freq"},
+        with_routing({"topk_method", "topk_group", "n_group", "routed_scaling_factor", "scoring_func", "seq_aux",
+                      "aux_loss_alpha", "ep_size"})}},
+      {"olmoe", {"num_experts", "intermediate_size", nullptr, nullptr, nullptr, {}, with_routing({})}},
+  };
   const Known* family = nullptr;
   for (const auto& k : kFamilies)
     if ((!arch.empty() && arch == k.arch) || (arch.empty() && type == k.type)) family = &k;
   if (!family)
     throw_usage(file, ": ", !arch.empty() ? "architectures [\"" + arch + "\"]" : "model_type \"" + type + "\"",
                 " is not a model dl-shard and dl-cost plan (", kKnown, ")");
-  for (const char* key : kMoeKeys)
-    if (present(j, key))
-      throw_usage(file, ": \"", key, "\" describes a mixture of experts, which is not planned (dense ", kKnown, " only)");
+  const auto moe = kMoe.find(family->type);
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
+    if (item.value().is_null() || !moe_key(key)) continue;
+    bool known = false;
+    if (moe != kMoe.end()) {
+      const MoeKeys& k = moe->second;
+      for (const char* name : {k.experts, k.expert_ffn, k.shared_experts, k.shared_ffn, k.dense_layers})
+        known = known || (name && key == name);
+      for (const auto* list : {&k.fixed_one, &k.ignored})
+        for (const char* name : *list) known = known || key == name;
+    }
+    if (!known)
+      throw_usage(file, ": \"", key, "\" describes a mixture of experts the ", family->arch,
+                  " reader does not plan (experts are read from ", kKnown, ")");
+  }
   // Qwen2 writes sliding_window with use_sliding_window = false; Mistral v0.1 sets it on.
   if (present(j, "use_sliding_window") ? flag(j, "use_sliding_window", false, file) : present(j, "sliding_window"))
     throw_usage(file, ": \"", present(j, "use_sliding_window") ? "use_sliding_window" : "sliding_window",
@@ -135,12 +207,53 @@ ModelShape model_from_hf_config(const std::string& file, int64_t seq) {
     m.proj_bias = attention_bias;
     m.mlp_bias = flag(j, "mlp_bias", false, file);
   }
+  std::string moe_note;
+  if (moe != kMoe.end()) {
+    const MoeKeys& k = moe->second;
+    const char* arch_name = family->arch;
+    m.experts = positive(j, k.experts, file, arch_name);
+    m.active_experts = positive(j, "num_experts_per_tok", file, arch_name);
+    if (m.active_experts > m.experts)
+      throw_usage(file, ": \"num_experts_per_tok\" ", m.active_experts, " is more than the ", m.experts, " experts (\"",
+                  k.experts, "\")");
+    m.expert_ffn = positive(j, k.expert_ffn, file, arch_name);
+    if (k.shared_experts && present(j, k.shared_experts)) {
+      if (!j[k.shared_experts].is_number_integer() || j[k.shared_experts].get<int64_t>() < 0)
+        throw_usage(file, ": \"", k.shared_experts, "\" must be an integer >= 0, got ", j[k.shared_experts].dump());
+      m.shared_experts = j[k.shared_experts].get<int64_t>();
+    }
+    if (k.shared_ffn && present(j, k.shared_ffn)) {
+      if (!j[k.shared_ffn].is_number_integer() || j[k.shared_ffn].get<int64_t>() < 0)
+        throw_usage(file, ": \"", k.shared_ffn, "\" must be an integer >= 0, got ", j[k.shared_ffn].dump());
+      m.shared_expert_ffn = j[k.shared_ffn].get<int64_t>();
+      m.shared_experts = m.shared_expert_ffn > 0 ? 1 : 0;
+    }
+    if (k.dense_layers && present(j, k.dense_layers)) {
+      if (!j[k.dense_layers].is_number_integer() || j[k.dense_layers].get<int64_t>() < 0 ||
+          j[k.dense_layers].get<int64_t>() >= m.n_layer)
+        throw_usage(file, ": \"", k.dense_layers, "\" must be an integer from 0 to ", m.n_layer - 1, ", got ",
+                    j[k.dense_layers].dump());
+      m.dense_layers = j[k.dense_layers].get<int64_t>();
+    }
+    for (const char* key : k.fixed_one)
+      if (present(j, key) && j[key] != 1)
+        throw_usage(file, ": \"", key, "\" is ", j[key].dump(), ": only experts in every layer (1) are planned");
+    if (present(j, "mlp_only_layers") && !(j["mlp_only_layers"].is_array() && j["mlp_only_layers"].empty()))
+      throw_usage(file, ": \"mlp_only_layers\" is ", j["mlp_only_layers"].dump(), ": only experts in every layer are planned");
+  }
+  // DeepSeek's multi-head latent attention (low-rank q and kv projections) is not modelled: its
+  // attention is planned as standard multi-head attention of the same heads and width.
+  if (present(j, "kv_lora_rank") || present(j, "q_lora_rank"))
+    moe_note += "; multi-head latent attention (\"kv_lora_rank\") planned as standard attention of the same heads and width";
+  if (present(j, "num_nextn_predict_layers") && j["num_nextn_predict_layers"] != 0)
+    moe_note += "; the multi-token-prediction module (\"num_nextn_predict_layers\") is not counted";
   if (m.hidden % m.heads != 0)
     throw_usage(file, ": the hidden size ", m.hidden, " is not a multiple of the ", m.heads, " attention heads");
   if (m.heads % m.kv() != 0)
     throw_usage(file, ": num_key_value_heads ", m.kv(), " does not divide num_attention_heads ", m.heads);
   m.params = transformer_param_count(m);
-  m.note = str(file, ": ", family->arch, ", ", group_digits(m.params), " parameters",
+  if (m.is_moe()) moe_note = str(", a mixture of experts (", describe_moe_params(m), ")") + moe_note;
+  m.note = str(file, ": ", family->arch, ", ", group_digits(m.params), " parameters", moe_note,
                seq > 0 ? "" : str(", sequence length ", m.seq, " (its maximum; {seq} to train shorter)"));
   return m;
 }

@@ -30,27 +30,59 @@ namespace {
 // GPT-2: split 12D^2 + 7D, replicated 6D: 12 D^2 + 13 D (ln_1, ln_2, c_attn, c_proj, c_fc, mlp c_proj).
 struct BlockParams {
   double split = 0, replicated = 0;
+  double experts = 0;  // of the total, the routed experts' (split t ways too; sharded over ep ranks)
 };
 
 double norm_params(const ModelShape& m) {
   return (m.norm == NormKind::layernorm ? 2.0 : 1.0) * static_cast<double>(m.hidden);
 }
 
-BlockParams block_params(const ModelShape& m) {
-  const double d = static_cast<double>(m.hidden), kv = m.kv_fraction() * d, f = static_cast<double>(m.ffn());
+// An MLP of inner width f: gelu's D -> F -> D or swiglu's gate, up and down, with the family's biases.
+BlockParams mlp_params(const ModelShape& m, double f) {
+  const double d = static_cast<double>(m.hidden);
   const double in_matrices = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;  // gate and up, or c_fc
   BlockParams b;
-  b.split = 2 * d * d + 2 * d * kv + (in_matrices + 1) * d * f;
-  if (m.qkv_bias) b.split += d + 2 * kv;
+  b.split = (in_matrices + 1) * d * f;
   if (m.mlp_bias) b.split += in_matrices * f, b.replicated += d;
-  if (m.proj_bias) b.replicated += d;
-  b.replicated += 2 * norm_params(m);
   return b;
 }
 
+// A block: attention, norms and either the dense MLP or (moe) the router, the routed experts and
+// the shared experts. Megatron-LM splits each expert's matrices t ways as it splits the dense
+// MLP's (expert tensor parallelism = tp) and replicates the router.
+BlockParams block_params(const ModelShape& m, bool moe = false) {
+  const double d = static_cast<double>(m.hidden), kv = m.kv_fraction() * d;
+  BlockParams b;
+  b.split = 2 * d * d + 2 * d * kv;
+  if (m.qkv_bias) b.split += d + 2 * kv;
+  if (m.proj_bias) b.replicated += d;
+  b.replicated += 2 * norm_params(m);
+  const auto add = [&b](const BlockParams& mlp, double count) {
+    b.split += count * mlp.split;
+    b.replicated += count * mlp.replicated;
+  };
+  if (!moe) {
+    add(mlp_params(m, static_cast<double>(m.ffn())), 1);
+    return b;
+  }
+  const BlockParams expert = mlp_params(m, static_cast<double>(m.expert_width()));
+  add(expert, static_cast<double>(m.experts));
+  add(mlp_params(m, static_cast<double>(m.shared_width())), static_cast<double>(m.shared_experts));
+  b.replicated += d * static_cast<double>(m.experts);  // the router
+  b.experts = static_cast<double>(m.experts) * (expert.split + expert.replicated);
+  return b;
+}
+
+// Parameters of all n_layer blocks: dense_layers dense ones and moe_layers() of experts.
+double blocks_params(const ModelShape& m) {
+  const BlockParams dense = block_params(m), moe = block_params(m, true);
+  const double n_moe = static_cast<double>(m.moe_layers());
+  return (static_cast<double>(m.n_layer) - n_moe) * (dense.split + dense.replicated) + n_moe * (moe.split + moe.replicated);
+}
+
 // One block's parameters on a tensor-parallel rank: the split part over t, the rest whole.
-double layer_params_tp(const ModelShape& m, double t) {
-  const BlockParams b = block_params(m);
+double layer_params_tp(const ModelShape& m, double t, bool moe = false) {
+  const BlockParams b = block_params(m, moe);
   return b.split / t + b.replicated;
 }
 
@@ -61,11 +93,46 @@ double stored_kv_fraction(const ModelShape& m) { return m.kv_repeated ? 1.0 : m.
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The MLP width whose F-wide values a block stores per token: the dense MLP's ffn(), or (moe) the
+// routed copies' share of their experts (capacity_factor x active_experts x expert_width()) plus
+// the shared experts every token passes through.
+double stored_mlp_width(const ModelShape& m, bool moe) {
+  if (!moe) return static_cast<double>(m.ffn());
+  return m.capacity_factor * static_cast<double>(m.active_experts * m.expert_width()) +
+         static_cast<double>(m.shared_experts * m.shared_width());
+}
+
+// The widest of the model's layer kinds (the backward working set's F-wide gradients).
+double widest_mlp_width(const ModelShape& m) {
+  if (!m.is_moe()) return stored_mlp_width(m, false);
+  const double moe = stored_mlp_width(m, true);
+  return m.dense_layers > 0 ? std::max(moe, stored_mlp_width(m, false)) : moe;
+}
+
 // PyTorch DDP's default gradient bucket (bucket_cap_mb = 25); two in flight.
 constexpr double kGradBucketBytes = 25e6;
 // Parameters ZeRO-3 gathers at once when the layer size is unknown: DeepSpeed's default
 // stage3_prefetch_bucket_size (5e7 elements).
 constexpr double kZero3GatherParams = 5e7;
+
+// A config's expert keys (model.n_experts ...), each alone in range by the schema, together: a
+// llama mixture of experts or none. Errors name the file and the keys.
+void check_config_experts(const ModelConfig& c, const std::string& file) {
+  if (c.n_experts == 0) {
+    if (c.n_experts_active || c.expert_ffn_hidden || c.n_shared_experts || c.n_dense_layers)
+      throw_usage(file, ": model.n_experts is 0 (a dense model), but model.n_experts_active, model.expert_ffn_hidden, "
+                  "model.n_shared_experts or model.n_dense_layers shape experts");
+    return;
+  }
+  if (c.type != ModelType::llama)
+    throw_usage(file, ": model.n_experts = ", c.n_experts, " plans a mixture of experts of llama blocks: set model.type = \"llama\"");
+  if (c.n_experts_active < 1 || c.n_experts_active > c.n_experts)
+    throw_usage(file, ": model.n_experts_active (", c.n_experts_active, ") must be 1 to model.n_experts (", c.n_experts,
+                "): the experts each token is routed to");
+  if (c.n_dense_layers >= c.n_layer)
+    throw_usage(file, ": model.n_dense_layers (", c.n_dense_layers, ") must be below model.n_layer (", c.n_layer,
+                "): at least one layer holds experts");
+}
 
 }  // namespace
 
@@ -81,7 +148,9 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
       // The block dl-train builds: its K/V heads and SwiGLU width as llama_config_from resolves
       // them (0 in the config: n_head and 4 x n_embd), RMSNorm, rotary, no biases but the
       // optional q/k/v ones.
-      const LlamaConfig lc = llama_config_from(c.model);
+      ModelConfig dense = c.model;
+      dense.n_experts = 0;  // the block's dense parts; the experts come below
+      const LlamaConfig lc = llama_config_from(dense);
       m = with_family(m, Family::llama);
       m.qkv_bias = lc.qkv_bias;
       m.kv_heads = lc.n_kv_head;
@@ -98,6 +167,15 @@ ModelShape model_from_config(const Config& c, const std::string& name) {
     m.vocab = c.model.vocab_size;
     m.tied_head = c.model.tie_embeddings;
     m.dropout = false;  // dl-train's GPT has no dropout (hf config: *_pdrop = 0)
+    check_config_experts(c.model, m.name);
+    if (c.model.n_experts > 0) {
+      m.experts = c.model.n_experts;
+      m.active_experts = c.model.n_experts_active;
+      m.expert_ffn = c.model.expert_ffn_hidden;
+      m.shared_experts = c.model.n_shared_experts;
+      m.dense_layers = c.model.n_dense_layers;
+      m.params = transformer_param_count(m);
+    }
     return m;
   }
   {
@@ -152,7 +230,7 @@ ModelShape model_from_params(double params, const ModelShape& hints) {
   }
   m.name = num + " params";
   if (has_layers(m)) {
-    double need = static_cast<double>(n_layer) * block_param_count(m);
+    double need = blocks_params(m);
     if (vocab > 0) need += (m.tied_head ? 1.0 : 2.0) * static_cast<double>(vocab) * static_cast<double>(hidden);
     if (seq > 0 && m.learned_positions) need += static_cast<double>(seq) * static_cast<double>(hidden);
     // With the embeddings known the hints give the exact count (+ the final norm's 2D or D).
@@ -206,14 +284,59 @@ Family parse_family(const std::string& s) {
 }
 
 double block_param_count(const ModelShape& m) {
-  const BlockParams b = block_params(m);
+  const BlockParams b = block_params(m, m.is_moe());
   return b.split + b.replicated;
 }
 
 double transformer_param_count(const ModelShape& m) {
   const double d = static_cast<double>(m.hidden), v = static_cast<double>(m.vocab);
   return v * d * (m.tied_head ? 1.0 : 2.0) + (m.learned_positions ? static_cast<double>(m.seq) * d : 0.0) +
-         static_cast<double>(m.n_layer) * block_param_count(m) + norm_params(m);
+         blocks_params(m) + norm_params(m);
+}
+
+void check_moe(const ModelShape& m) {
+  if (!m.is_moe()) {
+    if (m.active_experts || m.expert_ffn || m.shared_experts || m.dense_layers || m.capacity_factor != 1.0)
+      throw_option_error("{active_experts}, {expert_ffn}, {shared_experts}, {dense_layers} and {capacity_factor} shape "
+                         "a mixture of experts: give {experts} N too");
+    return;
+  }
+  if (m.experts < 1) throw_option_error("{experts}: need at least 1 routed expert, got ", m.experts);
+  if (m.n_layer < 1 || m.hidden < 1)
+    throw_option_error("{experts} replaces the blocks' MLPs: give {layers} and {hidden} (or {hf_config})");
+  if (m.active_experts < 1 || m.active_experts > m.experts)
+    throw_option_error("{active_experts} ", m.active_experts, ": each token goes to between 1 and {experts} = ", m.experts,
+                       " routed experts");
+  if (m.expert_ffn < 0) throw_option_error("{expert_ffn}: need a positive width, got ", m.expert_ffn);
+  if (m.shared_experts < 0) throw_option_error("{shared_experts}: need 0 or more, got ", m.shared_experts);
+  if (m.dense_layers < 0 || m.dense_layers >= m.n_layer)
+    throw_option_error("{dense_layers} ", m.dense_layers, ": need 0 to ", m.n_layer - 1,
+                       " (at least one of the ", m.n_layer, " layers holds experts)");
+  if (!(m.capacity_factor >= 1.0) || !std::isfinite(m.capacity_factor))
+    throw_option_error("{capacity_factor} ", m.capacity_factor, ": need at least 1 (1: every expert takes its fair share of the tokens)");
+}
+
+double expert_param_count(const ModelShape& m) {
+  if (!m.is_moe()) return 0;
+  const BlockParams e = mlp_params(m, static_cast<double>(m.expert_width()));
+  return e.split + e.replicated;
+}
+
+double active_param_count(const ModelShape& m) {
+  if (!m.is_moe()) return m.params;
+  return m.params - static_cast<double>(m.moe_layers()) * static_cast<double>(m.experts - m.active_experts) *
+                        expert_param_count(m);
+}
+
+std::string describe_moe_params(const ModelShape& m) {
+  if (!m.is_moe()) return "";
+  // "671B", "12.9B", "1.3B", "450M": three significant digits.
+  const auto count = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g%s", v >= 1e9 ? v / 1e9 : v / 1e6, v >= 1e9 ? "B" : "M");
+    return std::string(buf);
+  };
+  return str(count(m.params), " total, ", count(active_param_count(m)), " active");
 }
 
 std::string describe_block(const ModelShape& m) {
@@ -258,7 +381,8 @@ double attention_flops_per_token(const ModelShape& m, FlopFormula f) {
 
 double flops_per_token(const ModelShape& m, FlopFormula f) {
   // PaLM (Chowdhery et al. 2022, appendix B): 6N + 12 L H Q T; llm.c: 6N + 6 L D T.
-  return 6.0 * m.params + attention_flops_per_token(m, f);
+  // A mixture of experts computes with the parameters its tokens pass through (6 N_active).
+  return 6.0 * active_param_count(m) + attention_flops_per_token(m, f);
 }
 
 std::string recompute_name(Recompute r) { return std::string(choice_name(r)); }
@@ -283,7 +407,8 @@ Attention attention_for_device(Choice<DeviceChoice> device) {
 }
 
 std::string Layout::describe() const {
-  return str("dp=", dp, " tp=", tp, " pp=", pp, cp > 1 ? str(" cp=", cp) : std::string(), " zero=", zero, " offload=", offload_cpu ? "cpu" : "none",
+  return str("dp=", dp, " tp=", tp, " pp=", pp, cp > 1 ? str(" cp=", cp) : std::string(), ep > 1 ? str(" ep=", ep) : std::string(),
+             " zero=", zero, " offload=", offload_cpu ? "cpu" : "none",
              " recompute=", recompute_name(recompute), " mb=", micro_batch,
              attention == Attention::flash ? " attention=flash" : "", sequence_parallel && tp > 1 ? " sp" : "");
 }
@@ -356,16 +481,23 @@ StageBlocks stage_blocks(int64_t n_layer, int64_t pp) {
   return {k, k, k};
 }
 
-double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp) {
+namespace {
+
+// The busiest rank's parameters before ZeRO and, of them, the routed experts' (before ep).
+struct RankParams {
+  double total = 0, experts = 0;
+};
+
+RankParams rank_params(const ModelShape& m, int64_t tp, int64_t pp) {
   const double t = static_cast<double>(std::max<int64_t>(tp, 1));
   const int64_t p = std::max<int64_t>(pp, 1);
-  if (!has_layers(m)) return m.params / (t * static_cast<double>(p));
+  if (!has_layers(m)) return {m.params / (t * static_cast<double>(p)), 0.0};
   const double h = static_cast<double>(m.hidden);
   const StageBlocks blocks = stage_blocks(m.n_layer, p);
   // Everything outside the blocks: embeddings (wte V x D, wpe T x D), final norm (2D or D),
   // and whatever else the count holds when only --params was given (taken as embeddings).
   const double final_norm = norm_params(m);
-  const double outside = std::max(0.0, m.params - static_cast<double>(m.n_layer) * block_param_count(m) - final_norm);
+  const double outside = std::max(0.0, m.params - blocks_params(m) - final_norm);
   const double wpe = m.seq > 0 && m.vocab > 0 && m.learned_positions ? static_cast<double>(m.seq) * h : 0.0;  // replicated
   const double split = outside - wpe;  // wte, an untied lm_head (vocab-parallel) and the rest: split t ways
   // The vocabulary's rows split as evenly as they go (dl-train's vocab_range): the busiest rank
@@ -376,18 +508,36 @@ double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp) {
   const double vocab_local = matrices * rows * h;
   // (A rounded --params may hold less than the hints' vocabulary: then all of it splits t ways.)
   const double split_local = split >= vocab_whole ? (split - vocab_whole) / t + vocab_local : split / t;
-  const double layer = layer_params_tp(m, t);
-  const double first = static_cast<double>(blocks.first) * layer + split_local + wpe + (p == 1 ? final_norm : 0.0);
+  // The blocks [begin, begin + count): a mixture of experts' first dense_layers are dense.
+  const double dense_layer = layer_params_tp(m, t), moe_layer = layer_params_tp(m, t, true);
+  const double experts_layer = block_params(m, true).experts / t;
+  const auto stage = [&](int64_t begin, int64_t count) {
+    const int64_t dense = m.is_moe() ? std::clamp<int64_t>(m.dense_layers - begin, 0, count) : count;
+    const double moe = static_cast<double>(count - dense);
+    return RankParams{static_cast<double>(dense) * dense_layer + moe * moe_layer, moe * experts_layer};
+  };
+  RankParams first = stage(0, blocks.first);
+  first.total += split_local + wpe + (p == 1 ? final_norm : 0.0);
   if (p == 1) return first;
-  const double middle = p > 2 ? static_cast<double>(blocks.middle) * layer : 0.0;
+  const RankParams middle = p > 2 ? stage(blocks.first, blocks.middle) : RankParams{};
   // The last stage holds the final LayerNorm and the LM head: with tied embeddings its own copy
   // of the token embedding (Megatron-LM keeps one on the first and the last stage), else the
   // untied lm_head, which the first stage then does not hold.
   const double head = m.vocab > 0 ? rows * h : 0.0;
-  const double last = static_cast<double>(blocks.last) * layer + final_norm + head;
-  if (!m.tied_head) return std::max({first - head, middle, last});
-  return std::max({first, middle, last});
+  RankParams last = stage(m.n_layer - blocks.last, blocks.last);
+  last.total += final_norm + head;
+  if (!m.tied_head) first.total -= head;
+  RankParams most = first;
+  for (const RankParams& r : {middle, last})
+    if (r.total > most.total) most = r;
+  return most;
 }
+
+}  // namespace
+
+double params_per_rank(const ModelShape& m, int64_t tp, int64_t pp) { return rank_params(m, tp, pp).total; }
+
+double expert_params_per_rank(const ModelShape& m, int64_t tp, int64_t pp) { return rank_params(m, tp, pp).experts; }
 
 double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int64_t tp, Recompute r,
                                   double bytes_per_value, Attention attention, bool sequence_parallel) {
@@ -413,10 +563,9 @@ double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int6
   // F-wide values: GELU's input and output (2 x 2F/h: 16 at F = 4h), SwiGLU's gate and up
   // outputs (silu's and the product's inputs) and their product (down's input): 3 x 2F/h
   // (Megatron-LM's swiglu keeps the same three). K and V repeated to every query head
-  // (m.kv_repeated: dl-train's llama) are as wide as Q.
-  const double f_over_h = static_cast<double>(m.ffn()) / h;
+  // (m.kv_repeated: dl-train's llama) are as wide as Q. A MoE layer's F-wide values are those of
+  // the experts its tokens pass through (stored_mlp_width).
   const double mlp_values = m.mlp == MlpKind::swiglu ? 3.0 : 2.0;
-  const double split = 4 + 4 * stored_kv_fraction(m) + 2 * mlp_values * f_over_h;
   const double sbh = s * b * h, scale = bytes_per_value / 2.0;
   // Flash attention (Dao et al. 2022; dl-train's kernels/attention.cu) never stores the scores,
   // their dropout mask or output (the mask is regenerated from the RNG state): backward
@@ -428,14 +577,28 @@ double activation_bytes_per_layer(const ModelShape& m, int64_t micro_batch, int6
   const double attention_term = attention == Attention::flash
                                     ? 2 * a * s * b / t * bytes_per_value
                                     : sbh * scores * a * s / (h * t) * scale;
-  switch (r) {
-    case Recompute::none: return sbh * (replicated + split / t) * scale + attention_term;
-    // Selective recompute re-runs the attention core in backward, which rebuilds the
-    // log-sum-exp state too: nothing of it is kept, for either attention.
-    case Recompute::selective: return sbh * (replicated + split / t) * scale;
-    case Recompute::full: return 2 * sbh * scale / sp;
-  }
-  return 0;
+  const auto layer = [&](bool moe) {
+    const double f_over_h = stored_mlp_width(m, moe) / h;
+    const double split = 4 + 4 * stored_kv_fraction(m) + 2 * mlp_values * f_over_h;
+    // A MoE layer also keeps every routed copy of a token, the expert's input after the dispatch
+    // and its output before the weighted combine (the router's gradient needs it): 2 values of
+    // width h per copy, active_experts x capacity_factor copies; and the router's probabilities,
+    // experts values per token.
+    const double routed = moe ? 2 * 2 * static_cast<double>(m.active_experts) * m.capacity_factor +
+                                    2 * static_cast<double>(m.experts) / h
+                              : 0.0;
+    switch (r) {
+      case Recompute::none: return sbh * (replicated + routed + split / t) * scale + attention_term;
+      // Selective recompute re-runs the attention core in backward, which rebuilds the
+      // log-sum-exp state too: nothing of it is kept, for either attention.
+      case Recompute::selective: return sbh * (replicated + routed + split / t) * scale;
+      case Recompute::full: return 2 * sbh * scale / sp;
+    }
+    return 0.0;
+  };
+  // Layers of a kind the model has; every stage is charged the heavier kind.
+  if (!m.is_moe()) return layer(false);
+  return m.dense_layers > 0 ? std::max(layer(false), layer(true)) : layer(true);
 }
 
 namespace {
@@ -491,7 +654,7 @@ double activation_bytes(const ModelShape& m, const Layout& l) {
   // (1 + 2 KV/heads of h/t: RoPE rotates them apart from the packed qkv) and the packed q/k/v
   // gradient (1 + 2R, R the stored K/V fraction): s*b*h*(3 + (2 + 2R + 2 KV/heads + 3F/h)/t).
   const double tpd = static_cast<double>(std::max<int64_t>(l.tp, 1));
-  const double f_over_h = static_cast<double>(m.ffn()) / h;
+  const double f_over_h = widest_mlp_width(m) / h;
   const double work =
       s * b * h * bpv *
       (m.mlp == MlpKind::swiglu ? 3 / spd + (2 + 2 * stored_kv_fraction(m) + 2 * m.kv_fraction() + 3 * f_over_h) / tpd
@@ -512,18 +675,54 @@ double activation_bytes(const ModelShape& m, const Layout& l) {
   return std::max({first, second, last});
 }
 
+namespace {
+
+// A rank's share of its parameters' ZeRO-sharded state: the dense part over the nd = dp x cp
+// ranks, the routed experts' over ep first (each rank holds experts / ep of them) and then over
+// the nd / ep ranks that hold the same experts (Megatron-LM's expert-data-parallel group, which
+// its distributed optimizer and DeepSpeed-MoE's ZeRO shard over). `sharded`: ZeRO shards this
+// state at the layout's stage.
+struct ParamSplit {
+  double dense = 0, experts = 0;  // parameters on the rank before ZeRO (experts already / ep)
+  double nd = 1, nd_experts = 1;  // the ranks ZeRO shards each over
+  double shard(double bytes_per_param, bool sharded) const {
+    return sharded ? bytes_per_param * (dense / nd + experts / nd_experts) : bytes_per_param * (dense + experts);
+  }
+};
+
+ParamSplit param_split(const ModelShape& m, const Layout& l) {
+  ParamSplit p;
+  const double all = params_per_rank(m, l.tp, l.pp), experts = expert_params_per_rank(m, l.tp, l.pp);
+  const double ep = static_cast<double>(std::max<int64_t>(l.ep, 1));
+  p.dense = all - experts;
+  p.experts = experts / ep;
+  p.nd = static_cast<double>(std::max<int64_t>(l.dp, 1) * std::max<int64_t>(l.cp, 1));
+  p.nd_experts = std::max(1.0, p.nd / ep);
+  return p;
+}
+
+// Tokens one rank routes per micro-batch: each of its seq / cp x micro-batch tokens to
+// active_experts experts, capacity_factor x the fair share.
+double routed_tokens(const ModelShape& m, const Layout& l) {
+  return static_cast<double>(m.seq) / static_cast<double>(std::max<int64_t>(l.cp, 1)) *
+         static_cast<double>(l.micro_batch) * static_cast<double>(m.active_experts) * m.capacity_factor;
+}
+
+}  // namespace
+
 MemoryBreakdown memory_per_rank(const ModelShape& m, const Layout& l) {
   const StateBytes sb = state_bytes(l.precision, l.optimizer);
-  const double P = params_per_rank(m, l.tp, l.pp);
-  const double nd = static_cast<double>(std::max<int64_t>(l.dp, 1) * std::max<int64_t>(l.cp, 1));
+  const ParamSplit ps = param_split(m, l);
+  const double P = ps.dense + ps.experts;
+  const double nd = ps.nd;
   MemoryBreakdown mem;
-  mem.params = sb.params * P / (l.zero >= 3 ? nd : 1.0);
-  mem.grads = sb.grads * P / (l.zero >= 2 ? nd : 1.0);
-  mem.optimizer = sb.optimizer * P / (l.zero >= 1 ? nd : 1.0);
+  mem.params = ps.shard(sb.params, l.zero >= 3);
+  mem.grads = ps.shard(sb.grads, l.zero >= 2);
+  mem.optimizer = ps.shard(sb.optimizer, l.zero >= 1);
   if (l.offload_cpu) {
     // ZeRO-Offload (Ren et al. 2021): the optimizer states (with the fp32 master copy) and the
     // optimizer step live on the host; the rank's gradient shard is copied there each step.
-    mem.host_offload = mem.optimizer + sb.grads * P / nd;
+    mem.host_offload = mem.optimizer + ps.shard(sb.grads, true);
     mem.optimizer = 0;
   }
   mem.activations = activation_bytes(m, l);
@@ -532,14 +731,21 @@ MemoryBreakdown memory_per_rank(const ModelShape& m, const Layout& l) {
   // pipeline stages a send and a receive buffer of one micro-batch's boundary activations.
   if (nd > 1) mem.comm_buffers += 2 * kGradBucketBytes;
   if (l.zero >= 3 && nd > 1) {
-    const double layer = has_layers(m) ? layer_params_tp(m, static_cast<double>(l.tp))
-                                       : std::min(P, kZero3GatherParams);
+    // The biggest layer gathered: a MoE layer with only its rank's experts / ep.
+    const double t = static_cast<double>(l.tp), ep = static_cast<double>(std::max<int64_t>(l.ep, 1));
+    double layer = has_layers(m) ? layer_params_tp(m, t) : std::min(P, kZero3GatherParams);
+    if (has_layers(m) && m.is_moe())
+      layer = std::max(m.dense_layers > 0 ? layer : 0.0,
+                       layer_params_tp(m, t, true) - block_params(m, true).experts / t * (1 - 1 / ep));
     mem.comm_buffers += 2 * layer * sb.params;
   }
   const double seq_chunk = static_cast<double>(m.seq) / static_cast<double>(std::max<int64_t>(l.cp, 1));
   if (l.pp > 1 && m.is_transformer())
     mem.comm_buffers += 2 * seq_chunk * static_cast<double>(l.micro_batch) * static_cast<double>(m.hidden) *
                         activation_value_bytes(l.precision);
+  // The all-to-all's send and receive buffers of the routed tokens.
+  if (l.ep > 1 && m.is_moe() && m.is_transformer())
+    mem.comm_buffers += 2 * routed_tokens(m, l) * static_cast<double>(m.hidden) * activation_value_bytes(l.precision);
   // Ring attention double-buffers the K/V chunk it receives.
   if (l.cp > 1 && m.is_transformer())
     mem.comm_buffers += 2 * 2 * seq_chunk * static_cast<double>(l.micro_batch) * static_cast<double>(m.hidden) *
@@ -563,14 +769,23 @@ CommVolume comm_per_rank(const ModelShape& m, const Layout& l) {
     // With gradient accumulation (micro > 1), DP and ZeRO-1 accumulate full gradients locally and
     // reduce once; ZeRO-2 keeps only a gradient shard, so it reduce-scatters every micro-batch;
     // ZeRO-3 gathers the parameters and reduce-scatters gradients for every micro-batch.
-    const double P = params_per_rank(m, l.tp, l.pp);
-    const double n = static_cast<double>(nd), ring = (n - 1) / n;
-    switch (l.zero) {
-      case 0: c.dp = 2 * P * sb.grads * ring; break;
-      case 1: c.dp_params = P * sb.params * ring, c.dp = P * sb.grads * ring + c.dp_params; break;
-      case 2: c.dp_params = P * sb.params * ring, c.dp = micro * P * sb.grads * ring + c.dp_params; break;
-      default: c.dp_params = micro * 2 * P * sb.params * ring, c.dp = micro * P * sb.grads * ring + c.dp_params; break;
-    }
+    // The dense parameters reduce over the nd ranks, the routed experts' (experts / ep of them on
+    // the rank) over the nd / ep ranks that hold the same experts.
+    const ParamSplit ps = param_split(m, l);
+    const auto add = [&](double P, double n) {
+      if (n <= 1 || P <= 0) return;
+      const double ring = (n - 1) / n;
+      switch (l.zero) {
+        case 0: c.dp += 2 * P * sb.grads * ring; break;
+        case 1: c.dp_params += P * sb.params * ring, c.dp += P * sb.grads * ring + P * sb.params * ring; break;
+        case 2: c.dp_params += P * sb.params * ring, c.dp += micro * P * sb.grads * ring + P * sb.params * ring; break;
+        default:
+          c.dp_params += micro * 2 * P * sb.params * ring, c.dp += micro * P * sb.grads * ring + micro * 2 * P * sb.params * ring;
+          break;
+      }
+    };
+    add(ps.dense, ps.nd);
+    add(ps.experts, ps.nd_experts);
   }
   if (m.is_transformer()) {
     const double cpd = static_cast<double>(std::max<int64_t>(l.cp, 1));
@@ -599,8 +814,22 @@ CommVolume comm_per_rank(const ModelShape& m, const Layout& l) {
       const double passes = l.recompute == Recompute::full ? 4.0 : 3.0;
       c.cp = passes * layers * micro * kv * (cpd - 1);
     }
+    if (l.ep > 1 && m.is_moe()) {
+      // Per MoE layer of the busiest stage two all-to-alls in forward (dispatch the routed tokens
+      // to their experts' ranks, combine the outputs back) and two in backward (their
+      // gradients); full recompute re-runs the forward's two.
+      const double moe_layers = static_cast<double>(std::min(stage_blocks(m.n_layer, l.pp).most(), m.moe_layers()));
+      const double passes = l.recompute == Recompute::full ? 6.0 : 4.0;
+      c.ep = passes * moe_layers * micro * all_to_all_bytes(m, l);
+    }
   }
   return c;
+}
+
+double all_to_all_bytes(const ModelShape& m, const Layout& l) {
+  if (l.ep <= 1 || !m.is_moe() || !m.is_transformer()) return 0;
+  const double ep = static_cast<double>(l.ep);
+  return routed_tokens(m, l) * static_cast<double>(m.hidden) * activation_value_bytes(l.precision) * (ep - 1) / ep;
 }
 
 double bubble_fraction(int64_t pp, int64_t microbatches) {
@@ -639,6 +868,11 @@ std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_ba
                " with the embedding and the LM head counted as layers)");
   if (m.type == ModelType::mlp && (l.tp > 1 || l.pp > 1))
     return "tensor and pipeline parallelism apply to the gpt model only (mlp: use dp and zero)";
+  if (l.ep < 1) return str("ep = ", l.ep, ": need at least 1");
+  if (l.ep > 1 && !m.is_moe()) return str("ep = ", l.ep, ": expert parallelism shards a mixture of experts' experts (a dense model has none)");
+  if (l.ep > 1 && m.experts % l.ep != 0) return str("ep = ", l.ep, " does not divide the ", m.experts, " experts");
+  if (l.ep > 1 && l.dp % l.ep != 0)
+    return str("ep = ", l.ep, " does not divide dp = ", l.dp, " (experts are sharded over data-parallel ranks)");
   if (l.zero < 0 || l.zero > 3) return str("zero = ", l.zero, " is not a ZeRO stage (0..3)");
   if (l.offload_cpu && l.zero < 1) return "offload moves the ZeRO-sharded optimizer state: it needs zero >= 1";
   if (l.micro_batch < 1) return str("micro-batch = ", l.micro_batch, ": need at least 1");
@@ -716,6 +950,10 @@ Estimate estimate(const ModelShape& m, const Layout& layout, const Hardware& hw,
   const auto bw = [&](int64_t span) { return span <= l.gpus_per_node ? hw.intra_node_bw : hw.inter_node_bw; };
   // Context parallelism sits between tp and dp (Megatron's order tp-cp-dp-pp).
   const double t_tp = e.comm.tp / bw(l.tp), t_pp = e.comm.pp / bw(l.gpus), t_cp = e.comm.cp / bw(l.tp * l.cp);
+  // Expert parallelism sits between cp and dp (Megatron's tp-cp-ep-dp): NVLink while tp x cp x ep
+  // ranks fit in a node, else the fabric. Its all-to-alls are on the critical path (the experts
+  // wait for their tokens, the next layer for the combine): exposed in full.
+  const double t_ep = e.comm.ep / bw(l.tp * l.cp * std::max<int64_t>(l.ep, 1));
   const double t_grads = (e.comm.dp - e.comm.dp_params) / bw(l.tp * l.cp * l.dp);
   const double t_params = e.comm.dp_params / bw(l.tp * l.cp * l.dp);
   // Overlap (what is exposed): tensor-parallel all-reduces sit on the critical path and pipeline
@@ -739,8 +977,8 @@ Estimate estimate(const ModelShape& m, const Layout& layout, const Hardware& hw,
   // outlasts the attention's share of compute is exposed.
   const double attention_share = flops_per_token(m) > 0 ? attention_flops_per_token(m) / flops_per_token(m) : 0.0;
   const double exposed_cp = std::max(0.0, t_cp - attention_share * t_c);
-  e.comm_total_seconds = t_tp + t_pp + t_cp + t_grads + t_params;
-  e.comm_seconds = t_tp + t_pp + exposed_cp + exposed_dp;
+  e.comm_total_seconds = t_tp + t_pp + t_cp + t_ep + t_grads + t_params;
+  e.comm_seconds = t_tp + t_pp + t_ep + exposed_cp + exposed_dp;
   e.dp_seconds = t_grads + t_params;
   e.dp_exposed_seconds = exposed_dp;
   if (l.offload_cpu) {
@@ -749,7 +987,7 @@ Estimate estimate(const ModelShape& m, const Layout& layout, const Hardware& hw,
     // are exposed: DeepSpeed's offload steps synchronously (ZeRO-Offload's one-step delayed
     // update is opt-in and changes the optimization).
     const StateBytes sb = state_bytes(l.precision, l.optimizer);
-    const double shard = params_per_rank(m, l.tp, l.pp) / static_cast<double>(l.dp * std::max<int64_t>(l.cp, 1));
+    const double shard = param_split(m, l).shard(1.0, true);
     e.cpu_optimizer_seconds = hw.host_mem_bw > 0 ? shard * kCpuAdamBytesPerParam / hw.host_mem_bw : 0.0;
     e.offload_seconds = shard * (sb.grads + sb.params) / hw.host_bw + e.cpu_optimizer_seconds;
   }
@@ -782,6 +1020,13 @@ std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base,
   else if (m.is_transformer() && m.seq >= kContextParallelMinSeq)
     for (int64_t c = 2; c <= gpus; c *= 2)
       if (gpus % c == 0 && m.seq % (2 * c) == 0) cps.push_back(c);
+  // Expert parallelism for a mixture of experts: every degree that divides the experts and the
+  // GPUs (check_layout drops those that do not divide dp).
+  std::vector<int64_t> eps = {1};
+  if (search.ep) eps = {*search.ep};
+  else if (m.is_moe())
+    for (int64_t e : divisors(m.experts))
+      if (e > 1 && gpus % e == 0) eps.push_back(e);
   std::vector<int64_t> zeros = search.zero ? std::vector<int64_t>{*search.zero} : std::vector<int64_t>{0, 1, 2, 3};
   std::vector<bool> offloads = search.offload ? std::vector<bool>{*search.offload} : std::vector<bool>{false, true};
   std::vector<Recompute> recomputes;
@@ -793,7 +1038,8 @@ std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base,
   std::set<std::string> impossible_seen;
   for (int64_t tp : tps)
     for (int64_t pp : pps)
-    for (int64_t cp : cps) {
+    for (int64_t cp : cps)
+    for (int64_t ep : eps) {
       const int64_t split_ranks = tp * pp * std::max<int64_t>(cp, 1);
       int64_t dp = 0;
       if (search.dp) dp = *search.dp;
@@ -805,6 +1051,7 @@ std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base,
             l.tp = tp;
             l.pp = pp;
             l.cp = cp;
+            l.ep = ep;
             l.dp = dp;
             l.zero = zero;
             l.offload_cpu = off;

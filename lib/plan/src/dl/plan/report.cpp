@@ -47,6 +47,7 @@ Setup setup(const PlanInputs& in) {
                        "change a config's model with {sets} model.n_kv_head=... instead");
   if (in.config_path.empty() && !in.sets.empty()) throw_option_error("{sets} changes a config: give the config too");
   if (in.gpus < 1) throw_option_error("{gpus}: give the number of GPUs (>= 1)");
+  if (in.fixed.ep && *in.fixed.ep < 1) throw_option_error("{ep}: need at least 1, got ", *in.fixed.ep);
 
   if (!in.config_path.empty()) {
     PlanConfig pc = load_plan_config(in.config_path, in.sets);
@@ -57,6 +58,13 @@ Setup setup(const PlanInputs& in) {
     r.model.note = name_options(r.model.note, in.flags);
   }
   const Config* c = s.config ? &*s.config : nullptr;
+  if (in.fixed.ep && *in.fixed.ep > 1) {
+    if (!r.model.is_moe()) throw_option_error("{ep} ", *in.fixed.ep, ": expert parallelism needs a mixture of experts ({experts} N)");
+    if (r.model.experts % *in.fixed.ep != 0)
+      throw_option_error("{ep} ", *in.fixed.ep, " does not divide the ", r.model.experts, " experts (each rank holds experts / ep)");
+    if (in.gpus % *in.fixed.ep != 0)
+      throw_option_error("{ep} ", *in.fixed.ep, " does not divide the ", in.gpus, " GPUs (nor can it divide dp)");
+  }
 
   Layout& b = r.base;
   b.gpus = in.gpus;
@@ -120,8 +128,11 @@ Setup setup(const PlanInputs& in) {
   } else if (!achieved) {
     // The calibrated MFU of this GPU at this model's size, as dl-cost uses (plan/speed.hpp).
     const GpuSpec g = spec ? *spec : *gpu_spec("H100-SXM");
-    hw.achievable_fraction = calibrated_mfu(g, r.model.params);
-    hw_notes.push_back("achievable fraction: the calibrated " + describe_mfu(g, r.model.params) + " (" + flag("mfu") + " to fix it)");
+    // A mixture of experts' GEMMs are those of its active parameters (each expert's matrices
+    // are a dense model's of that width): its MFU is read at the active size.
+    const double size = active_param_count(r.model);
+    hw.achievable_fraction = calibrated_mfu(g, size);
+    hw_notes.push_back("achievable fraction: the calibrated " + describe_mfu(g, size) + " (" + flag("mfu") + " to fix it)");
     // A measured GEMM replaces the peak; the calibrated MFU counts datasheet peaks, which a large
     // GEMM reaches kGemmOfPeak of.
     if (bench && bench->gemm_flops) hw.achievable_fraction /= kGemmOfPeak;
@@ -160,6 +171,13 @@ Setup setup(const PlanInputs& in) {
   else if (m.n_layer || m.hidden)
     arch = str(" (L=", m.n_layer, " D=", m.hidden, "; give ", flag("heads"), " and ", flag("seq"), " for activations)");
   r.notes.push_back(str("# model: ", m.name, ": ", group_digits(m.params), " parameters", arch));
+  if (m.is_moe())
+    r.notes.push_back(str("# params ", describe_moe_params(m), " (", m.experts, " routed experts of width ", m.expert_width(),
+                          ", top-", m.active_experts, m.shared_experts ? str(", ", m.shared_experts, " shared of width ", m.shared_width()) : "",
+                          m.dense_layers ? str(", ", m.dense_layers, " dense layers first") : "",
+                          ", capacity factor ", format_fixed(m.capacity_factor, 2),
+                          "): memory holds the total, FLOPs per token the active; ep shards the routed experts, and ZeRO "
+                          "their state over dp / ep"));
   if (!m.note.empty()) r.notes.push_back("# " + m.note);
   if (!m.is_transformer() && m.type != ModelType::mlp)
     r.notes.push_back(str("# no architecture: activations, tensor- and pipeline-parallel traffic are not estimated "
@@ -198,14 +216,15 @@ Setup setup(const PlanInputs& in) {
                         " bytes of host memory traffic per parameter over ", gbps(hw.host_mem_bw),
                         " per GPU, plus gradients and parameters over PCIe, both exposed"));
   for (const auto& n : hw_notes) r.notes.push_back("# " + n);
-  r.notes.push_back("# step time: compute / (1 - bubble) + exposed communication (tp and pp in full; DP/ZeRO "
+  r.notes.push_back("# step time: compute / (1 - bubble) + exposed communication (tp, pp and the ep all-to-alls in full; DP/ZeRO "
                     "gradient traffic hidden behind backward as far as it fits) + offload traffic; an estimate "
                     "for ranking layouts, not a measurement");
   return s;
 }
 
 std::string short_layout(const Layout& l) {
-  std::string s = str("dp=", l.dp, " tp=", l.tp, " pp=", l.pp, l.cp > 1 ? str(" cp=", l.cp) : std::string(), " zero=", l.zero);
+  std::string s = str("dp=", l.dp, " tp=", l.tp, " pp=", l.pp, l.cp > 1 ? str(" cp=", l.cp) : std::string(),
+                      l.ep > 1 ? str(" ep=", l.ep) : std::string(), " zero=", l.zero);
   if (l.offload_cpu) s += " offload";
   if (l.recompute != Recompute::none) s += " rc=" + recompute_name(l.recompute);
   if (l.sequence_parallel && l.tp > 1) s += " sp";
@@ -220,11 +239,11 @@ std::vector<Column> machine_columns(bool ranked) {
   std::vector<Column> cols;
   if (ranked) cols.push_back({"rank", "rank", true}), cols.push_back({"recommended", "recommended", false});
   for (const char* k :
-       {"layout", "gpus", "gpus_per_node", "dp", "tp", "pp", "cp", "zero", "offload", "recompute", "attention", "micro_batch",
-        "microbatches", "global_batch", "precision", "optimizer", "schedule", "model_params", "flops_per_token",
+       {"layout", "gpus", "gpus_per_node", "dp", "tp", "pp", "cp", "ep", "zero", "offload", "recompute", "attention", "micro_batch",
+        "microbatches", "global_batch", "precision", "optimizer", "schedule", "model_params", "active_params", "flops_per_token",
         "params_bytes", "grads_bytes", "optimizer_bytes", "model_state_bytes", "activation_bytes",
         "comm_buffer_bytes", "overhead_bytes", "total_bytes", "gpu_mem_bytes", "headroom_bytes", "host_offload_bytes",
-        "valid", "fits", "comm_dp_bytes", "comm_tp_bytes", "comm_pp_bytes", "comm_cp_bytes", "comm_bytes", "bubble", "compute_s",
+        "valid", "fits", "comm_dp_bytes", "comm_tp_bytes", "comm_pp_bytes", "comm_cp_bytes", "comm_ep_bytes", "comm_bytes", "bubble", "compute_s",
         "comm_s", "comm_total_s", "offload_s", "step_s", "tokens_per_s", "mfu", "why_not", "passed_over"})
     cols.push_back({k, k, false});
   return cols;
@@ -249,6 +268,7 @@ std::vector<Cell> machine_row(const PlanReport& r, const Estimate& e, std::optio
   row.push_back(Cell::integer(l.tp));
   row.push_back(Cell::integer(l.pp));
   row.push_back(Cell::integer(l.cp));
+  row.push_back(Cell::integer(l.ep));
   row.push_back(Cell::integer(l.zero));
   row.push_back(Cell::boolean(l.offload_cpu));
   row.push_back(Cell::str(recompute_name(l.recompute)));
@@ -260,6 +280,7 @@ std::vector<Cell> machine_row(const PlanReport& r, const Estimate& e, std::optio
   row.push_back(Cell::str(std::string(l.optimizer.name())));
   row.push_back(Cell::str(std::string(l.schedule.name())));
   row.push_back(num(r.model.params));
+  row.push_back(num(active_param_count(r.model)));
   row.push_back(num(r.flops_per_token));
   row.push_back(v(m.params));
   row.push_back(v(m.grads));
@@ -278,6 +299,7 @@ std::vector<Cell> machine_row(const PlanReport& r, const Estimate& e, std::optio
   row.push_back(v(e.comm.tp));
   row.push_back(v(e.comm.pp));
   row.push_back(v(e.comm.cp));
+  row.push_back(v(e.comm.ep));
   row.push_back(v(e.comm.total()));
   row.push_back(v(e.bubble));
   row.push_back(v(e.compute_seconds));
@@ -299,10 +321,11 @@ bool machine(OutputFormat f) { return f == OutputFormat::json || f == OutputForm
 std::string pct(double x) { return format_fixed(100 * x, 1) + "%"; }
 
 // The order practitioners climb (kLadder), as a key: CPU offload last, then context
-// parallelism, pipeline stages,
-// tensor parallelism, recompute, and the ZeRO stage first. Lexicographic: smaller is simpler.
-std::array<int64_t, 6> complexity(const Layout& l) {
-  return {l.offload_cpu ? 1 : 0, l.cp, l.pp, l.tp, static_cast<int64_t>(l.recompute), l.zero};
+// parallelism, pipeline stages, tensor parallelism, expert parallelism (a mixture of experts
+// shards its experts before it splits matrices), recompute, and the ZeRO stage first.
+// Lexicographic: smaller is simpler.
+std::array<int64_t, 7> complexity(const Layout& l) {
+  return {l.offload_cpu ? 1 : 0, l.cp, l.pp, l.tp, l.ep, static_cast<int64_t>(l.recompute), l.zero};
 }
 
 // Whether a fitting layout leaves kComfortHeadroom of the GPU's memory free.
@@ -322,6 +345,7 @@ std::string passed_over_because(const Estimate& e, const Estimate& chosen, doubl
   else if (a.cp != b.cp) more = str("cp=", a.cp, " where cp=", b.cp, " fits");
   else if (a.pp != b.pp) more = str(a.pp, " pipeline stages where ", b.pp, " fit");
   else if (a.tp != b.tp) more = str("tp=", a.tp, " where tp=", b.tp, " fits");
+  else if (a.ep != b.ep) more = str("ep=", a.ep, " where ep=", b.ep, " fits");
   else if (a.recompute != b.recompute) more = str(recompute_name(a.recompute), " recompute where ", recompute_name(b.recompute), " fits");
   else if (a.zero != b.zero) more = str("ZeRO-", a.zero, " where ZeRO-", b.zero, " fits");
   else if (!comfortable(e) && comfortable(chosen)) more = str("all but ", format_bytes(e.headroom), " of the GPU's memory");
@@ -336,12 +360,13 @@ std::string passed_over_because(const Estimate& e, const Estimate& chosen, doubl
 }  // namespace
 
 const std::vector<Rung> kLadder = {
-    {"DP", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 0; }},
-    {"ZeRO-1", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 1; }},
-    {"ZeRO-2", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 2; }},
-    {"ZeRO-3/FSDP", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 3; }},
-    {"selective recompute", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::selective; }},
-    {"full recompute", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu && l.recompute == Recompute::full; }},
+    {"DP", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && l.ep == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 0; }},
+    {"ZeRO-1", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && l.ep == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 1; }},
+    {"ZeRO-2", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && l.ep == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 2; }},
+    {"ZeRO-3/FSDP", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && l.ep == 1 && !l.offload_cpu && l.recompute == Recompute::none && l.zero == 3; }},
+    {"selective recompute", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && l.ep == 1 && !l.offload_cpu && l.recompute == Recompute::selective; }},
+    {"full recompute", [](const Layout& l) { return l.tp == 1 && l.pp == 1 && l.cp == 1 && l.ep == 1 && !l.offload_cpu && l.recompute == Recompute::full; }},
+    {"EP (experts)", [](const Layout& l) { return l.ep > 1 && l.tp == 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu; }},
     {"TP inside a node", [](const Layout& l) { return l.tp > 1 && l.pp == 1 && l.cp == 1 && !l.offload_cpu; }},
     {"PP across nodes", [](const Layout& l) { return l.pp > 1 && l.cp == 1 && !l.offload_cpu; }},
     {"context parallelism", [](const Layout& l) { return l.cp > 1 && !l.offload_cpu; }},
@@ -353,6 +378,7 @@ std::string compact_layout(const Layout& l) {
   if (l.tp > 1) s += str("tp=", l.tp, " ");
   if (l.pp > 1) s += str("pp=", l.pp, " ");
   if (l.cp > 1) s += str("cp=", l.cp, " ");
+  if (l.ep > 1) s += str("ep=", l.ep, " ");
   s += str("zero=", l.zero);
   if (l.offload_cpu) s += " offload=cpu";
   if (l.recompute != Recompute::none) s += " recompute=" + recompute_name(l.recompute);
@@ -431,6 +457,7 @@ PlanReport make_plan(const PlanInputs& in) {
   l.tp = in.fixed.tp.value_or(c ? c->parallel.tp : 1);
   l.pp = in.fixed.pp.value_or(c ? c->parallel.pp : 1);
   l.cp = in.fixed.cp.value_or(1);
+  l.ep = in.fixed.ep.value_or(1);
   l.offload_cpu = in.fixed.offload.value_or(c ? c->parallel.offload == Offload::cpu : false);
   l.recompute = in.fixed.recompute.value_or(c && c->parallel.activation_checkpointing ? Recompute::full : Recompute::none);
   if (in.fixed.dp) l.dp = *in.fixed.dp;
@@ -447,6 +474,9 @@ PlanReport make_plan(const PlanInputs& in) {
   }
   if (c && c->parallel.dp > 0 && c->parallel.dp != l.dp && !in.fixed.dp)
     r.notes.push_back(str("# the config's parallel.dp = ", c->parallel.dp, " is replaced by gpus / (tp x pp) = ", l.dp));
+  if (l.ep > 1 && l.dp > 0 && l.dp % l.ep != 0)
+    throw_option_error("{ep} ", l.ep, " does not divide dp = ", l.dp,
+                       " (experts are sharded over the data-parallel ranks: gpus / (tp x pp x cp))");
   std::vector<int64_t> zeros = in.fixed.zero ? std::vector<int64_t>{*in.fixed.zero} : std::vector<int64_t>{0, 1, 2, 3};
   if (!in.fixed.zero && l.dp == 1) {
     zeros = {0};
@@ -489,8 +519,8 @@ PlanReport make_recommendation(const PlanInputs& in) {
   }
   prefer_simplest(r.rows);
   r.notes.push_back(str("# recommended: the first fitting layout in the order practitioners try (DP, ZeRO-1, ZeRO-2, "
-                        "ZeRO-3/FSDP, selective then full recompute, TP inside a node, PP across nodes, context "
-                        "parallelism, CPU offload last) within ", format_fixed(kSimplerWithin * 100, 0),
+                        "ZeRO-3/FSDP, selective then full recompute, EP for a mixture of experts, TP inside a node, PP across "
+                        "nodes, context parallelism, CPU offload last) within ", format_fixed(kSimplerWithin * 100, 0),
                         "% of the fastest estimated step, leaving ", format_fixed(kComfortHeadroom * 100, 0),
                         "% of the GPU free where one does; the others say why they were passed over (--explain: the "
                         "comparison)"));

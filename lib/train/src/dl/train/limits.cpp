@@ -5,6 +5,7 @@
 
 #include "dl/cli/table.hpp"
 #include "dl/core/limits.hpp"
+#include "dl/nn/gpt_from_config.hpp"
 #include "dl/parallel/mesh.hpp"
 #include "dl/plan/plan.hpp"
 #include "dl/train/trainer.hpp"
@@ -58,6 +59,7 @@ void check_launch(const Config& config, int world, int local) {
 
 void check_run_limits(const Config& cfg, const dist::LaunchEnv& env) {
   check_thread_count(cfg.train.threads, "train.threads");
+  refuse_experts(cfg.model);  // before the memory estimate, which would count every expert
   if (cfg.train.threads == 0) env_thread_count();  // DL_NUM_THREADS, which then decides
 
   const bool gpt = is_token_model(cfg.model.type);  // gpt or llama: the GPT's rough count bounds both
