@@ -427,3 +427,29 @@ TEST_CASE("the goodput factor through the binary: a column, a note, json fields 
   REQUIRE_MESSAGE(fabric.exit_code == 0, fabric.err);
   CHECK(has(fabric.out, "# fabric between instances: omnipath"));
 }
+
+TEST_CASE("--moe-max-nodes and --moe-overlap price a mixture of experts' all-to-alls; --explain says how") {
+  const std::vector<std::string> mixtral = {"estimate", "--params", "46.7B", "--arch", "llama", "--layers", "32", "--hidden",
+                                            "4096", "--heads", "32", "--kv-heads", "8", "--ffn-hidden", "14336", "--vocab",
+                                            "32000", "--seq", "4096", "--experts", "8", "--active-experts", "2", "--tokens",
+                                            "100B", "--gpu", "H100-SXM", "--gpus", "64", "--catalog", "builtin",
+                                            "--global-batch", "4194304", "--format", "json"};
+  auto plain = run(kCost, mixtral);
+  REQUIRE_MESSAGE(plain.exit_code == 0, plain.err);
+  std::vector<std::string> tuned_flags = mixtral;
+  for (const char* f : {"--moe-max-nodes", "1", "--moe-overlap", "full"}) tuned_flags.push_back(f);
+  auto tuned = run(kCost, tuned_flags);
+  REQUIRE_MESSAGE(tuned.exit_code == 0, tuned.err);
+  const auto hours = [](const std::string& out) { return json::parse(out)[0]["hours"].get<double>(); };
+  CHECK(hours(tuned.out) < hours(plain.out));
+  auto explained = run(kCost, {"estimate", "--params", "46.7B", "--arch", "llama", "--layers", "32", "--hidden", "4096",
+                               "--heads", "32", "--kv-heads", "8", "--ffn-hidden", "14336", "--vocab", "32000", "--seq",
+                               "4096", "--experts", "8", "--active-experts", "2", "--tokens", "100B", "--gpu", "H100-SXM",
+                               "--gpus", "64", "--catalog", "builtin", "--global-batch", "4194304", "--moe-overlap", "full",
+                               "--explain"});
+  REQUIRE_MESSAGE(explained.exit_code == 0, explained.err);
+  CHECK(has(explained.out, "overlap (--moe-overlap) full"));
+  auto bad = run(kCost, {"estimate", "--params", "7B", "--tokens", "1B", "--moe-overlap", "some"});
+  CHECK(bad.exit_code == 2);
+  CHECK(has(bad.err, "--moe-overlap: unknown overlap 'some' (none or full)"));
+}

@@ -165,9 +165,12 @@ TEST_CASE("dl-cost and dl-shard agree on fit, layout and per-GPU memory for ever
     p.arch = run.arch;
     p.gpus = run.gpus;
     p.gpu = run.gpu;
-    p.precision = "bf16";
+    p.precision = run.precision;
     if (run.micro_batch > 0) p.micro_batch = run.micro_batch;
+    p.fixed = run.layout;  // a published layout (DeepSeek-V3's pp16 ep64 ZeRO-1) as dl-shard's --tp --pp --ep --zero
     p.fixed.recompute = run.recompute;
+    p.uneven_stages = run.uneven_stages;
+    p.moe_overlap = run.moe_overlap;
     if (!run.fabric.empty()) p.fabric = run.fabric;
     size_t compared = 0;
     for (const CostRow& row : cost.rows) {

@@ -203,6 +203,97 @@ TEST_CASE("all-to-all: tokens x hidden x bytes x (ep-1)/ep, two per MoE layer fo
         doctest::Approx(inside.comm.ep / hw.inter_node_bw - inside.comm.ep / hw.intra_node_bw));
 }
 
+TEST_CASE("node-limited routing: min(top-k, max nodes) copies of a token cross the fabric, every copy NVLink") {
+  ModelShape m = deepseek_v3();
+  Layout l;
+  l.gpus = 64, l.dp = 64, l.ep = 64, l.micro_batch = 1, l.microbatches = 2;  // ep spans 8 nodes of 8
+  const Hardware hw;
+  const double routed = all_to_all_bytes(m, l);  // 4096 tokens x top-8 x 7168 x 2 bytes x 63/64
+  CHECK(routed == doctest::Approx(4096.0 * 8 * 7168 * 2 * 63 / 64));
+  // Unlimited (the default): no fabric share; every copy goes at the ep group's bandwidth, the fabric's.
+  CHECK(all_to_all_fabric_bytes(m, l) == 0);
+  const Estimate unlimited = estimate(m, l, hw, 0);
+  REQUIRE(unlimited.valid);
+  CHECK(unlimited.comm.ep_fabric == 0);
+  CHECK(unlimited.ep_seconds == doctest::Approx(unlimited.comm.ep / hw.inter_node_bw));
+  // At most 4 nodes a token: 4 copies cross to the other 7 of 8 nodes; the 8 routed copies then
+  // move over NVLink.
+  m.moe_max_nodes = 4;
+  const double fabric = 4096.0 * 4 * 7168 * 2 * 7 / 8;
+  CHECK(all_to_all_fabric_bytes(m, l) == doctest::Approx(fabric));
+  const Estimate limited = estimate(m, l, hw, 0);
+  const double moe_layers = 58, passes = 4, micro = 2;
+  CHECK(limited.comm.ep_fabric == doctest::Approx(passes * moe_layers * micro * fabric));
+  CHECK(limited.comm.ep == doctest::Approx(passes * moe_layers * micro * (routed + fabric)));
+  CHECK(limited.ep_seconds == doctest::Approx(passes * moe_layers * micro * (fabric / hw.inter_node_bw + routed / hw.intra_node_bw)));
+  CHECK(limited.ep_seconds < unlimited.ep_seconds / 1.7);
+  // A limit above top-k changes nothing on the fabric: each copy is at most one node.
+  m.moe_max_nodes = 16;
+  CHECK(all_to_all_fabric_bytes(m, l) == doctest::Approx(4096.0 * 8 * 7168 * 2 * 7 / 8));
+  // Inside one node there is no fabric to limit.
+  m.moe_max_nodes = 4;
+  l.gpus = 8, l.dp = 8, l.ep = 8;
+  CHECK(all_to_all_fabric_bytes(m, l) == 0);
+  CHECK(estimate(m, l, hw, 0).comm.ep_fabric == 0);
+  CHECK(dl::test::has(dl::test::usage_error_of([] {
+    ArchHints a;
+    a.moe_max_nodes = 4;
+    model_from_hints(7e9, 32, 4096, 32, 4096, 32000, a);
+  }), "moe_max_nodes shape a mixture of experts"));
+}
+
+TEST_CASE("fp8 training dispatches at 1 byte a value; the combine and the backward all-to-alls at 2") {
+  const ModelShape m = mixtral();
+  Layout l;
+  l.gpus = 16, l.dp = 16, l.ep = 4, l.micro_batch = 1, l.microbatches = 1;
+  CHECK(dispatch_value_bytes(Precision::fp8) == 1);
+  CHECK(dispatch_value_bytes(Precision::bf16) == 2);
+  const double bf16 = comm_per_rank(m, l).ep;
+  l.precision = Precision::fp8;
+  const double per = all_to_all_bytes(m, l);  // at fp8's 2-byte activation values
+  CHECK(bf16 == doctest::Approx(4 * 32 * per));
+  // Forward: dispatch at half the bytes, combine in full; backward: two in full.
+  CHECK(comm_per_rank(m, l).ep == doctest::Approx(3.5 * 32 * per));
+  l.recompute = Recompute::full;  // the recomputed forward dispatches in fp8 too
+  CHECK(comm_per_rank(m, l).ep == doctest::Approx(5 * 32 * per));
+}
+
+TEST_CASE("--moe-overlap full exposes only the all-to-all time beyond the step's compute") {
+  const ModelShape m = mixtral();
+  Layout l;
+  l.gpus = 64, l.dp = 64, l.ep = 8, l.zero = 1, l.micro_batch = 1, l.attention = Attention::flash;
+  l.gpus_per_node = 4;  // ep over two nodes: the fabric
+  Hardware hw;
+  const Estimate none = estimate(m, l, hw, 64);
+  REQUIRE(none.valid);
+  CHECK(none.ep_exposed_seconds == doctest::Approx(none.ep_seconds));
+  l.moe_overlap = MoeOverlap::full;
+  const Estimate hidden = estimate(m, l, hw, 64);
+  const double compute = hidden.compute_seconds * (1 - hidden.bubble);
+  REQUIRE(hidden.ep_seconds < compute);  // fits under compute: hidden in full
+  CHECK(hidden.ep_exposed_seconds == 0);
+  CHECK(none.step_seconds - hidden.step_seconds == doctest::Approx(none.ep_seconds));
+  // A slow fabric: only the excess over compute is exposed.
+  hw.inter_node_bw = none.comm.ep / (3 * compute);
+  const Estimate slow = estimate(m, l, hw, 64);
+  CHECK(slow.ep_seconds == doctest::Approx(3 * compute));
+  CHECK(slow.ep_exposed_seconds == doctest::Approx(2 * compute));
+  CHECK(parse_moe_overlap("full") == MoeOverlap::full);
+  CHECK(dl::test::has(dl::test::usage_error_of([] { parse_moe_overlap("half"); }), "moe_overlap: unknown overlap 'half' (none or full)"));
+}
+
+TEST_CASE("uneven pipeline stages: DeepSeek-V3's 61 layers on 16 stages when asked for, ceil(61 / 16) blocks a stage") {
+  const ModelShape m = deepseek_v3();
+  Layout l;
+  l.gpus = 2048, l.dp = 128, l.pp = 16, l.ep = 64, l.zero = 1;
+  CHECK(dl::test::has(check_layout(m, l, 0), "pp = 16 does not divide the 61 layers (nor the 63"));
+  l.uneven_stages = true;
+  CHECK(check_layout(m, l, 0).empty());
+  CHECK(stage_blocks(m.n_layer, l.pp).most() == 4);
+  l.pp = 64, l.dp = 32, l.ep = 32;
+  CHECK(dl::test::has(check_layout(m, l, 0), "pp = 64 is more stages than the 61 layers"));
+}
+
 TEST_CASE("ep must divide the experts and dp, and needs a mixture of experts") {
   const ModelShape m = mixtral();
   Layout l;

@@ -604,6 +604,22 @@ TEST_CASE("a mixture of experts: total and active parameters printed, EP searche
   REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   CHECK(has(r.out, "params 46.7B total, 12.9B active"));
   CHECK(has(r.out, "recommended: dp=64 tp=1 pp=1 ep="));
+  // How the all-to-alls are priced is printed: the defaults, then node-limited, overlapped, over two nodes of 4.
+  CHECK(has(r.out, "overlap (--moe-overlap) none: exposed in full"));
+  CHECK(has(r.out, "(--moe-max-nodes N limits it)"));
+  auto moe = run(kShard, cat(cat({"plan"}, mixtral), {"--experts", "8", "--active-experts", "2", "--ep", "8", "--zero", "1",
+                                                      "--gpus-per-node", "4", "--format", "json"}));
+  auto tuned = run(kShard, cat(cat({"plan"}, mixtral), {"--experts", "8", "--active-experts", "2", "--ep", "8", "--zero", "1",
+                                                        "--gpus-per-node", "4", "--moe-max-nodes", "1", "--moe-overlap", "full"}));
+  REQUIRE_MESSAGE(tuned.exit_code == 0, tuned.err);
+  CHECK(has(tuned.out, "node-limited routing (--moe-max-nodes 1)"));
+  CHECK(has(tuned.out, "overlap (--moe-overlap) full"));
+  auto tuned_json = run(kShard, cat(cat({"plan"}, mixtral), {"--experts", "8", "--active-experts", "2", "--ep", "8", "--zero", "1",
+                                                             "--gpus-per-node", "4", "--moe-max-nodes", "1", "--moe-overlap",
+                                                             "full", "--format", "json"}));
+  REQUIRE(moe.exit_code == 0);
+  REQUIRE(tuned_json.exit_code == 0);
+  CHECK(json::parse(tuned_json.out)[0]["step_s"].get<double>() < json::parse(moe.out)[0]["step_s"].get<double>());
   auto fixed = run(kShard, cat(cat({"plan"}, mixtral), {"--experts", "8", "--active-experts", "2", "--ep", "4", "--format", "json"}));
   REQUIRE_MESSAGE(fixed.exit_code == 0, fixed.err);
   for (const auto& row : json::parse(fixed.out)) {
@@ -620,6 +636,9 @@ TEST_CASE("a mixture of experts: total and active parameters printed, EP searche
       {{"--experts", "8", "--active-experts", "2", "--ep", "8", "--tp", "8", "--pp", "2"}, "--ep 8 does not divide dp = 4"},
       {{"--ep", "2"}, "--ep 2: expert parallelism needs a mixture of experts (--experts N)"},
       {{"--experts", "8", "--active-experts", "2", "--capacity-factor", "0.5"}, "--capacity-factor 0.5"},
+      {{"--experts", "8", "--active-experts", "2", "--moe-max-nodes", "-1"}, "--moe-max-nodes -1"},
+      {{"--moe-max-nodes", "4"}, "--moe-max-nodes shape a mixture of experts: give --experts N"},
+      {{"--experts", "8", "--active-experts", "2", "--moe-overlap", "half"}, "--moe-overlap: unknown overlap 'half'"},
   };
   for (const auto& flags_message : bad) {
     const std::string& message = flags_message.second;

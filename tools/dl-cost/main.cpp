@@ -39,7 +39,8 @@ const dl::OptionNames kFlags = {
     {"fabric", "--fabric"},      {"eval_share", "--eval-share"}, {"checkpoint_bw", "--checkpoint-bw"},
     {"failure_rate", "--failure-rate"}, {"restart_cost", "--restart-cost"},
     {"experts", "--experts"}, {"active_experts", "--active-experts"}, {"expert_ffn", "--expert-ffn"},
-    {"shared_experts", "--shared-experts"}, {"dense_layers", "--dense-layers"}, {"capacity_factor", "--capacity-factor"}};
+    {"shared_experts", "--shared-experts"}, {"dense_layers", "--dense-layers"}, {"capacity_factor", "--capacity-factor"},
+    {"moe_max_nodes", "--moe-max-nodes"}, {"moe_overlap", "--moe-overlap"}};
 
 // "$1,500", "1.5k", "200" -> USD.
 double parse_usd(std::string text, const std::string& what) {
@@ -137,7 +138,10 @@ int main(int argc, char** argv) {
   est->add_option("--precision", ef.precision,
                   "bf16 | fp16 | fp32 | fp8 (FP8 peaks; GPUs without FP8 tensor cores are skipped) (default: the "
                   "config's, else bf16)");
-  std::string fabric, checkpoint_bw;
+  std::string fabric, checkpoint_bw, moe_overlap;
+  est->add_option("--moe-overlap", moe_overlap,
+                  "none | full: a mixture of experts' all-to-alls exposed in full (default) or hidden behind another "
+                  "micro-batch's compute up to the step's compute (DeepSeek-V3's DualPipe, Megatron-Core's EP overlap)");
   dl::cost::GoodputModel goodput;
   est->add_option("--fabric", fabric,
                   "Network between instances, per GPU: nvlink | ib-xdr | ib-ndr | ib-hdr | roce | omnipath | ethernet, "
@@ -322,6 +326,7 @@ int main(int argc, char** argv) {
     in.spot = ef.spot;
     in.spot_model.preempt_per_hour = preempt;
     if (!fabric.empty()) in.fabric = fabric;
+    if (!moe_overlap.empty()) in.moe_overlap = dl::plan::parse_moe_overlap(moe_overlap);
     if (!checkpoint_bw.empty()) goodput.checkpoint_bw = dl::plan::parse_bandwidth(checkpoint_bw, "--checkpoint-bw");
     if (!restart_cost.empty()) goodput.restart_hours = dl::parse_hours(restart_cost, "--restart-cost");
     in.goodput = no_goodput ? dl::cost::GoodputModel::none() : goodput;

@@ -22,7 +22,7 @@ namespace {
 // The flags plan and recommend share, as strings until the library parses their units.
 struct PlanFlags {
   std::string config, params, gpu_mem, gpu, bench, precision, schedule, offload, recompute, attention, fabric,
-      sequence_parallel;
+      sequence_parallel, moe_overlap;
   bool explain = false;
   std::string formula = "palm";
   std::string format = "table";
@@ -63,6 +63,9 @@ void add_plan_flags(CLI::App* c, PlanFlags& f) {
   c->add_option("--ep", f.ep,
                 "Expert-parallel ranks for a mixture of experts (divides --experts and dp; recommend searches it before tp)");
   c->add_option("--schedule", f.schedule, "Pipeline schedule: 1f1b | gpipe");
+  c->add_option("--moe-overlap", f.moe_overlap,
+                "none | full: a mixture of experts' all-to-alls exposed in full (default) or hidden behind another "
+                "micro-batch's compute up to the step's compute (DeepSeek-V3's DualPipe, Megatron-Core's EP overlap)");
   c->add_option("--offload", f.offload, "none | cpu: optimizer state on the host (needs zero >= 1)");
   c->add_option("--recompute", f.recompute, "none | selective | full activation recomputation");
   c->add_option("--attention", f.attention,
@@ -99,7 +102,8 @@ const dl::OptionNames kFlags = {
     {"untied_head", "--untied-head"}, {"hf_config", "--hf-config"}, {"precision", "--precision"},
     {"fabric", "--fabric"},   {"ep", "--ep"},
     {"experts", "--experts"}, {"active_experts", "--active-experts"}, {"expert_ffn", "--expert-ffn"},
-    {"shared_experts", "--shared-experts"}, {"dense_layers", "--dense-layers"}, {"capacity_factor", "--capacity-factor"}};
+    {"shared_experts", "--shared-experts"}, {"dense_layers", "--dense-layers"}, {"capacity_factor", "--capacity-factor"},
+    {"moe_max_nodes", "--moe-max-nodes"}, {"moe_overlap", "--moe-overlap"}};
 
 dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   dl::plan::PlanInputs in;
@@ -133,6 +137,7 @@ dl::plan::PlanInputs to_inputs(const PlanFlags& f) {
   }
   if (!f.recompute.empty()) in.fixed.recompute = dl::plan::parse_recompute(f.recompute);
   if (!f.attention.empty()) in.attention = dl::plan::parse_attention(f.attention);
+  if (!f.moe_overlap.empty()) in.moe_overlap = dl::plan::parse_moe_overlap(f.moe_overlap);
   if (!f.sequence_parallel.empty()) {
     if (f.sequence_parallel != "on" && f.sequence_parallel != "off")
       dl::throw_usage("--sequence-parallel: on or off, got '", f.sequence_parallel, "'");

@@ -106,9 +106,16 @@ struct EstimateInputs {
   // Recompute the run is known to use (dl-shard's --recompute): fixed in the layout search
   // instead of chosen (held-out runs whose configs checkpoint activations).
   std::optional<plan::Recompute> recompute;
+  // Other layout choices the run is known to use (held-out rows with a published layout): fixed
+  // in the search as dl-shard's --tp, --pp, --ep, --zero fix them.
+  plan::LayoutSearch layout;
+  bool uneven_stages = false;  // plan::Layout::uneven_stages (a published layout of pp dividing no layer count)
+  plan::MoeOverlap moe_overlap = plan::MoeOverlap::none;  // --moe-overlap
   plan::FlopFormula formula = plan::FlopFormula::palm;
   // Offers and speed.
   std::vector<std::string> catalogs;     // empty: the shipped catalog
+  // Offers priced besides the catalogs' (a held-out run's own cluster, on a GPU no shipped offer has).
+  std::vector<Offer> offers;
   bool strict = false;
   std::string gpu_filter, provider_filter;
   std::vector<std::string> bench;        // dl-bench json/jsonl files ("-": stdin)
@@ -153,6 +160,7 @@ struct CostRow {
   double replica_tokens = 0; // tokens per data-parallel replica per step (0: no model)
   int64_t microbatches = 0;  // micro-batches per replica per step
   std::string dp_detail;     // CommScaling::dp_detail (--explain)
+  std::string ep_detail;     // CommScaling::ep_detail (--explain)
   double recompute_factor = 1;  // model / hardware FLOPs of the layout (3/4 with full recompute)
   double flops_per_s = 0;    // whole job: gpus x per-GPU x efficiency x recompute factor
   double compute_hours = 0;  // work / speed
@@ -247,6 +255,9 @@ struct CommScaling {
   double replica_tokens = 0;
   int64_t microbatches = 0;
   std::string dp_detail;  // "8,192 tokens per replica (4 micro-batches): DP traffic 0.56 s, 0.37 s exposed of a 1.14 s step"
+  // A mixture of experts with ep > 1: the all-to-alls' time, what of it is exposed, and how they
+  // are priced (plan::describe_all_to_all).
+  std::string ep_detail;
 };
 // `inter_node_bw` (bytes/s per GPU, from --fabric) replaces the default between instances.
 CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, const FitResult& fit, double per_gpu_flops,
@@ -358,6 +369,17 @@ struct HeldOutRun {
   int64_t micro_batch = 0;     // sequences per GPU per micro-batch as trained (0: dl-cost's default)
   std::optional<plan::Recompute> recompute;  // activation checkpointing as trained (nullopt: searched)
   std::string fabric;          // a --fabric preset or bandwidth; "" the default
+  // The run's published layout and schedule where known (nullopt and none: searched, as dl-cost
+  // estimate does): layout.tp, pp, ep, zero fixed in the search; uneven pipeline stages (stages
+  // of ceil(L / pp) blocks, as Megatron-LM's first/last-stage layer counts allow); the MoE
+  // options (max_nodes in arch.moe_max_nodes).
+  plan::LayoutSearch layout;
+  bool uneven_stages = false;
+  plan::MoeOverlap moe_overlap = plan::MoeOverlap::none;
+  std::string precision = "bf16";
+  // > 0: priced on the run's own cluster of 8-GPU nodes at this USD per GPU-hour (a GPU no shipped
+  // offer has; the published rental price the run's report assumes).
+  double usd_per_gpu_hour = 0;
   double gpu_hours = 0;        // as published (0: no confirmed figure)
   HeldOutScope scope = HeldOutScope::all_in;
   std::string status;          // "C1" primary text seen, "C2" secondary, "not confirmed"

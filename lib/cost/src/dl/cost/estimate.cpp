@@ -391,7 +391,10 @@ Experiment make_experiment(const EstimateInputs& in) {
   }
   e.plan.precision = std::string(e.precision.name());
   if (in.micro_batch) e.plan.micro_batch = *in.micro_batch;
+  e.plan.fixed = in.layout;
   if (in.recompute) e.plan.fixed.recompute = *in.recompute;
+  e.plan.moe_overlap = in.moe_overlap;
+  e.plan.uneven_stages = in.uneven_stages;
   e.plan.formula = in.formula;
   e.plan.fabric = in.fabric;  // the same fabric between nodes ranks the layouts
   if (in.mfu != 0) e.plan.mfu = in.mfu;
@@ -467,7 +470,11 @@ FitResult check_fit(const Experiment& e, const Offer& o, int64_t gpus) {
   r.fits = false;
   if (closest) {
     r.layout = plan::compact_layout(closest->layout);
+    // Its time is still priced (communication, bubble, recompute), so a row that does not fit
+    // (a published layout the memory model rejects) shows what that layout would take.
+    r.plan_layout = closest->layout;
     r.mem_per_gpu = closest->memory.total();
+    r.recompute_factor = closest->hardware_flops > 0 ? closest->model_flops / closest->hardware_flops : 1.0;
   }
   r.why_not = str("needs ", format_bytes(r.mem_per_gpu), " per GPU even with ", r.layout, "; has ", format_bytes(o.gpu_mem_bytes));
   return r;
@@ -514,6 +521,10 @@ CommScaling comm_efficiency(const Experiment& e, const Offer& o, int64_t gpus, c
                         out.microbatches == 1 ? "" : "es", "); DP traffic ", format_fixed(est.dp_seconds, 3), " s, ",
                         format_fixed(est.dp_exposed_seconds, 3), " s of it exposed against ", format_fixed(compute, 3),
                         " s of compute per step");
+    if (est.ep_seconds > 0)
+      out.ep_detail = str("all-to-alls ", format_fixed(est.ep_seconds, 3), " s, ", format_fixed(est.ep_exposed_seconds, 3),
+                          " s of it exposed against ", format_fixed(compute, 3), " s of compute per step; ",
+                          name_options(plan::describe_all_to_all(*e.model, est.layout), e.plan.flags));
   }
   return out;
 }
@@ -541,6 +552,7 @@ CostReport make_estimate(const EstimateInputs& in) {
     if (g < 1) throw_option_error("{gpus}: GPU counts must be >= 1, got ", g);
 
   Catalog cat = load_catalogs(in.catalogs, {in.strict});
+  cat.offers.insert(cat.offers.end(), in.offers.begin(), in.offers.end());
   rep.warnings = cat.warnings;
   auto offers = filter_offers(cat, in.gpu_filter, in.provider_filter);
   if (offers.empty())
@@ -636,6 +648,7 @@ CostReport make_estimate(const EstimateInputs& in) {
         row.replica_tokens = scaling.replica_tokens;
         row.microbatches = scaling.microbatches;
         row.dp_detail = scaling.dp_detail;
+        row.ep_detail = scaling.ep_detail;
         row.fits = fit.fits;
         row.layout = fit.layout;
         row.explain = fit.explain;

@@ -81,6 +81,42 @@ HeldOutRun trained(HeldOutRun r, int64_t micro_batch, plan::Recompute recompute,
 
 constexpr auto kFull = plan::Recompute::full;
 
+// A mixture of experts' shape (plan::ArchHints' expert fields) and node-limited routing.
+HeldOutRun experts(HeldOutRun r, int64_t experts, int64_t active, int64_t expert_ffn, int64_t shared, int64_t dense_layers,
+                   int64_t max_nodes) {
+  r.arch.experts = experts;
+  r.arch.active_experts = active;
+  r.arch.expert_ffn = expert_ffn;
+  r.arch.shared_experts = shared;
+  r.arch.dense_layers = dense_layers;
+  r.arch.moe_max_nodes = max_nodes;
+  return r;
+}
+
+// The run's published layout (tp, pp, ep, ZeRO; uneven pipeline stages where pp divides no layer
+// count), precision, recompute and all-to-all overlap, fixed instead of searched.
+HeldOutRun laid_out(HeldOutRun r, int64_t tp, int64_t pp, int64_t ep, int64_t zero, bool uneven, const char* precision,
+                    plan::Recompute recompute, plan::MoeOverlap overlap, const char* config) {
+  r.layout.tp = tp, r.layout.pp = pp, r.layout.ep = ep, r.layout.zero = zero, r.layout.offload = false;
+  r.uneven_stages = uneven;
+  r.precision = precision;
+  r.recompute = recompute;
+  r.moe_overlap = overlap;
+  r.note += str("; trained with tp ", tp, " pp ", pp, " ep ", ep, " ZeRO-", zero, ", ", precision, ", ",
+                plan::recompute_name(recompute), " recompute, all-to-all overlap ", choice_name(overlap),
+                r.arch.moe_max_nodes > 0 ? str(", at most ", r.arch.moe_max_nodes, " nodes a token") : std::string(), " (",
+                config, ")");
+  return r;
+}
+
+constexpr const char* kDeepSeekV3 =
+    "arXiv 2412.19437 (DeepSeek-V3 technical report): section 1 (\"training DeepSeek-V3 on each trillion tokens requires "
+    "only 180K H800 GPU hours ... costs 2664K GPU hours\"), section 3.1 (2048 H800, 8 a node, NVLink and InfiniBand), "
+    "3.2 (\"16-way Pipeline Parallelism (PP), 64-way Expert Parallelism (EP) spanning 8 nodes, and ZeRO-1 Data "
+    "Parallelism\"; DualPipe \"achieving near-full computation-communication overlap\"), 2.1.2 (\"each token will be "
+    "ensured to be sent to at most 4 nodes\"), 3.3 (FP8; dispatch in FP8, combine in BF16), 4.2 (61 layers, 7168, "
+    "128 heads, 1 shared + 256 routed experts of 2048, top-8; batch 3,072 -> 15,360 x 4,096)";
+
 }  // namespace
 
 const std::vector<HeldOutRun>& held_out_runs() {
@@ -191,7 +227,19 @@ const std::vector<HeldOutRun>& held_out_runs() {
             "pretrain the 32B\")",
             "all-in; GPU count and batch not published (1,024 and 4M assumed); sliding-window attention not modelled; "
             "the whole shape (M)"),
+        laid_out(experts(run("DeepSeek-V3", "H800", 2048, true, {671e9, "llama", 61, 7168, 128, 0, 18432, 129280, 4096, true},
+                             14.8e12, 15360.0 * 4096, "ib-ndr", 2.664e6, kCompute, "C1", kDeepSeekV3,
+                             "throughput-derived (180K GPU-h per 1T tokens: compute); multi-head latent attention planned "
+                             "as standard attention of 128 heads; multi-token prediction not counted; the final batch of "
+                             "15,360 sequences priced throughout (ramped from 3,072 over the first 469B tokens); "
+                             "--fabric ib-ndr (50 GB/s per GPU); priced on its own cluster at the report's $2 per "
+                             "H800-hour (no shipped H800 offer)"),
+                         256, 8, 2048, 1, 3, 4),
+                 1, 16, 64, 1, true, "fp8", plan::Recompute::none, plan::MoeOverlap::full,
+                 "section 3.2: DualPipe over 16 stages of 61 layers, EP64, ZeRO-1, no TP; section 3.2.3: only RMSNorm "
+                 "and MLA up-projections recomputed (not modelled: no recompute)"),
     };
+    v.back().usd_per_gpu_hour = 2.0;
     for (auto& r : v)
       if (r.gpu_hours <= 0)
         r.excluded = "no confirmed GPU-hours: \"1,830 hours\" appears on one secondary page only and in no primary text";
@@ -208,6 +256,18 @@ EstimateInputs held_out_inputs(const HeldOutRun& run) {
   if (run.micro_batch > 0) in.micro_batch = run.micro_batch;
   in.recompute = run.recompute;
   if (!run.fabric.empty()) in.fabric = run.fabric;
+  in.precision = run.precision;
+  in.layout = run.layout;
+  in.uneven_stages = run.uneven_stages;
+  in.moe_overlap = run.moe_overlap;
+  if (run.usd_per_gpu_hour > 0) {
+    // The run's own cluster: 8-GPU NVLink nodes at the published rental price.
+    const std::string toml = str("schema = \"dlkit-catalog/1\"\n[[offer]]\nprovider = \"", run.name,
+                                 " cluster\"\ninstance = \"8x ", run.gpu, "\"\ngpu = \"", run.gpu,
+                                 "\"\ngpus = 8\non_demand = ", 8 * run.usd_per_gpu_hour,
+                                 "\nsource = \"the run's published rental price\"\nas_of = \"published\"\n");
+    in.offers = parse_catalog_toml(toml, str("held-out run ", run.name)).offers;
+  }
   return in;
 }
 

@@ -216,6 +216,7 @@ std::string render_layout_explanation(const CostReport& r, int64_t top) {
                ", ", row.offer.id, "): ", row.layout, "\n");
     for (const auto& line : row.explain) out += line + "\n";
     if (!row.dp_detail.empty()) out += str("# ", row.dp_detail, "\n");
+    if (!row.ep_detail.empty()) out += str("# ", row.ep_detail, "\n");
   }
   return out;
 }

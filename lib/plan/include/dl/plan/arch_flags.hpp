@@ -30,6 +30,10 @@ inline void add_arch_flags(CLI::App* c, ArchHints& a) {
       "--capacity-factor", [&a](const double& v) { a.capacity_factor = v; },
       "with --experts or a MoE --hf-config: tokens an expert takes as a multiple of its fair share (default 1.0): "
       "routed activations and all-to-all volume scale with it");
+  c->add_option("--moe-max-nodes", a.moe_max_nodes,
+                "with --experts or a MoE --hf-config: node-limited routing, each token reaches experts on at most N "
+                "nodes (DeepSeek-V3: 4): min(top-k, N) copies cross the fabric, the rest move over NVLink (default: "
+                "unlimited)");
   c->add_option("--hf-config", a.hf_config,
                 "A Hugging Face config.json (LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel; the "
                 "mixtures of experts Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V2/V3, OLMoE) "

@@ -62,6 +62,11 @@ struct ModelShape {
   // Tokens an expert takes per micro-batch as a multiple of its fair share (tokens x
   // active_experts / experts): the routed tokens' activations and all-to-all volume scale with it.
   double capacity_factor = 1.0;
+  // Node-limited routing (DeepSeek-V3's M = 4, arXiv 2412.19437 section 2.1.2): the router sends
+  // each token to experts on at most this many nodes, so when the experts span nodes at most
+  // min(active_experts, moe_max_nodes) copies of it cross the fabric (one per node, forwarded to
+  // the node's experts over NVLink). 0: unlimited (every routed copy crosses as its expert's rank).
+  int64_t moe_max_nodes = 0;
   bool is_moe() const { return experts > 0; }
   int64_t moe_layers() const { return is_moe() ? std::max<int64_t>(0, n_layer - dense_layers) : 0; }
   int64_t expert_width() const { return expert_ffn > 0 ? expert_ffn : ffn(); }
@@ -134,11 +139,15 @@ struct ArchHints {
   std::optional<int64_t> experts;  // given: a mixture of experts (0 is then an error, not a dense model)
   int64_t active_experts = 0, expert_ffn = 0, shared_experts = 0, dense_layers = 0;
   std::optional<double> capacity_factor;
-  bool moe_given() const { return experts || active_experts || expert_ffn || shared_experts || dense_layers || capacity_factor; }
+  int64_t moe_max_nodes = 0;  // --moe-max-nodes (ModelShape::moe_max_nodes; 0: unlimited)
+  bool moe_given() const {
+    return experts || active_experts || expert_ffn || shared_experts || dense_layers || capacity_factor || moe_max_nodes;
+  }
   bool any() const { return !family.empty() || kv_heads || ffn_hidden || untied_head || !hf_config.empty() || moe_given(); }
 };
 // Checks the mixture-of-experts fields of a shape with an architecture (usage errors naming
-// {experts}, {active_experts}, {expert_ffn}, {shared_experts}, {dense_layers}, {capacity_factor}).
+// {experts}, {active_experts}, {expert_ffn}, {shared_experts}, {dense_layers}, {capacity_factor},
+// {moe_max_nodes}).
 void check_moe(const ModelShape& m);
 // The model's parameters one token passes through: all but the routed experts the router does
 // not pick (n_layer - dense_layers) x (experts - active_experts) x one expert's parameters;
@@ -210,6 +219,16 @@ Attention parse_attention(const std::string& s);  // usage error naming --attent
 // "auto" (the GPU whenever one is usable, which is what a per-GPU plan is about) -> flash.
 Attention attention_for_device(Choice<DeviceChoice> device);
 
+// Whether a mixture of experts' all-to-alls overlap computation. none: on the critical path, the
+// experts wait for their tokens and the next layer for the combine (a plain 1F1B schedule). full:
+// hidden behind the computation of another micro-batch (DeepSeek-V3's DualPipe, Megatron-Core's
+// --overlap-moe-expert-parallel-comm with its 1F1B A2A overlap): only what outlasts the step's
+// compute is exposed.
+enum class MoeOverlap { none, full };
+inline constexpr std::string_view kMoeOverlapNames[] = {"none", "full"};
+constexpr std::span<const std::string_view> choice_names(MoeOverlap) { return kMoeOverlapNames; }
+MoeOverlap parse_moe_overlap(const std::string& s);  // usage error naming {moe_overlap} and the choices
+
 struct Layout {
   int64_t gpus = 1;            // world size
   int64_t gpus_per_node = 8;
@@ -223,6 +242,11 @@ struct Layout {
   // (ep divides dp and the experts); each rank holds experts / ep of them, and two all-to-alls
   // per MoE layer move the routed tokens to their experts and back. Dense parts are as without ep.
   int64_t ep = 1;
+  MoeOverlap moe_overlap = MoeOverlap::none;  // the all-to-alls' overlap with compute
+  // Pipeline stages of unequal depth: pp need not divide the layers (nor the layers + 2); each
+  // stage holds at most ceil(L / pp) blocks (Megatron-LM's --decoder-first/last-pipeline-num-layers,
+  // DeepSeek-V3's 61 layers on 16 stages). Off: the even splits stage_blocks names.
+  bool uneven_stages = false;
   int64_t zero = 0;            // 0..3
   bool offload_cpu = false;    // optimizer state (and its step) on the host; needs zero >= 1
   int64_t micro_batch = 1;     // sequences per micro-batch per rank
@@ -297,7 +321,8 @@ double expert_params_per_rank(const ModelShape& m, int64_t tp, int64_t pp);
 // Otherwise, when pp | L + 2, the embedding and the LM head count as one layer each, as BLOOM
 // (Megatron-DeepSpeed: 70 blocks + 2 on 12 stages, 6 each) and Megatron-LM's
 // --account-for-embedding/loss-in-pipeline-split count them: (L + 2)/pp - 1 blocks on the first
-// and the last stage, (L + 2)/pp on the others.
+// and the last stage, (L + 2)/pp on the others. Neither (Layout::uneven_stages): ceil(L / pp) on
+// every stage, the busiest stage's count.
 struct StageBlocks {
   int64_t first = 0, middle = 0, last = 0;
   int64_t most() const { return std::max(first, std::max(middle, last)); }
@@ -349,6 +374,10 @@ struct CommVolume {
   double pp = 0;        // point-to-point activations and gradients between stages
   double cp = 0;        // context parallelism: K/V chunks around the ring (forward), K/V and their gradients (backward)
   double ep = 0;        // expert parallelism: per MoE layer 2 all-to-alls forward (dispatch, combine), 2 backward
+  // Of ep, the bytes that cross the fabric under node-limited routing (ModelShape::moe_max_nodes
+  // with ep spanning nodes); the rest is forwarded over NVLink. 0: all of ep goes at the ep
+  // group's bandwidth (the fabric once it spans nodes).
+  double ep_fabric = 0;
   double total() const { return dp + tp + pp + cp + ep; }
 };
 CommVolume comm_per_rank(const ModelShape& m, const Layout& l);
@@ -356,6 +385,18 @@ CommVolume comm_per_rank(const ModelShape& m, const Layout& l);
 // routes (seq / cp x micro-batch x active_experts x capacity_factor) x hidden x activation bytes
 // x (ep - 1) / ep (the share bound for other ranks' experts). 0 without ep.
 double all_to_all_bytes(const ModelShape& m, const Layout& l);
+// Of one all-to-all, the bytes one rank sends across nodes under node-limited routing: with
+// m.moe_max_nodes > 0 and the ep group (tp x cp x ep ranks) spanning n > 1 nodes, each token's
+// min(active_experts, moe_max_nodes) x capacity_factor copies x hidden x activation bytes x
+// (n - 1) / n. 0 otherwise (then all of all_to_all_bytes goes at the group's bandwidth).
+double all_to_all_fabric_bytes(const ModelShape& m, const Layout& l);
+// Bytes per value of a forward dispatch: 1 when training in fp8 (DeepSeek-V3 quantizes the
+// tokens before the dispatch), else the activation bytes; the combine and both backward
+// all-to-alls keep the activation bytes (bf16).
+double dispatch_value_bytes(Precision precision);
+// How the layout's all-to-alls are priced, for notes and --explain ({moe_max_nodes} and
+// {moe_overlap} name the options): the dispatch's bytes, the node limit, the overlap.
+std::string describe_all_to_all(const ModelShape& m, const Layout& l);
 
 // Pipeline bubble fraction (GPipe and 1F1B): (p - 1) / (m + p - 1).
 double bubble_fraction(int64_t pp, int64_t microbatches);
@@ -393,6 +434,10 @@ struct Estimate {
   // window: the exposed part grows (DP efficiency = compute / (compute + dp_exposed_seconds)).
   double dp_seconds = 0;
   double dp_exposed_seconds = 0;
+  // The MoE all-to-alls (expert parallelism): their time and what of it is exposed (all of it
+  // with MoeOverlap::none; with full, what outlasts the step's compute).
+  double ep_seconds = 0;
+  double ep_exposed_seconds = 0;
   double offload_seconds = 0;    // PCIe traffic + the CPU optimizer step (offload)
   double cpu_optimizer_seconds = 0;  // of which the host's optimizer step
   double model_flops = 0;        // per step, flops_per_token x tokens (MFU's numerator)
@@ -413,7 +458,7 @@ inline constexpr double kCpuAdamBytesPerParam = 28;
 
 // Why a layout is impossible for the model and global batch ("" when it is possible):
 // dp x tp x pp != gpus, tp does not divide heads, tp > gpus_per_node, pp divides neither the
-// layers nor the layers + 2 (stage_blocks),
+// layers nor the layers + 2 (stage_blocks; with uneven_stages: pp more than the layers),
 // zero outside 0..3, offload without ZeRO, a global batch not a multiple of dp x micro-batch,
 // tp or pp for an mlp.
 std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_batch);

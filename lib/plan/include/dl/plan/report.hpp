@@ -39,6 +39,9 @@ struct PlanInputs {
   // Sequence parallelism wherever tp > 1; default: off for a config (dl-train does not run it),
   // on for a bare model (Megatron-LM, NeMo and torchtitan run TP with it).
   std::optional<bool> sequence_parallel;
+  // A mixture of experts' all-to-all overlap with compute (--moe-overlap); default none.
+  MoeOverlap moe_overlap = MoeOverlap::none;
+  bool uneven_stages = false;  // Layout::uneven_stages
   // Layout choices the user fixed (plan: unset tp/pp/offload/recompute come from the config or
   // defaults, unset zero shows stages 0..3; recommend: unset ones are searched).
   LayoutSearch fixed;

@@ -24,12 +24,15 @@ ModelShape model_from_hints(std::optional<double> params, int64_t n_layer, int64
         arch.untied_head || arch.experts || arch.active_experts || arch.expert_ffn || arch.shared_experts || arch.dense_layers)
       throw_option_error("{hf_config} describes the whole model: leave out {layers}, {hidden}, {heads}, {vocab}, ",
                          "{kv_heads}, {ffn_hidden}, {arch}, {untied_head} and the expert flags ({seq} sets the training "
-                         "length, {capacity_factor} the experts' capacity)");
+                         "length, {capacity_factor} the experts' capacity, {moe_max_nodes} the routing's node limit)");
     if (seq < 0) throw_option_error("{seq}: need a positive sequence length, got ", seq);
     ModelShape m = model_from_hf_config(arch.hf_config, seq);
-    if (arch.capacity_factor) {
-      if (!m.is_moe()) throw_option_error("{capacity_factor}: ", arch.hf_config, " is not a mixture of experts");
-      m.capacity_factor = *arch.capacity_factor;
+    if (arch.capacity_factor || arch.moe_max_nodes) {
+      if (!m.is_moe())
+        throw_option_error(arch.capacity_factor ? "{capacity_factor}" : "{moe_max_nodes}", ": ", arch.hf_config,
+                           " is not a mixture of experts");
+      m.capacity_factor = arch.capacity_factor.value_or(m.capacity_factor);
+      m.moe_max_nodes = arch.moe_max_nodes;
       check_moe(m);
     }
     return m;
@@ -50,6 +53,7 @@ ModelShape model_from_hints(std::optional<double> params, int64_t n_layer, int64
   hints.shared_experts = arch.shared_experts;
   hints.dense_layers = arch.dense_layers;
   hints.capacity_factor = arch.capacity_factor.value_or(1.0);
+  hints.moe_max_nodes = arch.moe_max_nodes;
   // {experts} 0 is a mistake, not a dense model: a dense model leaves the flag out.
   if (arch.experts && *arch.experts < 1) throw_option_error("{experts}: need at least 1 routed expert, got ", *arch.experts);
   check_moe(hints);

@@ -296,9 +296,9 @@ double transformer_param_count(const ModelShape& m) {
 
 void check_moe(const ModelShape& m) {
   if (!m.is_moe()) {
-    if (m.active_experts || m.expert_ffn || m.shared_experts || m.dense_layers || m.capacity_factor != 1.0)
-      throw_option_error("{active_experts}, {expert_ffn}, {shared_experts}, {dense_layers} and {capacity_factor} shape "
-                         "a mixture of experts: give {experts} N too");
+    if (m.active_experts || m.expert_ffn || m.shared_experts || m.dense_layers || m.capacity_factor != 1.0 || m.moe_max_nodes)
+      throw_option_error("{active_experts}, {expert_ffn}, {shared_experts}, {dense_layers}, {capacity_factor} and "
+                         "{moe_max_nodes} shape a mixture of experts: give {experts} N too");
     return;
   }
   if (m.experts < 1) throw_option_error("{experts}: need at least 1 routed expert, got ", m.experts);
@@ -314,6 +314,8 @@ void check_moe(const ModelShape& m) {
                        " (at least one of the ", m.n_layer, " layers holds experts)");
   if (!(m.capacity_factor >= 1.0) || !std::isfinite(m.capacity_factor))
     throw_option_error("{capacity_factor} ", m.capacity_factor, ": need at least 1 (1: every expert takes its fair share of the tokens)");
+  if (m.moe_max_nodes < 0)
+    throw_option_error("{moe_max_nodes} ", m.moe_max_nodes, ": need the nodes a token may reach (1 or more; 0 or left out: unlimited)");
 }
 
 double expert_param_count(const ModelShape& m) {
@@ -817,10 +819,17 @@ CommVolume comm_per_rank(const ModelShape& m, const Layout& l) {
     if (l.ep > 1 && m.is_moe()) {
       // Per MoE layer of the busiest stage two all-to-alls in forward (dispatch the routed tokens
       // to their experts' ranks, combine the outputs back) and two in backward (their
-      // gradients); full recompute re-runs the forward's two.
+      // gradients); full recompute re-runs the forward's two. An fp8 dispatch sends a byte a
+      // value, the others the activation bytes: passes weigh each all-to-all by its value bytes.
       const double moe_layers = static_cast<double>(std::min(stage_blocks(m.n_layer, l.pp).most(), m.moe_layers()));
-      const double passes = l.recompute == Recompute::full ? 6.0 : 4.0;
-      c.ep = passes * moe_layers * micro * all_to_all_bytes(m, l);
+      const double value = activation_value_bytes(l.precision);
+      const double forward = dispatch_value_bytes(l.precision) / value + 1.0;
+      const double passes = (l.recompute == Recompute::full ? 2.0 : 1.0) * forward + 2.0;
+      const double fabric = all_to_all_fabric_bytes(m, l);
+      // Node-limited routing: each token crosses the fabric once per node it reaches; every
+      // routed copy then moves inside its node over NVLink.
+      c.ep_fabric = passes * moe_layers * micro * fabric;
+      c.ep = passes * moe_layers * micro * all_to_all_bytes(m, l) + c.ep_fabric;
     }
   }
   return c;
@@ -830,6 +839,41 @@ double all_to_all_bytes(const ModelShape& m, const Layout& l) {
   if (l.ep <= 1 || !m.is_moe() || !m.is_transformer()) return 0;
   const double ep = static_cast<double>(l.ep);
   return routed_tokens(m, l) * static_cast<double>(m.hidden) * activation_value_bytes(l.precision) * (ep - 1) / ep;
+}
+
+double all_to_all_fabric_bytes(const ModelShape& m, const Layout& l) {
+  if (l.ep <= 1 || !m.is_moe() || !m.is_transformer() || m.moe_max_nodes <= 0) return 0;
+  const int64_t span = std::max<int64_t>(l.tp, 1) * std::max<int64_t>(l.cp, 1) * l.ep;
+  const int64_t per_node = std::max<int64_t>(l.gpus_per_node, 1);
+  if (span <= per_node) return 0;
+  const double nodes = static_cast<double>(ceil_div(span, per_node));
+  const double copies = static_cast<double>(std::min(m.active_experts, m.moe_max_nodes)) * m.capacity_factor;
+  const double tokens = static_cast<double>(m.seq) / static_cast<double>(std::max<int64_t>(l.cp, 1)) *
+                        static_cast<double>(l.micro_batch);
+  return tokens * copies * static_cast<double>(m.hidden) * activation_value_bytes(l.precision) * (nodes - 1) / nodes;
+}
+
+double dispatch_value_bytes(Precision precision) {
+  return precision == Precision::fp8 ? 1.0 : activation_value_bytes(precision);
+}
+
+std::string describe_all_to_all(const ModelShape& m, const Layout& l) {
+  return str("all-to-alls: dispatch ", dispatch_value_bytes(l.precision), " byte", dispatch_value_bytes(l.precision) == 1 ? "" : "s",
+             " a value (", l.precision, l.precision == Precision::fp8 ? ": DeepSeek-V3's fp8 dispatch" : "",
+             "), combine and backward ", activation_value_bytes(l.precision), "; ",
+             m.moe_max_nodes > 0
+                 ? str("node-limited routing ({moe_max_nodes} ", m.moe_max_nodes, "): min(top-", m.active_experts, ", ",
+                       m.moe_max_nodes, ") copies of a token cross the fabric when ep spans nodes, every copy moves "
+                       "inside its node over NVLink")
+                 : std::string("every routed copy crosses the fabric when ep spans nodes ({moe_max_nodes} N limits it)"),
+             "; overlap ({moe_overlap}) ", std::string(choice_name(l.moe_overlap)),
+             l.moe_overlap == MoeOverlap::full ? ": hidden behind compute, only what outlasts the step's compute exposed"
+                                               : ": exposed in full");
+}
+
+MoeOverlap parse_moe_overlap(const std::string& s) {
+  if (auto o = parse_choice<MoeOverlap>(s)) return *o;
+  throw_option_error("{moe_overlap}: unknown overlap '", s, "' (none or full)");
 }
 
 double bubble_fraction(int64_t pp, int64_t microbatches) {
@@ -863,7 +907,9 @@ std::string check_layout(const ModelShape& m, const Layout& l, int64_t global_ba
   // Each rank holds whole K/V groups (Megatron-LM's num_query_groups % tp == 0).
   if (m.heads > 0 && m.kv() % l.tp != 0)
     return str("tp = ", l.tp, " does not divide the ", m.kv(), " K/V heads (grouped-query attention: each rank holds whole groups)");
-  if (m.n_layer > 0 && m.n_layer % l.pp != 0 && (m.n_layer + 2) % l.pp != 0)
+  if (l.uneven_stages && m.n_layer > 0 && l.pp > m.n_layer)
+    return str("pp = ", l.pp, " is more stages than the ", m.n_layer, " layers");
+  if (!l.uneven_stages && m.n_layer > 0 && m.n_layer % l.pp != 0 && (m.n_layer + 2) % l.pp != 0)
     return str("pp = ", l.pp, " does not divide the ", m.n_layer, " layers (nor the ", m.n_layer + 2,
                " with the embedding and the LM head counted as layers)");
   if (m.type == ModelType::mlp && (l.tp > 1 || l.pp > 1))
@@ -952,8 +998,11 @@ Estimate estimate(const ModelShape& m, const Layout& layout, const Hardware& hw,
   const double t_tp = e.comm.tp / bw(l.tp), t_pp = e.comm.pp / bw(l.gpus), t_cp = e.comm.cp / bw(l.tp * l.cp);
   // Expert parallelism sits between cp and dp (Megatron's tp-cp-ep-dp): NVLink while tp x cp x ep
   // ranks fit in a node, else the fabric. Its all-to-alls are on the critical path (the experts
-  // wait for their tokens, the next layer for the combine): exposed in full.
-  const double t_ep = e.comm.ep / bw(l.tp * l.cp * std::max<int64_t>(l.ep, 1));
+  // wait for their tokens, the next layer for the combine): exposed in full unless the schedule
+  // overlaps them (below). Under node-limited routing the fabric carries ep_fabric and NVLink the rest.
+  const double t_ep = e.comm.ep_fabric > 0
+                          ? e.comm.ep_fabric / hw.inter_node_bw + (e.comm.ep - e.comm.ep_fabric) / hw.intra_node_bw
+                          : e.comm.ep / bw(l.tp * l.cp * std::max<int64_t>(l.ep, 1));
   const double t_grads = (e.comm.dp - e.comm.dp_params) / bw(l.tp * l.cp * l.dp);
   const double t_params = e.comm.dp_params / bw(l.tp * l.cp * l.dp);
   // Overlap (what is exposed): tensor-parallel all-reduces sit on the critical path and pipeline
@@ -977,8 +1026,13 @@ Estimate estimate(const ModelShape& m, const Layout& layout, const Hardware& hw,
   // outlasts the attention's share of compute is exposed.
   const double attention_share = flops_per_token(m) > 0 ? attention_flops_per_token(m) / flops_per_token(m) : 0.0;
   const double exposed_cp = std::max(0.0, t_cp - attention_share * t_c);
+  // Overlapped all-to-alls (MoeOverlap::full) hide behind another micro-batch's compute: what
+  // outlasts the step's compute is exposed.
+  const double exposed_ep = l.moe_overlap == MoeOverlap::full ? std::max(0.0, t_ep - t_c) : t_ep;
   e.comm_total_seconds = t_tp + t_pp + t_cp + t_ep + t_grads + t_params;
-  e.comm_seconds = t_tp + t_pp + t_ep + exposed_cp + exposed_dp;
+  e.comm_seconds = t_tp + t_pp + exposed_ep + exposed_cp + exposed_dp;
+  e.ep_seconds = t_ep;
+  e.ep_exposed_seconds = exposed_ep;
   e.dp_seconds = t_grads + t_params;
   e.dp_exposed_seconds = exposed_dp;
   if (l.offload_cpu) {

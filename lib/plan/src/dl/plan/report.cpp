@@ -100,6 +100,8 @@ Setup setup(const PlanInputs& in) {
   // Sequence parallelism comes with tensor parallelism in the frameworks a bare model is planned
   // for; dl-train (a config) does not run it.
   b.sequence_parallel = in.sequence_parallel.value_or(c == nullptr);
+  b.moe_overlap = in.moe_overlap;
+  b.uneven_stages = in.uneven_stages;
 
   // Hardware: datasheet of --gpu (or of the bench rows' GPU), then measured values over it.
   std::optional<GpuSpec> spec;
@@ -178,6 +180,7 @@ Setup setup(const PlanInputs& in) {
                           ", capacity factor ", format_fixed(m.capacity_factor, 2),
                           "): memory holds the total, FLOPs per token the active; ep shards the routed experts, and ZeRO "
                           "their state over dp / ep"));
+  if (m.is_moe()) r.notes.push_back("# " + name_options(describe_all_to_all(m, b), in.flags));
   if (!m.note.empty()) r.notes.push_back("# " + m.note);
   if (!m.is_transformer() && m.type != ModelType::mlp)
     r.notes.push_back(str("# no architecture: activations, tensor- and pipeline-parallel traffic are not estimated "
