@@ -103,7 +103,8 @@ HeldOutRun laid_out(HeldOutRun r, int64_t tp, int64_t pp, int64_t ep, int64_t ze
   r.recompute = recompute;
   r.moe_overlap = overlap;
   r.note += str("; trained with tp ", tp, " pp ", pp, " ep ", ep, " ZeRO-", zero, ", ", precision, ", ",
-                plan::recompute_name(recompute), " recompute, all-to-all overlap ", choice_name(overlap),
+                recompute == plan::Recompute::none ? std::string("no") : plan::recompute_name(recompute),
+                " recompute, all-to-all overlap ", choice_name(overlap),
                 r.arch.moe_max_nodes > 0 ? str(", at most ", r.arch.moe_max_nodes, " nodes a token") : std::string(), " (",
                 config, ")");
   return r;
