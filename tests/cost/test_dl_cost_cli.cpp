@@ -226,6 +226,17 @@ TEST_CASE("the shipped catalog prices the GPT-2 config") {
   CHECK(rows[0]["cheapest"] == true);
 }
 
+TEST_CASE("a dl-cost outside any build folder finds the catalog of the source tree it was built from") {
+  // A build folder beside the source tree (not inside it) has no configs/ above its bin/: the
+  // last place looked is the source tree this binary was compiled from.
+  dl::test::TempDir dir("cost-cli-moved");
+  const fs::path moved = dir / "dl-cost";
+  fs::copy_file(dl::test::tool("dl-cost"), moved);
+  auto r = run(moved.string(), {"offers", "--gpu", "H100", "--format", "json"}, "", {"DLKIT_CATALOG_DIR="});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(!json::parse(r.out).empty());
+}
+
 TEST_CASE("bad input: clear errors and exit 2") {
   dl::test::TempDir dir("cost-cli-bad");
   const std::string cat = write_catalog(dir);

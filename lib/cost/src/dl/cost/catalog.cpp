@@ -279,7 +279,7 @@ fs::path default_catalog_dir() {
   // The source tree this file was compiled from (lib/cost/src/dl/cost/catalog.cpp -> configs/catalog).
   fs::path here(__FILE__);
   if (here.is_absolute()) {
-    fs::path p = here.parent_path() / ".." / ".." / ".." / "configs" / "catalog";
+    fs::path p = here.parent_path() / ".." / ".." / ".." / ".." / ".." / "configs" / "catalog";
     if (good(p)) return fs::weakly_canonical(p, ec);
   }
   std::string list;
