@@ -247,7 +247,8 @@ TEST_CASE("a fixed run (global batch fixed) costs more GPU-hours on more GPUs on
   for (int64_t n : {64, 512, 2048}) {
     in.gpus = {n};
     in.batch_tokens = static_cast<double>(n) * 65536;
-    const CostRow& x = row_of(make_estimate(in), "pricey/h100x8", n);
+    const CostReport r = make_estimate(in);
+    const CostRow& x = row_of(r, "pricey/h100x8", n);
     const double compute_gpu_hours = x.compute_hours * static_cast<double>(n);
     CAPTURE(n);
     CHECK(x.replica_tokens == doctest::Approx(65536));
