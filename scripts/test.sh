@@ -2,7 +2,7 @@
 # make test (and .ci/run): every phase of the test run, each timed, and a table of the phases'
 # wall times at the end (also when one fails, so a slow or broken phase is visible at once):
 #   deps         scripts/install-deps.sh, skipped when its stamp is newer than the script
-#   build        the normal build (build/), every target
+#   build        the normal build (build/): the tools and the release entries' programs
 #   ctest        its `release` entries (a skipped test prints its reason)
 #   emulated *   the CUDA backend on the emulated device (make test-emulated)
 #   asan/tsan *  the sanitizer builds, their suites and the fuzz targets (scripts/test-sanitize.sh)
@@ -75,7 +75,12 @@ ctest_normal() {
 }
 
 phase deps deps || { rc=1; summary; exit 1; }
-phase build "$MAKE" --no-print-directory build BUILD="$BUILD" JOBS="$JOBS" || { rc=1; summary; exit 1; }
+# The tools and the programs of the `release` entries (tests/CMakeLists.txt): the other test
+# programs run in the sanitizer builds, which compile them. `make` builds everything.
+build_release() {
+  "$MAKE" --no-print-directory configure BUILD="$BUILD" && cmake --build "$BUILD" -j "$JOBS" --target release-tests
+}
+phase build build_release || { rc=1; summary; exit 1; }
 phase ctest ctest_normal || rc=1
 "$MAKE" --no-print-directory test-emulated BUILD="$BUILD" JOBS="$JOBS" || rc=1
 JOBS=$JOBS ./scripts/test-sanitize.sh || rc=1
