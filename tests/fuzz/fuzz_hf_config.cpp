@@ -3,6 +3,9 @@
 // read_hf_gpt2_config. Input: the config.json text (written to a file: the readers take a path).
 // An accepted shape must be one dl-train builds (positive sizes, whole heads), and a llama shape
 // written back by the checkpoint writer (llama_config_json) must read back as the same shape.
+// The same text through the planner's reader (dl-shard/dl-cost --hf-config, mixtures of experts
+// included): a usage error or a shape with positive sizes and at most as many active experts as
+// experts.
 #include <unistd.h>
 
 #include <filesystem>
@@ -11,6 +14,7 @@
 #include "dl/checkpoint/format.hpp"
 #include "dl/config/hf_gpt2_config.hpp"
 #include "dl/config/hf_llama_config.hpp"
+#include "dl/plan/plan.hpp"
 #include "fuzz.hpp"
 
 namespace {
@@ -78,6 +82,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                             s.n_positions > 0 && s.vocab_size > 0,
                         "an accepted GPT-2 shape has positive sizes and whole heads");
     }
+  });
+  dl::fuzz::expect_parse_or_usage_error([&] {
+    const dl::plan::ModelShape m = dl::plan::model_from_hf_config(file.string());
+    dl::fuzz::require(m.n_layer > 0 && m.hidden > 0 && m.heads > 0 && m.vocab > 0 && m.active_experts <= m.experts,
+                      "a planned shape has positive sizes and no more active experts than experts");
   });
   return 0;
 }

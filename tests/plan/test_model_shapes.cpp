@@ -256,6 +256,47 @@ TEST_CASE("--hf-config: Llama, Mistral, Qwen2 and GPT-2 config.json; other model
   CHECK_THROWS_AS(model_from_hints(std::nullopt, 32, 0, 0, 0, 0, a), Error);
 }
 
+TEST_CASE("model sizes beyond any model are refused before they are counted (fuzz_hf_config found 4 x n_embd overflow)") {
+  dl::test::TempDir dir("plan-huge");
+  auto usage_error = [](auto&& make) {
+    try {
+      make();
+    } catch (const Error& e) {
+      CHECK(e.kind() == ErrorKind::usage);
+      return std::string(e.what());
+    }
+    FAIL("expected a usage error");
+    return std::string();
+  };
+  // config.json: the width fuzz_hf_config found (4 x n_embd overflowed int64 in ModelShape::ffn).
+  dl::test::write_file(dir / "wide.json", hf_json("GPT2LMHeadModel", "gpt2",
+                                                   "\"n_embd\": 6917529027641081856, \"n_layer\": 2, \"n_head\": 1, "
+                                                   "\"n_positions\": 8, \"vocab_size\": 10"));
+  CHECK(usage_error([&] { model_from_hf_config(dir / "wide.json"); }).find("\"n_embd\" must be an integer from 1 to 1073741824") !=
+        std::string::npos);
+  // Each dimension in range, the product beyond 10^15 parameters.
+  dl::test::write_file(dir / "deep.json", hf_json("LlamaForCausalLM", "llama",
+                                                   "\"hidden_size\": 1000000, \"intermediate_size\": 100, "
+                                                   "\"num_hidden_layers\": 1000000, \"num_attention_heads\": 1, "
+                                                   "\"vocab_size\": 10, \"max_position_embeddings\": 8"));
+  CHECK(usage_error([&] { model_from_hf_config(dir / "deep.json"); }).find("more than the 1e+15") != std::string::npos);
+  CHECK(usage_error([&] { model_from_hf_config(dir / "deep.json", int64_t{1} << 40); }).find("seq 1099511627776: at most") != std::string::npos);
+  // Flags: each hint bounded, and --params.
+  CHECK(usage_error([] { model_from_params(7e9, 32, 6917529027641081856, 1, 0, 0); }).find("hidden 6917529027641081856: at most") !=
+        std::string::npos);
+  CHECK(usage_error([] { model_from_params(7e19, 32, 4096, 32, 0, 0); }).find("params 7e+19: more than") != std::string::npos);
+  ArchHints moe;
+  moe.experts = int64_t{1} << 40;
+  moe.active_experts = 2;
+  CHECK(usage_error([&] { model_from_hints(7e9, 32, 4096, 32, 0, 0, moe); }).find("experts 1099511627776: at most") != std::string::npos);
+  // A dl-train config (the loader, which dl-train shares): every key within its int32 range, the
+  // model beyond 10^15 parameters.
+  CHECK(usage_error([] { parse_config("[model]\ntype = \"llama\"\nn_layer = 32\nn_embd = 20000000\nn_head = 1\n", "big.toml", "."); })
+            .find("more than the 1e+15") != std::string::npos);
+  // The largest published models stay well inside: DeepSeek-V3's 671B.
+  CHECK(kMaxModelParams > 671e9 * 100);
+}
+
 TEST_CASE("a dl-train config of model.type llama: the shipped Llama 3 8B and TinyLlama configs count exactly") {
   CHECK(load_plan_config(dl::test::source_path("configs/llama3-8b.toml").string(), {}).model.params == 8030261248.0);
   const PlanConfig tiny = load_plan_config(dl::test::source_path("configs/tinyllama-1.1b.toml").string(), {});

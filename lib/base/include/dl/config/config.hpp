@@ -56,6 +56,11 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 };
 
+// The largest transformer a config may describe: 10^15 parameters (about 500x the largest published
+// dense model). The loader refuses more, counted in long double, so the int64 counts of the model's
+// parameters and buffers (nn, plan) never overflow.
+inline constexpr double kMaxModelParameters = 1e15;
+
 struct DataConfig {
   // "synthetic:addition" | "text:PATH" (or a glob: files are documents) | "tokens:GLOB" | "csv:PATH". Paths in a config file are
   // relative to that file's folder; the resolved config holds absolute paths.

@@ -645,6 +645,22 @@ struct Checker {
              " (", m.rope_high_freq_factor, ") must be above ", key_of(&m.rope_low_freq_factor), " (",
              m.rope_low_freq_factor, ") for rope_scaling = \"llama3\"");
     }
+    if (m.type != ModelType::mlp) {
+      // An upper bound (a GELU MLP of 4 n_embd where ffn_hidden is 0; every expert and bias), so
+      // any model it admits counts in int64.
+      const long double d = static_cast<long double>(m.n_embd);
+      const long double ffn = m.ffn_hidden > 0 ? static_cast<long double>(m.ffn_hidden) : 4 * d;
+      const long double expert = m.expert_ffn_hidden > 0 ? static_cast<long double>(m.expert_ffn_hidden) : ffn;
+      const long double block = 4 * d * d + 3 * d * ffn + 16 * d +
+                                static_cast<long double>(m.n_experts + m.n_shared_experts) * (3 * d * expert + d);
+      const long double params = static_cast<long double>(m.n_layer) * block +
+                                 2 * d * static_cast<long double>(m.vocab_size + m.block_size);
+      if (params > kMaxModelParameters)
+        fail({&m.n_embd, &m.n_layer, &m.vocab_size, &m.ffn_hidden, &m.n_experts}, key_of(&m.n_layer), " ", m.n_layer,
+             ", ", key_of(&m.n_embd), " ", m.n_embd, ", ", key_of(&m.vocab_size), " ", m.vocab_size,
+             " describe about ", static_cast<double>(params), " parameters, more than the ", kMaxModelParameters,
+             " dlkit builds or plans: check the model's sizes");
+    }
     // torch.optim.SGD refuses the same: Nesterov's look-ahead is defined for undamped momentum.
     const auto& o = cfg.optim;
     if (o.name == OptimizerKind::sgd && o.nesterov && (o.momentum == 0.0 || o.dampening != 0.0))

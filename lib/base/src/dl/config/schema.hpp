@@ -54,6 +54,9 @@ inline Spec help(std::string_view text) {
 
 // Model sizes are held as int by the models: keep them in range.
 inline constexpr double kIntMax = 2147483647.0;
+// Experts per layer: up to 2^20 (He 2024's PEER routes among a million); more would only let a
+// config describe a model past kMaxModelParameters.
+inline constexpr double kMaxExperts = 1048576.0;
 
 // The list. Works on const and non-const Configs (C is Config or const Config).
 template <class C, class V>
@@ -78,10 +81,10 @@ void visit_config(C& c, V&& v) {
   v("model", "rope_high_freq_factor", c.model.rope_high_freq_factor, help("llama: rope_scaling = \"llama3\": high_freq_factor; above model.rope_low_freq_factor").above(0).max(1024));
   v("model", "rope_original_max_position", c.model.rope_original_max_position, help("llama: rope_scaling = \"llama3\": original_max_position_embeddings").min(1).max(kIntMax));
   v("model", "qkv_bias", c.model.qkv_bias, help("llama: biases on the q, k and v projections (Qwen2; o_proj and the MLP have none); checkpoints are then Qwen2ForCausalLM folders; with model.init_from: true for a qwen2 folder"));
-  v("model", "n_experts", c.model.n_experts, help("llama, planning only (dl-shard plan, dl-cost estimate; dl-train refuses it): routed experts per MoE layer of a mixture of experts; 0: a dense model").min(0).max(kIntMax));
-  v("model", "n_experts_active", c.model.n_experts_active, help("llama, planning only: experts each token is routed to (top-k), 1 .. model.n_experts").min(0).max(kIntMax));
+  v("model", "n_experts", c.model.n_experts, help("llama, planning only (dl-shard plan, dl-cost estimate; dl-train refuses it): routed experts per MoE layer of a mixture of experts; 0: a dense model").min(0).max(kMaxExperts));
+  v("model", "n_experts_active", c.model.n_experts_active, help("llama, planning only: experts each token is routed to (top-k), 1 .. model.n_experts").min(0).max(kMaxExperts));
   v("model", "expert_ffn_hidden", c.model.expert_ffn_hidden, help("llama, planning only: each expert's SwiGLU width; 0: model.ffn_hidden").min(0).max(kIntMax));
-  v("model", "n_shared_experts", c.model.n_shared_experts, help("llama, planning only: experts every token passes through (DeepSeek style), of model.expert_ffn_hidden's width").min(0).max(kIntMax));
+  v("model", "n_shared_experts", c.model.n_shared_experts, help("llama, planning only: experts every token passes through (DeepSeek style), of model.expert_ffn_hidden's width").min(0).max(kMaxExperts));
   v("model", "n_dense_layers", c.model.n_dense_layers, help("llama, planning only: the first layers keep a dense MLP of model.ffn_hidden's width (DeepSeek-V3: 3)").min(0).max(kIntMax));
   v("model", "hidden", c.model.hidden, help("mlp: widths of the hidden layers").min(1).max(kIntMax));
   v("model", "activation", c.model.activation, help("mlp: activation after each hidden layer"));

@@ -113,6 +113,12 @@ ModelShape model_from_config(const Config& config, const std::string& name = "")
 // How far a rounded --params may be from what the architecture hints need: within it the
 // hints' count is used (and ModelShape::note says so), beyond it the hints or the count are wrong.
 inline constexpr double kParamsRounding = 0.05;
+// The largest value one model dimension (a width, a count of layers, heads or experts, the vocabulary,
+// the sequence length) may take: 2^30. Products of a few dimensions then stay inside int64; a larger
+// value is an input error, refused by the readers below before anything is counted.
+inline constexpr int64_t kMaxModelDimension = int64_t{1} << 30;
+// The largest model planned: the largest a dl-train config may describe.
+inline constexpr double kMaxModelParams = kMaxModelParameters;
 // From --params with optional architecture hints (0 = unknown). Throws a usage error when the
 // hints alone need more than `params` x (1 + kParamsRounding) (L x (12 D^2 + 13 D) + embeddings).
 // Within that, and with complete hints (--vocab and --seq) also above, the count is the hints'

@@ -67,12 +67,20 @@ namespace {
 
 bool present(const json& j, const char* key) { return j.contains(key) && !j[key].is_null(); }
 
+// A model dimension: an integer from `least` to kMaxModelDimension (larger ones would overflow the
+// counts; no model has them).
+int64_t dimension(const json& j, const char* key, const std::string& file, int64_t least) {
+  const int64_t value = j[key].is_number_integer() ? j[key].get<int64_t>() : -1;
+  if (!j[key].is_number_integer() || value < least || value > kMaxModelDimension)
+    throw_usage(file, ": \"", key, "\" must be an integer from ", least, " to ", kMaxModelDimension, ", got ",
+                j[key].dump());
+  return value;
+}
+
 int64_t positive(const json& j, const char* key, const std::string& file, const char* family) {
-  if (!present(j, key) || !j[key].is_number_integer() || j[key].get<int64_t>() < 1)
-    throw_usage(file, ": \"", key, "\" must be a positive integer",
-                present(j, key) ? ", got " + j[key].dump() : std::string(" and is missing"), " (a ", family,
-                " config.json has it)");
-  return j[key].get<int64_t>();
+  if (!present(j, key))
+    throw_usage(file, ": \"", key, "\" must be a positive integer and is missing (a ", family, " config.json has it)");
+  return dimension(j, key, file, 1);
 }
 
 bool flag(const json& j, const char* key, bool fallback, const std::string& file) {
@@ -103,6 +111,8 @@ struct MoeKeys {
 }  // namespace
 
 ModelShape model_from_hf_config(const std::string& file, int64_t seq) {
+  if (seq > kMaxModelDimension)
+    throw_option_error("{seq} ", seq, ": at most ", kMaxModelDimension, " (no model dimension is larger)");
   const json j = read_json_file(file);
   if (!j.is_object()) throw_usage(file, ": not a JSON object (a Hugging Face config.json is one)");
   std::string arch;
@@ -221,15 +231,9 @@ ModelShape model_from_hf_config(const std::string& file, int64_t seq) {
       throw_usage(file, ": \"num_experts_per_tok\" ", m.active_experts, " is more than the ", m.experts, " experts (\"",
                   k.experts, "\")");
     m.expert_ffn = positive(j, k.expert_ffn, file, arch_name);
-    if (k.shared_experts && present(j, k.shared_experts)) {
-      if (!j[k.shared_experts].is_number_integer() || j[k.shared_experts].get<int64_t>() < 0)
-        throw_usage(file, ": \"", k.shared_experts, "\" must be an integer >= 0, got ", j[k.shared_experts].dump());
-      m.shared_experts = j[k.shared_experts].get<int64_t>();
-    }
+    if (k.shared_experts && present(j, k.shared_experts)) m.shared_experts = dimension(j, k.shared_experts, file, 0);
     if (k.shared_ffn && present(j, k.shared_ffn)) {
-      if (!j[k.shared_ffn].is_number_integer() || j[k.shared_ffn].get<int64_t>() < 0)
-        throw_usage(file, ": \"", k.shared_ffn, "\" must be an integer >= 0, got ", j[k.shared_ffn].dump());
-      m.shared_expert_ffn = j[k.shared_ffn].get<int64_t>();
+      m.shared_expert_ffn = dimension(j, k.shared_ffn, file, 0);
       m.shared_experts = m.shared_expert_ffn > 0 ? 1 : 0;
     }
     if (k.dense_layers && present(j, k.dense_layers)) {
@@ -256,6 +260,9 @@ ModelShape model_from_hf_config(const std::string& file, int64_t seq) {
   if (m.heads % m.kv() != 0)
     throw_usage(file, ": num_key_value_heads ", m.kv(), " does not divide num_attention_heads ", m.heads);
   m.params = transformer_param_count(m);
+  if (!(m.params <= kMaxModelParams))
+    throw_usage(file, ": ", group_digits(m.params), " parameters, more than the ", kMaxModelParams,
+                " the planner plans: check the sizes (hidden, layers, vocabulary, experts)");
   if (m.is_moe()) moe_note = str(", a mixture of experts (", describe_moe_params(m), ")") + moe_note;
   m.note = str(file, ": ", family->arch, ", ", group_digits(m.params), " parameters", moe_note,
                seq > 0 ? "" : str(", sequence length ", m.seq, " (its maximum; {seq} to train shorter)"));
