@@ -116,14 +116,14 @@ for dir in "$root"/tools/*/; do
 done
 
 # planted INCLUDE: compiles one line including it with the flags of dl_nn's sources (a file of
-# lib/nn/src, or a unity unit of dl_nn), from lib/nn/src/dl/nn/ (where a relative include is
+# lib/nn/src, or a unity batch of dl_nn: cmake/unity.cmake writes them to unity/dl_nn/), from lib/nn/src/dl/nn/ (where a relative include is
 # resolved); true when it compiles.
 planted() {
   local cmd
   cmd=$(python3 - "$build/compile_commands.json" << 'PY'
 import json, shlex, sys
 for e in json.load(open(sys.argv[1])):
-    if "/lib/nn/src/" in e["file"] or "/dl_nn.dir/Unity/" in e["file"]:
+    if "/lib/nn/src/" in e["file"] or "/unity/dl_nn/" in e["file"]:
         args = e.get("arguments") or shlex.split(e["command"])
         out, skip = [], False
         for a in args:  # drop the output and the source; keep the compiler and its flags

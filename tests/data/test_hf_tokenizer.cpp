@@ -266,7 +266,7 @@ TEST_CASE("hf tokenizer: folders pick their tokenizer and the tools refuse what 
 }
 
 TEST_CASE("hf tokenizer: ids equal the tokenizers library's on 1 MB of multilingual text, in every style") {
-  const fs::path build = fs::path(DL_BIN_DIR).parent_path();
+  const fs::path build = fs::path(dl::test::tool("dl-train")).parent_path().parent_path();
   const fs::path venv = build / "venv-tokenizers";
   const auto setup = dl::test::run("/bin/bash", {dl::test::source_path("scripts/tokenizers-venv.sh").string(), venv.string()});
   if (setup.exit_code != 0) {
@@ -279,7 +279,7 @@ TEST_CASE("hf tokenizer: ids equal the tokenizers library's on 1 MB of multiling
   const std::string stamp = std::to_string(std::hash<std::string>{}(dl::test::read_file(script)));
   if (!fs::exists(ref / "stamp") || dl::test::read_file(ref / "stamp") != stamp) {
     fs::remove_all(ref);
-    const auto made = dl::test::run((venv / "bin" / "python").string(), {script, ref.string(), DL_SOURCE_DIR});
+    const auto made = dl::test::run((venv / "bin" / "python").string(), {script, ref.string(), dl::test::source_path(".").string()});
     REQUIRE_MESSAGE(made.exit_code == 0, made.err);
     dl::test::write_file(ref / "stamp", stamp);
   }

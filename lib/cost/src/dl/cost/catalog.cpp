@@ -276,12 +276,9 @@ fs::path default_catalog_dir() {
                               bin / ".." / "configs" / "catalog"})
       if (good(p)) return fs::weakly_canonical(p, ec);
   }
-  // The source tree this file was compiled from (lib/cost/src/dl/cost/catalog.cpp -> configs/catalog).
-  fs::path here(__FILE__);
-  if (here.is_absolute()) {
-    fs::path p = here.parent_path() / ".." / ".." / ".." / ".." / ".." / "configs" / "catalog";
-    if (good(p)) return fs::weakly_canonical(p, ec);
-  }
+  // The source tree this file was compiled from (lib/CMakeLists.txt defines it on this file only:
+  // __FILE__ is relative when ccache compiles with CCACHE_BASEDIR).
+  if (const fs::path p = fs::path(DL_SOURCE_DIR) / "configs" / "catalog"; good(p)) return fs::weakly_canonical(p, ec);
   std::string list;
   for (const auto& t : tried) list += (list.empty() ? "" : ", ") + t.string();
   throw_option_error("cannot find dlkit's shipped catalog (looked in ", list, "); set DLKIT_CATALOG_DIR or pass {catalogs} FILE");
