@@ -610,7 +610,7 @@ TEST_CASE("config_to_toml lists every section and key in declaration order") {
 
 TEST_CASE("config_key_docs has one entry per key with type, default and help") {
   auto docs = config_key_docs();
-  CHECK(docs.size() == 74);
+  CHECK(docs.size() == 75);
   std::set<std::string> names;
   for (const auto& d : docs) {
     CAPTURE(d.key);

@@ -536,7 +536,9 @@ TEST_CASE("text and token-shard data train end to end") {
 TEST_CASE("every run records its environment; --env-lock refuses breaking drift") {
   TempDir d("envlock");
   write_file(d / "c.toml", kSmallGpt);
-  REQUIRE(train({(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--steps", "2"}).exit_code == 0);
+  // kSmallGpt is kTinyGpt's shape, which leaves env.lock out (log.env_lock = false): the default is on.
+  REQUIRE(train({(d / "c.toml").string(), "--run-dir", (d / "run").string(), "--steps", "2", "--set", "log.env_lock=true"})
+              .exit_code == 0);
   std::string lock = read_file(d / "run" / "env.lock");
   CHECK(lock.find("created-by = \"dl-train") != std::string::npos);
   CHECK(lock.find("[cuda.runtime]") != std::string::npos);
@@ -544,6 +546,12 @@ TEST_CASE("every run records its environment; --env-lock refuses breaking drift"
   RunResult same = run(tool("dl-envlock"), {"check", (d / "run" / "env.lock").string()});
   INFO(same.out << same.err);
   CHECK(same.exit_code == 0);
+  // log.env_lock = false: no probes, no env.lock; the rest of the run is the same.
+  REQUIRE(train({(d / "c.toml").string(), "--run-dir", (d / "quiet").string(), "--steps", "2", "--set",
+                 "log.env_lock=false"})
+              .exit_code == 0);
+  CHECK(fs::exists(d / "quiet" / "config.toml"));
+  CHECK(!fs::exists(d / "quiet" / "env.lock"));
 
   // A lock claiming another CUDA major is breaking drift: refuse, exit 2, show the table,
   // create nothing.

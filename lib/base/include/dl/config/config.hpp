@@ -147,6 +147,10 @@ struct LogConfig {
   bool tensorboard = true;     // write an events file in the run directory
   Choice<Progress> progress = Progress::automatic;  // automatic: a bar on a terminal
   int64_t samples = 4;         // generated samples shown at each evaluation (gpt)
+  // RUN/env.lock: the machine's driver, CUDA libraries, compilers and packages in dl-envlock's
+  // format, probed in the background (about a second of CPU: dpkg-query, compilers, loading
+  // cuBLASLt to ask its version). false for many short runs that need no record of the machine.
+  bool env_lock = true;
 
   bool operator==(const LogConfig&) const = default;
 };

@@ -143,6 +143,7 @@ void visit_config(C& c, V&& v) {
   v("log", "tensorboard", c.log.tensorboard, help("write a TensorBoard events file in the run directory"));
   v("log", "progress", c.log.progress, help("progress display: auto (a bar on a terminal), bar, lines or none"));
   v("log", "samples", c.log.samples, help("gpt: generated samples shown at each evaluation").min(0));
+  v("log", "env_lock", c.log.env_lock, help("write RUN/env.lock, this machine's driver, CUDA libraries, compilers and packages in dl-envlock's format (probed in the background: about a second of CPU); false for many short runs"));
 }
 
 }  // namespace dl::config_schema

@@ -237,7 +237,7 @@ std::future<void> write_run_files(const TrainOptions& opt, const Tokenizer* toke
     for (const std::string& f : tok_files) fs::copy_file(f, tmp / fs::path(f).filename());
     publish_dir_atomic(tmp, opt.run_dir / kRunTokenizerDir);
   }
-  if (!opt.env_snapshot) return {};
+  if (!opt.env_snapshot || !opt.config.log.env_lock) return {};
   return std::async(std::launch::async, [dir = opt.run_dir] {
     EnvSnapshotOptions eo;
     eo.hash_libraries = false;
