@@ -45,7 +45,8 @@ int main(int argc, char** argv) {
   // Past `ulimit -f` a write fails with EFBIG and is reported, naming the file, like a full disk
   // (the default action of SIGXFSZ ends the process without a word).
   std::signal(SIGXFSZ, SIG_IGN);
-  CLI::App app{"dl-train: train a GPT or MLP from a TOML config, on the CPU (this build)."};
+  CLI::App app{"dl-train: train a GPT, Llama-family or MLP model from a TOML config, on the CPU or an NVIDIA GPU "
+               "(train.device; --version says whether this build has the CUDA backend)."};
   app.set_version_flag("--version", "dl-train " + dl::version_string() + "\n" + dl::device_build_info());
   app.footer(
       "Examples:\n"
