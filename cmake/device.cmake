@@ -81,7 +81,9 @@ set(dl_emulated_kernels)
 foreach(cu ${dl_kernel_sources})
   get_filename_component(stem ${cu} NAME_WE)
   set(wrapper ${CMAKE_CURRENT_BINARY_DIR}/emulated_kernels/${stem}.cpp)
-  file(CONFIGURE OUTPUT ${wrapper} CONTENT "// kernels/${stem}.cu for the emulated device (cmake/device.cmake)\n#include \"${cu}\"\n")
+  # A relative include, so that every clone compiles the same bytes (ccache, cmake/unity.cmake).
+  file(RELATIVE_PATH cu_relative ${CMAKE_CURRENT_BINARY_DIR}/emulated_kernels ${cu})
+  file(CONFIGURE OUTPUT ${wrapper} CONTENT "// kernels/${stem}.cu for the emulated device (cmake/device.cmake)\n#include \"${cu_relative}\"\n")
   list(APPEND dl_emulated_kernels ${wrapper})
 endforeach()
 set_source_files_properties(${dl_emulated_kernels} PROPERTIES COMPILE_DEFINITIONS DL_CUDA_EMULATION=1

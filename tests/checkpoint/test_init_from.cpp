@@ -30,7 +30,7 @@ std::string finetune_toml(const fs::path& init_from, const fs::path& data) {
   return "[model]\ninit_from = \"" + init_from.string() + "\"\n\n[data]\nsource = \"tokens:" +
          (data / "train.bin").string() + "\"\nval_source = \"tokens:" + (data / "val.bin").string() +
          "\"\n\n[optim]\nlr = 1e-2\n\n[schedule]\ndecay_steps = 20\n\n[train]\nsteps = 20\nbatch_size = 4\nthreads = 1\neval_every = 0\n"
-         "eval_batches = 1\n\n[log]\nevery = 1\nsamples = 0\nprogress = \"none\"\ntensorboard = false\n";
+         "eval_batches = 1\n\n[log]\nevery = 1\nsamples = 0\nprogress = \"none\"\ntensorboard = false\nenv_lock = false\n";
 }
 
 struct Result {

@@ -105,7 +105,7 @@ TEST_CASE("model.init_from into dp=2, ZeRO-3, tp=2 and pp=2 gives the single-pro
                                    "\"\n\n[data]\nsource = \"tokens:../hf/train.bin\"\n"
                                    "val_source = \"tokens:../hf/val.bin\"\n\n[optim]\nlr = 3e-3\n\n[schedule]\n"
                                    "decay_steps = 8\n\n[train]\nsteps = 8\nbatch_size = 8\nthreads = 1\neval_every = 0\n"
-                                   "eval_batches = 1\n\n[log]\nevery = 1\nsamples = 0\nprogress = \"none\"\n"
+                                   "eval_batches = 1\n\n[log]\nevery = 1\nsamples = 0\nprogress = \"none\"\nenv_lock = false\n"
                                    "tensorboard = false\n");
     Run single = train(sub / "c.toml", sub / "single", 1, {});
     INFO(single.err);

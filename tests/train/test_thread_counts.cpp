@@ -25,7 +25,7 @@ std::string threads_mlp(const fs::path& csv) {
   return "[model]\ntype = \"mlp\"\nhidden = [600, 50]\n[data]\nsource = \"csv:" + csv.string() +
          "\"\nval_fraction = 0.1\nlabel_column = -1\n[optim]\nname = \"adamw\"\nlr = 1e-2\n"
          "[train]\nsteps = 4\nbatch_size = 1000\nthreads = 0\neval_every = 0\ncheckpoint_every = 0\n"
-         "[log]\nevery = 1\nprogress = \"none\"\ntensorboard = false\n";
+         "[log]\nevery = 1\nprogress = \"none\"\ntensorboard = false\nenv_lock = false\n";
 }
 
 void write_random_csv(const fs::path& file, int rows, int features, int classes) {

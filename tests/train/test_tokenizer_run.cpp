@@ -35,6 +35,7 @@ eval_batches = 1
 [log]
 samples = 0
 progress = "none"
+env_lock = false
 )";
 }
 
