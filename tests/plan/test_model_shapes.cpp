@@ -294,7 +294,7 @@ TEST_CASE("model sizes beyond any model are refused before they are counted (fuz
   CHECK(usage_error([] { parse_config("[model]\ntype = \"llama\"\nn_layer = 32\nn_embd = 20000000\nn_head = 1\n", "big.toml", "."); })
             .find("more than the 1e+15") != std::string::npos);
   // The largest published models stay well inside: DeepSeek-V3's 671B.
-  CHECK(kMaxModelParams > 671e9 * 100);
+  CHECK(kMaxModelParameters > 671e9 * 100);
 }
 
 TEST_CASE("a dl-train config of model.type llama: the shipped Llama 3 8B and TinyLlama configs count exactly") {

@@ -117,8 +117,7 @@ inline constexpr double kParamsRounding = 0.05;
 // the sequence length) may take: 2^30. Products of a few dimensions then stay inside int64; a larger
 // value is an input error, refused by the readers below before anything is counted.
 inline constexpr int64_t kMaxModelDimension = int64_t{1} << 30;
-// The largest model planned: the largest a dl-train config may describe.
-inline constexpr double kMaxModelParams = kMaxModelParameters;
+// The largest model planned is kMaxModelParameters (dl/config/config.hpp), as for a dl-train config.
 // From --params with optional architecture hints (0 = unknown). Throws a usage error when the
 // hints alone need more than `params` x (1 + kParamsRounding) (L x (12 D^2 + 13 D) + embeddings).
 // Within that, and with complete hints (--vocab and --seq) also above, the count is the hints'

@@ -260,8 +260,8 @@ ModelShape model_from_hf_config(const std::string& file, int64_t seq) {
   if (m.heads % m.kv() != 0)
     throw_usage(file, ": num_key_value_heads ", m.kv(), " does not divide num_attention_heads ", m.heads);
   m.params = transformer_param_count(m);
-  if (!(m.params <= kMaxModelParams))
-    throw_usage(file, ": ", group_digits(m.params), " parameters, more than the ", kMaxModelParams,
+  if (!(m.params <= kMaxModelParameters))
+    throw_usage(file, ": ", group_digits(m.params), " parameters, more than the ", kMaxModelParameters,
                 " the planner plans: check the sizes (hidden, layers, vocabulary, experts)");
   if (m.is_moe()) moe_note = str(", a mixture of experts (", describe_moe_params(m), ")") + moe_note;
   m.note = str(file, ": ", family->arch, ", ", group_digits(m.params), " parameters", moe_note,

@@ -209,8 +209,8 @@ ModelShape with_dims(ModelShape m, int64_t n_layer, int64_t hidden, int64_t head
 ModelShape model_from_params(double params, const ModelShape& hints) {
   if (!(params > 0) || !std::isfinite(params)) throw_option_error("{params}: need a positive parameter count, got ", params);
   const int64_t n_layer = hints.n_layer, hidden = hints.hidden, heads = hints.heads, seq = hints.seq, vocab = hints.vocab;
-  if (params > kMaxModelParams)
-    throw_option_error("{params} ", params, ": more than the ", kMaxModelParams, " parameters the planner plans");
+  if (params > kMaxModelParameters)
+    throw_option_error("{params} ", params, ": more than the ", kMaxModelParameters, " parameters the planner plans");
   if (n_layer < 0 || hidden < 0 || heads < 0 || seq < 0 || vocab < 0 || hints.kv_heads < 0 || hints.ffn_hidden < 0)
     throw_usage("architecture hints must be positive (or left out)");
   // Bounded before any count: ffn() and the parameter formulas multiply these.
