@@ -34,14 +34,14 @@ function(dl_link_device target impl)
 endfunction()
 
 dl_library_sources(dl_device_srcs device)
-list(FILTER dl_device_srcs EXCLUDE REGEX "/emulation_(on|off)\\.cpp$")
+list(FILTER dl_device_srcs EXCLUDE REGEX "/(emulation_(on|off)|cublas_forward)\\.cpp$")
 
 # dl_device_flavour(TARGET ARCHS COMPILER EXTRA_SOURCES...): what both flavours share.
 function(dl_device_flavour target archs compiler)
   target_sources(${target} PRIVATE ${dl_device_srcs} ${ARGN})
   dl_library_settings(${target})
   target_include_directories(${target} PRIVATE ${dl_device_dir}/src ${PROJECT_SOURCE_DIR}/kernels)
-  target_link_libraries(${target} PUBLIC dl_device_headers)
+  target_link_libraries(${target} PUBLIC dl_device_headers ${CMAKE_DL_LIBS})  # dlopen: cublas_loader.cpp
   if(DL_HAVE_CUDA)
     target_compile_definitions(${target} PRIVATE DL_CUDA_ARCHS="${archs}" DL_CUDA_COMPILER_VERSION="${compiler}")
   endif()
@@ -55,12 +55,19 @@ endif()
 
 file(GLOB dl_kernel_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/*.cu)
 dl_device_flavour(dl_device "${CMAKE_CUDA_ARCHITECTURES}" "${CMAKE_CUDA_COMPILER_VERSION}"
-                  ${dl_kernel_sources} ${dl_device_dir}/src/dl/device/cuda/emulation_off.cpp)
+                  ${dl_kernel_sources} ${dl_device_dir}/src/dl/device/cuda/emulation_off.cpp
+                  ${dl_device_dir}/src/dl/device/cuda/cublas_forward.cpp)
 # nvcc's own warnings, and the host compiler's on the host half of each .cu file.
 target_compile_options(dl_device PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter --expt-relaxed-constexpr
   $<$<BOOL:${DL_WERROR}>:-Werror=all-warnings -Xcompiler=-Werror>>)
-target_link_libraries(dl_device PUBLIC CUDA::cudart CUDA::cublasLt CUDA::cublas)
+# Not cuBLAS and cuBLASLt: the backend loads them at its first call (cuda/cublas_loader.cpp; linked,
+# cuBLASLt's initializers cost every start of dl-train 0.1 s of system time and 210 MB). Where
+# CMake found them is the loader's last place to look.
+target_link_libraries(dl_device PUBLIC CUDA::cudart)
+get_filename_component(dl_cublas_dir "${CUDA_cublasLt_LIBRARY}" DIRECTORY)
+set_property(SOURCE ${dl_device_dir}/src/dl/device/cuda/cublas_loader.cpp APPEND PROPERTY COMPILE_DEFINITIONS
+             DL_CUBLAS_DIR="${dl_cublas_dir}")
 if(DL_HAVE_CUDNN)
   target_compile_definitions(dl_device PRIVATE DL_HAVE_CUDNN=1)
   target_include_directories(dl_device PRIVATE ${DL_CUDNN_INCLUDE_DIR})

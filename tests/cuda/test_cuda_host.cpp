@@ -4,10 +4,14 @@
 // ctest `cuda` and `cuda-multi`) report "Skipped" there.
 #include <doctest/doctest.h>
 
+#include <cublasLt.h>
+
 #include <string>
 
 #include "dl/backend/backend.hpp"
+#include "dl/device/build_info.hpp"
 #include "dl/device/cuda/cuda_backend.hpp"
+#include "dl/device/cuda/cublas_loader.hpp"
 #include "dl/config/config.hpp"
 #include "dl/core/error.hpp"
 #include "dl/device/select.hpp"
@@ -34,6 +38,27 @@ std::string refusal(const Config& c) {
 
 }  // namespace
 
+
+// First in this file (doctest runs a file's cases in order): the cases below load cuBLASLt.
+TEST_CASE("cuBLAS and cuBLASLt are loaded at the first call, not at start-up, and every function dlkit calls resolves") {
+  // Linked, cuBLASLt's initializers ran at every start of every program (0.1 s of system time).
+  CHECK_FALSE(cuda::cublas_lt_is_loaded());
+  CHECK_FALSE(cuda::cublas_is_loaded());
+  const size_t version = cublasLtGetVersion();  // on a GPU build: the first call, which loads it
+  CHECK(version / 10000 == CUBLAS_VER_MAJOR);
+  if (device_build_info().find("emulated device") == std::string::npos) {
+    CHECK(cuda::cublas_lt_is_loaded());
+    CHECK_FALSE(cuda::cublas_is_loaded());  // cuBLAS proper waits for its own first call
+  } else {
+    CHECK_FALSE(cuda::cublas_lt_is_loaded());  // the emulator answered
+  }
+  // Each function of both libraries, by the name the forwarding definitions look up.
+  const std::vector<std::string> missing = cuda::cublas_missing_functions();
+  for (const std::string& m : missing) MESSAGE(m);
+  CHECK(missing.empty());
+  CHECK(cuda::cublas_lt_is_loaded());
+  CHECK(cuda::cublas_is_loaded());
+}
 
 TEST_CASE("cuda_probe reports a reason whenever no GPU is usable") {
   const CudaDeviceInfo& info = gpu();

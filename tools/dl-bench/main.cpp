@@ -76,7 +76,8 @@ int emit(const dl::bench::Report& report, const std::string& format) {
 
 int main(int argc, char** argv) {
   CLI::App app{"dl-bench: measure this machine (GEMM, memory, collectives, a training step) in rows every machine can compare."};
-  app.set_version_flag("--version", "dl-bench " + dl::version_string() + "\n" + dl::device_build_info());
+  // A function, run by --version alone: it loads cuBLASLt and the driver to report their versions.
+  app.set_version_flag("--version", [] { return "dl-bench " + dl::version_string() + "\n" + dl::device_build_info(); });
   app.require_subcommand(1);
   app.footer(
       "Examples:\n"

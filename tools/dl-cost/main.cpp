@@ -100,7 +100,7 @@ bool machine(dl::OutputFormat f) { return f != dl::OutputFormat::table && f != d
 
 int main(int argc, char** argv) {
   CLI::App app{"dl-cost: time and cost of a training run on each cloud GPU offer."};
-  app.set_version_flag("--version", "dl-cost " + dl::version_string() + "\n" + dl::build_info());
+  app.set_version_flag("--version", [] { return "dl-cost " + dl::version_string() + "\n" + dl::build_info(); });
   app.require_subcommand(1);
   app.footer(
       "stdout carries the table (or json/csv); warnings and, in machine formats, the call-outs go to stderr.\n"

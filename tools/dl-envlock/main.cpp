@@ -20,7 +20,7 @@ const dl::OptionNames kFlags = {{"probe_timeout_s", "--probe-timeout"}, {"dry_ru
 int main(int argc, char** argv) {
   CLI::App app{"dl-envlock: pin the whole training stack (driver, CUDA, cuDNN, NCCL, cuBLAS, BLAS, Debian and\n"
                "Python packages) in a TOML lock, check a machine against it, and say how to make it match."};
-  app.set_version_flag("--version", "dl-envlock " + dl::version_string() + "\n" + dl::build_info());
+  app.set_version_flag("--version", [] { return "dl-envlock " + dl::version_string() + "\n" + dl::build_info(); });
   app.require_subcommand(1);
   app.footer(
       "Examples:\n"

@@ -158,7 +158,7 @@ void print_explanation(const dl::plan::PlanReport& report, dl::OutputFormat fmt)
 
 int main(int argc, char** argv) {
   CLI::App app{"dl-shard: plan GPU memory and parallel layouts for training; inspect, merge and split checkpoints."};
-  app.set_version_flag("--version", "dl-shard " + dl::version_string() + "\n" + dl::build_info());
+  app.set_version_flag("--version", [] { return "dl-shard " + dl::version_string() + "\n" + dl::build_info(); });
   app.require_subcommand(1);
   app.footer(
       "Sizes are decimal (1 GB = 1e9 bytes) unless written in GiB; counts take 7.5e9, 1.5B, 124M.\n"

@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"dl-train: train a GPT, Llama-family or MLP model from a TOML config, on the CPU or an NVIDIA GPU "
                "(train.device; --version says whether this build has the CUDA backend)."};
-  app.set_version_flag("--version", "dl-train " + dl::version_string() + "\n" + dl::device_build_info());
+  // A function, run by --version alone: it loads cuBLASLt and the driver to report their versions.
+  app.set_version_flag("--version", [] { return "dl-train " + dl::version_string() + "\n" + dl::device_build_info(); });
   app.footer(
       "Examples:\n"
       "  dl-train configs/addition.toml                      # the built-in synthetic task\n"

@@ -78,7 +78,13 @@ std::string cuda_build_info() {
            runtime / 1000, ".", (runtime % 1000) / 10, ", driver ",
            de == cudaSuccess && driver > 0 ? str(driver / 1000, ".", (driver % 1000) / 10) : std::string("none"),
            ")\n");
-  s += str("cuBLASLt: ", version_3(static_cast<int>(cublasLtGetVersion()), 10000, 100), "\n");
+  // Loads cuBLASLt (cublas_loader.cpp): --version says whether this machine can.
+  try {
+    s += str("cuBLASLt: ", version_3(static_cast<int>(cublasLtGetVersion()), 10000, 100), " (built against ",
+             CUBLAS_VER_MAJOR, ".", CUBLAS_VER_MINOR, ".", CUBLAS_VER_PATCH, ")\n");
+  } catch (const Error& e) {
+    s += str("cuBLASLt: cannot be loaded: ", e.what(), "\n");
+  }
 #ifdef DL_HAVE_CUDNN
   s += str("cuDNN: ", version_3(static_cast<int>(cudnnGetVersion()), 10000, 100), " (built against ", CUDNN_MAJOR,
            ".", CUDNN_MINOR, ".", CUDNN_PATCHLEVEL, "; linked, not yet used by any op)\n");
