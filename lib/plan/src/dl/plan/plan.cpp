@@ -1109,29 +1109,38 @@ std::vector<Estimate> enumerate_layouts(const ModelShape& m, const Layout& base,
       int64_t dp = 0;
       if (search.dp) dp = *search.dp;
       else if (tp > 0 && pp > 0 && cp > 0 && gpus % split_ranks == 0) dp = gpus / split_ranks;
+      auto layout = [&](int64_t zero, bool off, Recompute rc) {
+        Layout l = base;
+        l.tp = tp;
+        l.pp = pp;
+        l.cp = cp;
+        l.ep = ep;
+        l.dp = dp;
+        l.zero = zero;
+        l.offload_cpu = off;
+        l.recompute = rc;
+        l.sequence_parallel = tp > 1 && base.sequence_parallel;
+        return l;
+      };
+      if (dp == 0) {
+        // Every ZeRO, offload and recompute choice fails alike: the reason is formatted once, and
+        // the first choice stands for them (formatting it for each took most of the search).
+        std::string why = cp > 1 ? str("tp x pp x cp = ", split_ranks, " does not divide the ", gpus, " GPUs")
+                                 : str("tp x pp = ", tp * pp, " does not divide the ", gpus, " GPUs");
+        if (impossible_seen.insert(why).second) {
+          Estimate e;
+          e.layout = layout(zeros.front(), offloads.front(), recomputes.front());
+          e.valid = false;
+          e.why_not = std::move(why);
+          e.step_seconds = std::numeric_limits<double>::infinity();
+          impossible.push_back(std::move(e));
+        }
+        continue;
+      }
       for (int64_t zero : zeros)
         for (bool off : offloads)
           for (Recompute rc : recomputes) {
-            Layout l = base;
-            l.tp = tp;
-            l.pp = pp;
-            l.cp = cp;
-            l.ep = ep;
-            l.dp = dp;
-            l.zero = zero;
-            l.offload_cpu = off;
-            l.recompute = rc;
-            l.sequence_parallel = tp > 1 && base.sequence_parallel;
-            Estimate e;
-            if (dp == 0) {
-              e.layout = l;
-              e.valid = false;
-              e.why_not = cp > 1 ? str("tp x pp x cp = ", split_ranks, " does not divide the ", gpus, " GPUs")
-                                 : str("tp x pp = ", tp * pp, " does not divide the ", gpus, " GPUs");
-              e.step_seconds = std::numeric_limits<double>::infinity();
-            } else {
-              e = estimate(m, l, hw, global_batch);
-            }
+            Estimate e = estimate(m, layout(zero, off, rc), hw, global_batch);
             if (!e.valid) {
               if (impossible_seen.insert(e.why_not).second) impossible.push_back(std::move(e));
               continue;
