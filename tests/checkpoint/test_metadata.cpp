@@ -234,3 +234,27 @@ TEST_CASE("check_checkpoint_model compares an mlp checkpoint's hidden widths and
   other.type = dl::ModelType::gpt;
   CHECK_THROWS_WITH_AS(dl::check_checkpoint_model(ck, other), doctest::Contains("model.type"), dl::Error);
 }
+
+TEST_CASE("a manifest integer is checked against both bounds: a slice dim of a 0-d tensor, layout.dp 0") {
+  // tp2.json, a version 2 manifest (no content checksum), edited field by field. Both were let
+  // through: json holds non-negative integers as unsigned, and the check compared them with the
+  // bounds cast to uint64_t (a negative upper bound let anything pass, the lower one was not read).
+  const json seed = json::parse(read_file(source_path("tests/fuzz/corpus/fuzz_checkpoint_manifest/tp2.json")));
+  const std::string name = seed["pieces"][0]["name"];
+  auto parse = [](const json& m) {
+    return usage_error_of([&] { dl::parse_checkpoint_manifest(m.dump(), "trainer_state.json"); });
+  };
+  CHECK(parse(seed).empty());
+
+  json scalar = seed;  // the piece slices dim 1 of a tensor with no dimensions (the fuzzer's find)
+  scalar["tensors"][name]["shape"] = json::array();
+  const std::string dim_error = parse(scalar);
+  CHECK(has(dim_error, "pieces[0].slice.dim: 1 is outside [-1, -1]"));
+
+  json no_ranks = seed;
+  no_ranks["layout"]["dp"] = 0;
+  CHECK(has(parse(no_ranks), "layout.dp: 0 is outside [1, 1048576]"));
+  json zero_five = seed;
+  zero_five["layout"]["zero"] = 5;
+  CHECK(has(parse(zero_five), "layout.zero: 5 is outside [0, 3]"));
+}

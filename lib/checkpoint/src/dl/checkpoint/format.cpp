@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "dl/cli/app.hpp"
@@ -217,8 +218,12 @@ struct ManifestCheck {
   }
   int64_t integer(const json& v, const std::string& field, int64_t lo, int64_t hi) const {
     if (!v.is_number_integer()) fail(field, "not an integer: ", v.dump());
-    if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi) : v.get<int64_t>() < lo || v.get<int64_t>() > hi)
-      fail(field, v.dump(), " is outside [", lo, ", ", hi, "]");
+    // json holds every non-negative integer as unsigned: compared with signed bounds as numbers,
+    // not as uint64_t (a negative `hi` cast to uint64_t let any value through, and `lo` was unchecked).
+    const bool inside = v.is_number_unsigned()
+                            ? std::cmp_greater_equal(v.get<uint64_t>(), lo) && std::cmp_less_equal(v.get<uint64_t>(), hi)
+                            : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+    if (!inside) fail(field, v.dump(), " is outside [", lo, ", ", hi, "]");
     return v.is_number_unsigned() ? static_cast<int64_t>(v.get<uint64_t>()) : v.get<int64_t>();
   }
   void optional_integer(const json& m, const std::string& key, const std::string& field, int64_t lo, int64_t hi) const {
