@@ -3,6 +3,11 @@
 BUILD   ?= build
 JOBS    ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# Ninja when it is installed (scripts/install-deps.sh installs it) and no CMAKE_GENERATOR is set:
+# it compiles a library's objects while the libraries below it still archive, where Make's
+# generator finishes each target before the next starts (two cores sat half idle at the end of
+# each library). scripts/test-sanitize.sh makes the same choice for its build folders.
+GENERATOR_FLAG := $(if $(CMAKE_GENERATOR),,$(if $(shell command -v ninja 2> /dev/null),-G Ninja))
 
 FUZZ_SECONDS ?= 60
 
@@ -14,7 +19,7 @@ deps:
 	./scripts/install-deps.sh
 
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) $(GENERATOR_FLAG) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
 configure: $(BUILD)/CMakeCache.txt
 

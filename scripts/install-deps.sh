@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake make pkg-config ccache  # ccache: every build compiles through it (CMakeLists.txt)
+  build-essential cmake make ninja-build pkg-config ccache  # ccache: every build compiles through it (CMakeLists.txt); ninja: the Makefile's generator
   lld  # links every program (CMakeLists.txt): a quarter of GNU ld's time on the sanitizer builds' programs
   libcli11-dev libtomlplusplus-dev doctest-dev nlohmann-json3-dev
   libboost-dev libboost-filesystem-dev libboost-system-dev

@@ -31,7 +31,9 @@ configure() {  # configure BUILD SANITIZERS [extra cmake args]
   local build=$1 sanitize=$2
   shift 2
   [ -f "$build/CMakeCache.txt" ] && return 0
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_COMPILER=clang++ \
+  local generator=()  # Ninja as in the Makefile's configure
+  [ -z "${CMAKE_GENERATOR:-}" ] && command -v ninja > /dev/null && generator=(-G Ninja)
+  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_COMPILER=clang++ \
     -DDL_CUDA=OFF -DDL_SANITIZE="$sanitize" "$@" > "$build.configure.log" 2>&1 ||
     { cat "$build.configure.log" >&2; exit 1; }
 }
