@@ -7,7 +7,11 @@
 #      the launcher, dl-train's ranks).
 # Any sanitizer report fails the run. Suppressions (tests/sanitizers/*.supp) cover third-party
 # code only. Prints each phase's wall time. --build-only: configure and build build-asan, then stop
-# (make fuzz).
+# (make fuzz; scripts/test.sh runs it beside the release tests).
+# The TSan build compiles at the lowest priority (nice 19) beside the ASan suites and the fuzz
+# targets, on the CPU they leave idle (their entries wait on children, pipes and fsyncs), and the
+# TSan tests wait for it. A build needs no CPU at any moment, so it can take what is left; tests
+# with timeouts are never the ones pushed back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}
@@ -43,12 +47,34 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
 export TSAN_OPTIONS="suppressions=$supp/tsan.supp:halt_on_error=1:second_deadlock_stack=1:print_suppressions=0"
 
-phase "ASan + UBSan build ($ASAN_BUILD)"
+# DL_ASAN_BUILD_PHASE: the name of the build's row in the phase table (scripts/test.sh names the
+# one it runs beside its tests).
+asan_phase=${DL_ASAN_BUILD_PHASE:-ASan + UBSan build}
+phase "$asan_phase ($ASAN_BUILD)"
 configure "$ASAN_BUILD" address,undefined -DDL_FUZZ=ON
 cmake --build "$ASAN_BUILD" -j "$JOBS" > "$ASAN_BUILD.build.log" 2>&1 ||
-  { tail -50 "$ASAN_BUILD.build.log" >&2; phase_end "ASan + UBSan build" 1; exit 1; }
-phase_end "ASan + UBSan build"
+  { tail -50 "$ASAN_BUILD.build.log" >&2; phase_end "$asan_phase" 1; exit 1; }
+phase_end "$asan_phase"
 [ "${1:-}" = "--build-only" ] && exit 0
+
+# The TSan build, in the background at nice 19 (above); its row says how long it took beside the
+# rest, and its log is $TSAN_BUILD.build.log.
+tsan_build() {
+  renice -n 19 -p "$BASHPID" > /dev/null  # this subshell and all it starts
+  phase_start=$(date +%s)
+  configure "$TSAN_BUILD" thread
+  local status=0
+  cmake --build "$TSAN_BUILD" -j "$JOBS" --target test_core test_dist collectives_worker launcher_worker dl-train \
+    > "$TSAN_BUILD.build.log" 2>&1 || status=$?
+  phase_end "TSan build, beside tests" $status
+  return $status
+}
+echo "test-sanitize: TSan build ($TSAN_BUILD) beside the ASan tests, at nice 19: test_core, test_dist and what they run" >&2
+tsan_build &
+tsan_pid=$!
+# Stopped with the script (a failing phase, Ctrl-C): the build and every process under it.
+kill_tree() { local child; for child in $(pgrep -P "$1"); do kill_tree "$child"; done; kill "$1" 2> /dev/null; }
+trap 'kill_tree "$tsan_pid"' EXIT
 
 phase "ASan + UBSan tests"
 rc=0 status=0
@@ -64,11 +90,12 @@ status=0
 ./scripts/fuzz.sh "$ASAN_BUILD" "$FUZZ_SECONDS_TEST" "$JOBS" || { rc=1 status=1; }
 phase_end "fuzz" $status
 
-phase "TSan build ($TSAN_BUILD): test_core, test_dist and what they run"
-configure "$TSAN_BUILD" thread
-cmake --build "$TSAN_BUILD" -j "$JOBS" --target test_core test_dist collectives_worker launcher_worker dl-train \
-  > "$TSAN_BUILD.build.log" 2>&1 || { tail -50 "$TSAN_BUILD.build.log" >&2; phase_end "TSan build" 1; exit 1; }
-phase_end "TSan build"
+phase "waiting for the TSan build ($TSAN_BUILD)"
+status=0
+wait "$tsan_pid" || status=$?
+trap - EXIT
+phase_end "TSan build, the rest" $status
+[ $status = 0 ] || { tail -50 "$TSAN_BUILD.build.log" >&2; exit 1; }
 
 phase "TSan tests"
 status=0
