@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "dl/core/option_error.hpp"
+#include "dl/io/child_environment.hpp"
 
 namespace dl::test {
 
@@ -59,13 +60,8 @@ RunResult run(const std::string& program, const std::vector<std::string>& args, 
   RunResult r;
   bp::ipstream out, err;
   bp::opstream in;
-  // A copy: this_process::environment() is the live environment, and writing to it would leak
-  // one test's variables into every later child.
-  bp::environment child_env = boost::this_process::environment();
-  for (const auto& kv : env) {
-    auto eq = kv.find('=');
-    child_env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  // A copy: writing to this process's environment would leak one test's variables into every later child.
+  bp::environment child_env = dl::child_environment(env);
   bp::child c(bp::exe = program, bp::args = args, bp::std_out > out, bp::std_err > err, bp::std_in < in,
               child_env);
   in << input;
@@ -103,13 +99,8 @@ struct Process::Impl {
 
 Process::Process(const std::string& program, const std::vector<std::string>& args, const std::vector<std::string>& env)
     : impl_(std::make_unique<Impl>()) {
-  // A copy: this_process::environment() is the live environment, and writing to it would leak
-  // one test's variables into every later child.
-  bp::environment child_env = boost::this_process::environment();
-  for (const auto& kv : env) {
-    auto eq = kv.find('=');
-    child_env[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  // A copy: writing to this process's environment would leak one test's variables into every later child.
+  bp::environment child_env = dl::child_environment(env);
   Impl& m = *impl_;
   m.child = bp::child(bp::exe = program, bp::args = args, bp::std_out > m.out, bp::std_err > m.err,
                       bp::std_in < bp::null, child_env);

@@ -20,6 +20,7 @@
 #include "dl/cli/app.hpp"
 #include "dl/core/error.hpp"
 #include "dl/core/option_error.hpp"
+#include "dl/io/child_environment.hpp"
 
 namespace dl::dist {
 
@@ -146,17 +147,17 @@ int launch_local_ranks(const LaunchOptions& o) {
     for (int local = 0; local < o.nproc_per_node; ++local) {
       auto r = std::make_unique<Rank>();
       r->rank = o.node_rank * o.nproc_per_node + local;
-      // A copy: assigning into this_process::environment() itself would set the variables in the
-      // launcher too (a program that launches ranks and then goes on, like dl-bench all).
-      bp::environment env = boost::this_process::environment();
-      env["DL_RANK"] = std::to_string(r->rank);
-      env["DL_WORLD_SIZE"] = std::to_string(world);
-      env["DL_LOCAL_RANK"] = std::to_string(local);
-      env["DL_LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
-      env["DL_RUN_ID"] = run_id;
-      env["DL_LAUNCHER_PID"] = std::to_string(::getpid());
-      env["DL_NUM_THREADS"] = threads;
-      for (const auto& kv : rdzv_env) env[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+      // A copy, not the launcher's own (a program that launches ranks and then goes on, like
+      // dl-bench all).
+      std::vector<std::string> sets = {"DL_RANK=" + std::to_string(r->rank),
+                                       "DL_WORLD_SIZE=" + std::to_string(world),
+                                       "DL_LOCAL_RANK=" + std::to_string(local),
+                                       "DL_LOCAL_WORLD_SIZE=" + std::to_string(o.nproc_per_node),
+                                       "DL_RUN_ID=" + run_id,
+                                       "DL_LAUNCHER_PID=" + std::to_string(::getpid()),
+                                       "DL_NUM_THREADS=" + threads};
+      sets.insert(sets.end(), rdzv_env.begin(), rdzv_env.end());
+      bp::environment env = child_environment(sets);
       r->out = std::make_unique<bp::ipstream>();
       r->err = std::make_unique<bp::ipstream>();
       // Own process group: a Ctrl-C at the terminal reaches the launcher only, which forwards it

@@ -26,6 +26,7 @@
 #include "dl/core/limits.hpp"
 #include "dl/core/option_error.hpp"
 #include "dl/io/atomic_file.hpp"
+#include "dl/io/child_environment.hpp"
 #include "dl/io/dir_lock.hpp"
 #include "dl/io/jsonl.hpp"
 #include "dl/sweep/asha.hpp"
@@ -298,8 +299,9 @@ class Runner {
     fs::create_directories(log.parent_path());
     c->log = std::fopen(log.c_str(), "a");
     if (!c->log) throw_runtime("cannot open ", log.string(), " for the trial's log");
-    bp::environment env = boost::this_process::environment();
-    if (!std::getenv("DL_NUM_THREADS")) env["DL_NUM_THREADS"] = std::to_string(threads_);
+    std::vector<std::string> sets;
+    if (!std::getenv("DL_NUM_THREADS")) sets.push_back("DL_NUM_THREADS=" + std::to_string(threads_));
+    bp::environment env = child_environment(sets);
     const pid_t self = ::getpid();
     c->started = monotonic_seconds();
     try {
