@@ -85,8 +85,9 @@ build_release() {
 }
 phase build build_release || { rc=1; summary; exit 1; }
 # The ASan + UBSan build compiles at nice 19 beside the release and emulated tests, on the CPU
-# they leave idle (their entries wait on children, pipes and fsyncs); scripts/test-sanitize.sh
-# then finds it built. Its messages are printed once it is done, not among the tests'.
+# they leave idle (their entries wait on children, pipes and fsyncs: about 14 s of a cold run, and
+# the tests beside it ran 2-4 s slower); scripts/test-sanitize.sh then finds it built. Its
+# messages are printed once it is done, not among the tests'.
 asan_log=$(mktemp)
 kill_tree() { local child; for child in $(pgrep -P "$1"); do kill_tree "$child"; done; kill "$1" 2> /dev/null; }
 (renice -n 19 -p "$BASHPID" > /dev/null
